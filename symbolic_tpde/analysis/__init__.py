@@ -1,0 +1,1 @@
+"""Analysis: blow-up, clustering limits, rank, phase diagrams, mean-field experiments."""

@@ -1,0 +1,1 @@
+"""One module per ``tpde`` subcommand; see :mod:`symbolic_tpde.cli`."""

@@ -1,0 +1,38 @@
+"""Errors and events shared by every layer.
+
+`InputError` is raised for bad user input (shapes, symmetry, definiteness, NaN/Inf, unknown variant or key,
+missing parameter).  It always names the offending field, so the CLI can print a one-line message and exit
+with status 2.  `BlowupError` is raised when a numerical run overflows: it carries the time at which it
+happened instead of letting NaNs through.
+"""
+
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Bad user input.  ``field`` names the offending field (e.g. ``"Sigma0"`` or ``"heads[1].tau"``)."""
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class BlowupError(ArithmeticError):
+    """A numerical run left the finite floats.  ``t`` is the last time at which the state was finite."""
+
+    def __init__(self, t: float, where: str, detail: str = ""):
+        self.t = float(t)
+        self.where = where
+        self.detail = detail
+        msg = f"{where}: state became non-finite after t = {self.t:.6g}"
+        super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+class ConvergenceError(RuntimeError):
+    """An inner iteration (e.g. Sinkhorn) did not reach its tolerance within its iteration cap."""
+
+    def __init__(self, where: str, detail: str):
+        self.where = where
+        self.detail = detail
+        super().__init__(f"{where}: {detail}")

@@ -1,0 +1,318 @@
+"""Attention weights as validated, immutable data.
+
+This is the one description of "which attention, with which parameters, at which time" shared by the
+particle simulator, the symbolic engine, code generation and the CLI.  Conventions (``../shared/MATH.md`` §2):
+the kernel of softmax-type attention is ``exp(<A x, y>) = exp(yᵀ A x)`` with ``x`` the query and ``y`` the key;
+``V`` acts after averaging.
+
+Head kinds and their parameters (``d`` = token dimension, ``m`` = head dimension of ℓ2 heads):
+
+=======================  ==========================================  ==============================================
+kind                     parameters                                  field ``Γ_μ(x)``
+=======================  ==========================================  ==============================================
+``softmax``              ``A (d,d)``, ``V (d,d)``                    ``V ∫ y e^{<Ax,y>} dμ / ∫ e^{<Ax,y>} dμ``
+``l2``                   ``Q (m,d)``, ``K (m,d)``, ``V (d,d)``,      softmax with kernel ``exp(-|Qx - Ky|²/τ)``
+                         ``tau > 0``
+``sinkhorn``             ``A``, ``V``, ``epsilon > 0`` (default 1)    ``V ∫ y dπ_μ(y|x)``, entropic OT plan
+``sigmoid``              ``A``, ``V``, ``b`` (scalar)                ``V ∫ σ(<Ax,y> + b) y dμ`` (no normalisation)
+``linear``               ``A``, ``V``                                ``V ∫ <Ax,y> y dμ``
+``softmax_unnormalized`` ``A``, ``V``                                ``V ∫ y e^{<Ax,y>} dμ`` (no normalisation)
+``masked``               ``A``, ``V``                                causal softmax: keys with position ``≤`` query's
+``custom``               ``B (d,d)``, ``V``; optional ``P (d,d)``,   softmax with ``log k(x,y) = xᵀBy + xᵀPx + yᵀRy
+                         ``R (d,d)``, ``p (d)``, ``r (d)`` (zero       + pᵀx + rᵀy``
+                         when absent)
+=======================  ==========================================  ==============================================
+
+Note the ``custom`` convention ``xᵀ B y``: the softmax kernel ``<A x, y> = xᵀ Aᵀ y`` is ``B = Aᵀ``.
+
+A :class:`Weights` is the set of heads acting at one time (their fields are summed), plus an optional affine
+feed-forward term ``W x + c`` and, for masked heads, an optional attention sink.  A :class:`Schedule` gives
+the weights as a function of time: constant, piecewise constant (layers) or any Python callable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .errors import InputError
+
+#: Required and optional parameters of each head kind.  Optional ones carry their documented default.
+HEAD_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "softmax": (("A", "V"), {}),
+    "l2": (("Q", "K", "V", "tau"), {}),
+    "sinkhorn": (("A", "V"), {"epsilon": 1.0}),
+    "sigmoid": (("A", "V", "b"), {}),
+    "linear": (("A", "V"), {}),
+    "softmax_unnormalized": (("A", "V"), {}),
+    "masked": (("A", "V"), {}),
+    "custom": (("B", "V"), {"P": None, "R": None, "p": None, "r": None}),
+}
+
+_SCALARS = {"tau", "epsilon", "b"}
+_VECTORS = {"p", "r"}
+
+
+def _finite_array(value: Any, field_name: str, ndim: int) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise InputError(field_name, f"not a numeric array ({exc})") from None
+    if arr.ndim != ndim:
+        kind = {0: "a number", 1: "a vector", 2: "a matrix"}[ndim]
+        raise InputError(field_name, f"expected {kind}, got an array of shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InputError(field_name, "contains NaN or Inf")
+    arr.setflags(write=False)
+    return arr
+
+
+def _check_shape(arr: np.ndarray, shape: tuple[int, ...], field_name: str) -> None:
+    if arr.shape != shape:
+        raise InputError(field_name, f"expected shape {shape}, got {arr.shape}")
+
+
+@dataclass(frozen=True)
+class Head:
+    """One attention head: its kind and its validated parameters (read-only numpy arrays / floats)."""
+
+    kind: str
+    params: Mapping[str, Any]
+
+    @property
+    def d(self) -> int:
+        return int(self.params["V"].shape[0])
+
+
+def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -> Head:
+    """Validate and build a :class:`Head`.
+
+    ``where`` prefixes field names in error messages (e.g. ``"heads[1]"``).  ``d`` is inferred from ``V``
+    when not given.  Unknown parameters, missing parameters, wrong shapes, NaN/Inf and ``tau <= 0`` or
+    ``epsilon <= 0`` raise :class:`InputError` naming the field.
+    """
+    pre = f"{where}." if where else ""
+    if kind not in HEAD_KINDS:
+        raise InputError(f"{pre}attention", f"unknown variant {kind!r}; expected one of {sorted(HEAD_KINDS)}")
+    required, optional = HEAD_KINDS[kind]
+    for key in params:
+        if key not in required and key not in optional:
+            allowed = sorted(required + tuple(optional))
+            raise InputError(f"{pre}{key}", f"unknown parameter for {kind!r} heads; allowed: {allowed}")
+    for key in required:
+        if key not in params or params[key] is None:
+            raise InputError(f"{pre}{key}", f"missing parameter (required for {kind!r} heads)")
+    V = _finite_array(params["V"], f"{pre}V", 2)
+    if d is None:
+        d = V.shape[0]
+    _check_shape(V, (d, d), f"{pre}V")
+    out: dict[str, Any] = {"V": V}
+    for key in required + tuple(optional):
+        if key == "V":
+            continue
+        value = params.get(key, optional.get(key))
+        fname = f"{pre}{key}"
+        if key in _SCALARS:
+            if value is None:
+                raise InputError(fname, "missing parameter")
+            val = float(_finite_array(value, fname, 0))
+            if key in ("tau", "epsilon") and not val > 0:
+                raise InputError(fname, f"must be > 0, got {val}")
+            out[key] = val
+        elif key in _VECTORS:
+            arr = np.zeros(d) if value is None else _finite_array(value, fname, 1)
+            _check_shape(arr, (d,), fname)
+            arr.setflags(write=False)
+            out[key] = arr
+        else:
+            arr = np.zeros((d, d)) if value is None else _finite_array(value, fname, 2)
+            if key in ("Q", "K"):
+                if arr.shape[1] != d:
+                    raise InputError(fname, f"expected shape (m, {d}), got {arr.shape}")
+            else:
+                _check_shape(arr, (d, d), fname)
+            arr.setflags(write=False)
+            out[key] = arr
+    if kind == "l2" and out["Q"].shape != out["K"].shape:
+        raise InputError(f"{pre}K", f"shape {out['K'].shape} differs from Q's {out['Q'].shape}")
+    return Head(kind=kind, params=out)
+
+
+@dataclass(frozen=True)
+class FFN:
+    """Affine feed-forward term ``W x + c`` added to the attention field."""
+
+    W: np.ndarray
+    c: np.ndarray
+
+
+@dataclass(frozen=True)
+class Sink:
+    """Attention sink for masked heads: an atom of mass ``mass`` at position ``s = 0`` located at ``x``.
+
+    Every query attends to it with total weight ``mass`` (the remaining ``1 - mass`` is shared by the tokens),
+    which keeps the causal normaliser away from zero (MATH.md §2).
+    """
+
+    mass: float
+    x: np.ndarray
+
+
+@dataclass(frozen=True)
+class Weights:
+    """All parameters acting at one time: heads (fields summed), optional FFN and optional sink."""
+
+    heads: tuple[Head, ...]
+    ffn: FFN | None = None
+    sink: Sink | None = None
+
+    @property
+    def d(self) -> int:
+        return self.heads[0].d
+
+    def structure(self) -> tuple:
+        """Hashable description of the *form* (head kinds, head dimensions, FFN, sink), not the values.
+
+        Two weights with the same structure share one symbolic derivation and one generated right-hand side.
+        """
+        kinds = tuple((h.kind, h.params["Q"].shape[0] if h.kind == "l2" else self.d) for h in self.heads)
+        return (self.d, kinds, self.ffn is not None, self.sink is not None)
+
+
+def make_weights(heads: list[Head] | tuple[Head, ...], ffn: Mapping[str, Any] | FFN | None = None,
+                 sink: Mapping[str, Any] | Sink | None = None, where: str = "") -> Weights:
+    """Validate a set of heads (same ``d``), an optional FFN ``{"W", "c"}`` and an optional sink."""
+    pre = f"{where}." if where else ""
+    if not heads:
+        raise InputError(f"{pre}heads", "at least one head is required")
+    d = heads[0].d
+    for i, h in enumerate(heads):
+        if h.d != d:
+            raise InputError(f"{pre}heads[{i}].V", f"dimension {h.d} differs from head 0's {d}")
+    ffn_obj = None
+    if ffn is not None:
+        if isinstance(ffn, FFN):
+            ffn = {"W": ffn.W, "c": ffn.c}
+        unknown = set(ffn) - {"W", "c"}
+        if unknown:
+            raise InputError(f"{pre}ffn.{sorted(unknown)[0]}", "unknown key; allowed: ['W', 'c']")
+        W = _finite_array(ffn.get("W", np.zeros((d, d))), f"{pre}ffn.W", 2)
+        _check_shape(W, (d, d), f"{pre}ffn.W")
+        c = _finite_array(ffn.get("c", np.zeros(d)), f"{pre}ffn.c", 1)
+        _check_shape(c, (d,), f"{pre}ffn.c")
+        ffn_obj = FFN(W=W, c=c)
+    sink_obj = None
+    if sink is not None:
+        if not any(h.kind == "masked" for h in heads):
+            raise InputError(f"{pre}sink", "an attention sink only applies to masked heads")
+        if isinstance(sink, Sink):
+            sink = {"mass": sink.mass, "x": sink.x}
+        unknown = set(sink) - {"mass", "x"}
+        if unknown:
+            raise InputError(f"{pre}sink.{sorted(unknown)[0]}", "unknown key; allowed: ['mass', 'x']")
+        if "mass" not in sink:
+            raise InputError(f"{pre}sink.mass", "missing parameter")
+        mass = float(_finite_array(sink["mass"], f"{pre}sink.mass", 0))
+        if not 0 < mass < 1:
+            raise InputError(f"{pre}sink.mass", f"must lie in (0, 1), got {mass}")
+        x = _finite_array(sink.get("x", np.zeros(d)), f"{pre}sink.x", 1)
+        _check_shape(x, (d,), f"{pre}sink.x")
+        sink_obj = Sink(mass=mass, x=x)
+    return Weights(heads=tuple(heads), ffn=ffn_obj, sink=sink_obj)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Weights as a function of depth ``t``.
+
+    * ``Schedule.constant(w)``;
+    * ``Schedule.layers([(t_end_1, w_1), (t_end_2, w_2), ...])``: ``w_k`` acts on ``[t_end_{k-1}, t_end_k)``
+      (``t_end_0 = 0``; the last layer also acts at and after its ``t_end``);
+    * ``Schedule.from_callable(f)``: any Python callable ``t -> Weights`` (validated at each call).
+
+    Calling the schedule, ``schedule(t)``, returns the :class:`Weights` in force at ``t``.
+    """
+
+    t_ends: tuple[float, ...] = ()
+    weights: tuple[Weights, ...] = ()
+    func: Callable[[float], Weights] | None = field(default=None, compare=False)
+
+    @classmethod
+    def constant(cls, w: Weights) -> "Schedule":
+        return cls(t_ends=(math.inf,), weights=(w,))
+
+    @classmethod
+    def layers(cls, layers: list[tuple[float, Weights]]) -> "Schedule":
+        if not layers:
+            raise InputError("layers", "at least one layer is required")
+        t_ends = tuple(float(t) for t, _ in layers)
+        for i, t in enumerate(t_ends):
+            if not (math.isfinite(t) and t > 0) or (i and t <= t_ends[i - 1]):
+                raise InputError(f"layers[{i}].t_end", f"must be finite, > 0 and increasing, got {t}")
+        ws = tuple(w for _, w in layers)
+        for i, w in enumerate(ws):
+            if w.structure() != ws[0].structure():
+                raise InputError(f"layers[{i}]", "every layer must have the same heads, FFN and sink structure")
+        return cls(t_ends=t_ends, weights=ws)
+
+    @classmethod
+    def from_callable(cls, func: Callable[[float], Weights]) -> "Schedule":
+        return cls(func=func)
+
+    @property
+    def is_constant(self) -> bool:
+        return self.func is None and len(self.weights) == 1
+
+    def breakpoints(self, T: float) -> list[float]:
+        """Interior layer boundaries in ``(0, T)``: integrators should stop and restart there."""
+        return [t for t in self.t_ends[:-1] if 0 < t < T]
+
+    def __call__(self, t: float) -> Weights:
+        if self.func is not None:
+            w = self.func(t)
+            if not isinstance(w, Weights):
+                raise InputError("schedule", f"callable returned {type(w).__name__}, expected Weights")
+            return w
+        for t_end, w in zip(self.t_ends, self.weights):
+            if t < t_end:
+                return w
+        return self.weights[-1]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A complete run description: weights schedule, Gaussian initial data ``N(alpha0, Sigma0)``, horizon."""
+
+    attention: str
+    d: int
+    schedule: Schedule
+    alpha0: np.ndarray
+    Sigma0: np.ndarray
+    T: float
+
+    def weights(self, t: float = 0.0) -> Weights:
+        return self.schedule(t)
+
+
+def check_gaussian(alpha: Any, Sigma: Any, d: int, names: tuple[str, str] = ("alpha0", "Sigma0")) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a mean vector and an SPD covariance; returns read-only float arrays.
+
+    Symmetry is checked to a relative tolerance of 1e-10 of ``max|Sigma|`` (JSON round-trips are exact, so
+    anything larger is a real asymmetry); definiteness by a Cholesky factorisation.
+    """
+    a = _finite_array(alpha, names[0], 1)
+    _check_shape(a, (d,), names[0])
+    S = _finite_array(Sigma, names[1], 2)
+    _check_shape(S, (d, d), names[1])
+    asym = float(np.max(np.abs(S - S.T))) if d else 0.0
+    if asym > 1e-10 * max(1.0, float(np.max(np.abs(S)))):
+        raise InputError(names[1], f"not symmetric (max |S - Sᵀ| = {asym:.3g})")
+    try:
+        np.linalg.cholesky(S)
+    except np.linalg.LinAlgError:
+        lam = float(np.linalg.eigvalsh(S).min())
+        raise InputError(names[1], f"not positive definite (smallest eigenvalue {lam:.3g})") from None
+    return a, S

@@ -1,0 +1,1 @@
+"""Numerics layer: particle fields, integrators, estimators and distances (no SymPy at module level)."""

@@ -1,0 +1,179 @@
+"""Scenario files: JSON in, a validated :class:`~symbolic_tpde.model.Scenario` out.
+
+Parsed with :mod:`json` only: nothing is evaluated.  ``NaN``/``Infinity`` literals and duplicate keys are
+rejected.  Format (every key documented in README.md)::
+
+    {"attention": "softmax",          # softmax | l2 | sinkhorn | sigmoid | linear | masked | custom
+                                      #   | softmax_unnormalized | multihead (= softmax with "heads")
+     "d": 2,                          # optional, inferred from alpha0
+     "A": [[...]], "V": [[...]],      # one head: its parameters at top level, or
+     "heads": [{"A": ..., "V": ...}, ...],   # several heads, each optionally with its own "attention"
+     "ffn": {"W": [[...]], "c": [...]},      # optional affine feed-forward term W x + c
+     "sink": {"mass": 0.1, "x": [...]},      # optional attention sink (masked only)
+     "layers": [{"t_end": 0.5, "A": ...}, ...],  # optional piecewise-constant weights; keys a layer does
+                                                 #   not give are taken from the top level
+     "alpha0": [...], "Sigma0": [[...]], # Gaussian initial data N(alpha0, Sigma0)
+     "T": 1.0,                        # horizon
+     "name": "...", "description": "..."}  # optional free text
+
+Every problem raises :class:`~symbolic_tpde.errors.InputError` naming the field, e.g. ``heads[1].tau: must be
+> 0, got -1.0`` or ``Sigma0: not positive definite (smallest eigenvalue -0.5)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .model import HEAD_KINDS, Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
+
+ATTENTIONS = tuple(HEAD_KINDS) + ("multihead",)
+_HEAD_PARAM_KEYS = sorted({k for req, opt in HEAD_KINDS.values() for k in (*req, *opt)})
+_WEIGHT_KEYS = set(_HEAD_PARAM_KEYS) | {"heads", "ffn", "sink"}
+_TOP_KEYS = _WEIGHT_KEYS | {"attention", "d", "layers", "alpha0", "Sigma0", "T", "name", "description"}
+_LAYER_KEYS = _WEIGHT_KEYS | {"t_end"}
+
+
+def _reject_constant(name: str) -> Any:
+    raise InputError("scenario", f"{name} is not allowed in a scenario file (use finite numbers)")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InputError(key, "key given twice in the same object")
+        out[key] = value
+    return out
+
+
+def loads(text: str) -> dict[str, Any]:
+    """Parse scenario JSON text (no evaluation; NaN/Infinity and duplicate keys rejected)."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise InputError("scenario", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
+    return data
+
+
+_BUILTIN_DIR = Path(__file__).parent / "scenarios"
+
+
+def builtin_scenarios() -> list[str]:
+    """Names of the scenarios shipped with the package (usable as ``--scenario NAME``)."""
+    return sorted(p.stem for p in _BUILTIN_DIR.glob("*.json"))
+
+
+def load_scenario(path: str | Path, *, need_T: bool = True) -> Scenario:
+    """Read and validate a scenario file; a name from :func:`builtin_scenarios` loads the shipped one."""
+    p = Path(path)
+    if not p.exists() and str(path) in builtin_scenarios():
+        p = _BUILTIN_DIR / f"{path}.json"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError("scenario", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+    return parse_scenario(loads(text), need_T=need_T)
+
+
+def _attention_of(data: dict[str, Any], field: str) -> str:
+    att = data.get("attention")
+    if not isinstance(att, str):
+        raise InputError(field, f"must be a string naming the variant, one of {list(ATTENTIONS)}")
+    if att not in ATTENTIONS:
+        raise InputError(field, f"unknown variant {att!r}; expected one of {list(ATTENTIONS)}")
+    return att
+
+
+def _weights_from(spec: dict[str, Any], attention: str, d: int, where: str) -> Weights:
+    """Build the Weights of one layer from a merged spec (top-level keys overridden by the layer's)."""
+    pre = f"{where}." if where else ""
+    head_params = {k: spec[k] for k in _HEAD_PARAM_KEYS if k in spec}
+    kind = "softmax" if attention == "multihead" else attention
+    if "heads" in spec:
+        if head_params:
+            key = sorted(head_params)[0]
+            raise InputError(f"{pre}{key}", "give head parameters either at this level or inside 'heads', not both")
+        heads_spec = spec["heads"]
+        if not isinstance(heads_spec, list) or not heads_spec:
+            raise InputError(f"{pre}heads", "must be a non-empty list of head objects")
+        heads = []
+        for i, h in enumerate(heads_spec):
+            hw = f"{pre}heads[{i}]"
+            if not isinstance(h, dict):
+                raise InputError(hw, "must be an object of head parameters")
+            h = dict(h)
+            hkind = _attention_of({"attention": h.pop("attention", kind)}, f"{hw}.attention")
+            hkind = "softmax" if hkind == "multihead" else hkind
+            heads.append(make_head(hkind, d, where=hw, **h))
+    else:
+        if attention == "multihead":
+            raise InputError(f"{pre}heads", "'multihead' attention needs a 'heads' list")
+        if not head_params:
+            raise InputError(f"{pre}V", f"missing parameter (give the {attention!r} head's parameters or 'heads')")
+        heads = [make_head(kind, d, where=where, **head_params)]
+    return make_weights(heads, ffn=spec.get("ffn"), sink=spec.get("sink"), where=where)
+
+
+def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
+    """Validate a scenario dictionary (as read by :func:`loads`) and build the :class:`Scenario`."""
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise InputError(key, f"unknown key; allowed keys: {sorted(_TOP_KEYS)}")
+    attention = _attention_of(data, "attention")
+    for key in ("alpha0", "Sigma0"):
+        if key not in data:
+            raise InputError(key, "missing (the Gaussian initial data N(alpha0, Sigma0) is required)")
+    if not isinstance(data["alpha0"], list):
+        raise InputError("alpha0", "must be a list of numbers")
+    d = data.get("d", len(data["alpha0"]))
+    if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+        raise InputError("d", f"must be a positive integer, got {d!r}")
+    alpha0, Sigma0 = check_gaussian(data["alpha0"], data["Sigma0"], d)
+    T = data.get("T")
+    if T is None:
+        if need_T:
+            raise InputError("T", "missing (the horizon of the run)")
+        T = math.nan
+    else:
+        if isinstance(T, bool) or not isinstance(T, (int, float)) or not math.isfinite(T) or T < 0:
+            raise InputError("T", f"must be a finite number >= 0, got {T!r}")
+        T = float(T)
+    base = {k: v for k, v in data.items() if k in _WEIGHT_KEYS}
+    if "layers" in data:
+        layers = data["layers"]
+        if not isinstance(layers, list) or not layers:
+            raise InputError("layers", "must be a non-empty list of layer objects")
+        parsed = []
+        for i, layer in enumerate(layers):
+            where = f"layers[{i}]"
+            if not isinstance(layer, dict):
+                raise InputError(where, "must be an object with 't_end' and parameters")
+            for key in layer:
+                if key not in _LAYER_KEYS:
+                    raise InputError(f"{where}.{key}", f"unknown key; allowed: {sorted(_LAYER_KEYS)}")
+            if "t_end" not in layer:
+                raise InputError(f"{where}.t_end", "missing")
+            t_end = layer["t_end"]
+            if isinstance(t_end, bool) or not isinstance(t_end, (int, float)):
+                raise InputError(f"{where}.t_end", f"must be a number, got {t_end!r}")
+            spec = dict(base)
+            if "heads" in layer:  # a layer's heads replace top-level head parameters entirely
+                for k in _HEAD_PARAM_KEYS:
+                    spec.pop(k, None)
+            elif any(k in layer for k in _HEAD_PARAM_KEYS):
+                spec.pop("heads", None)
+            spec.update({k: v for k, v in layer.items() if k != "t_end"})
+            parsed.append((t_end, _weights_from(spec, attention, d, where)))
+        if math.isfinite(T) and parsed[-1][0] < T:
+            raise InputError(f"layers[{len(parsed) - 1}].t_end",
+                             f"the last layer ends at {parsed[-1][0]} < T = {T}; weights after it are undefined")
+        schedule = Schedule.layers(parsed)
+    else:
+        schedule = Schedule.constant(_weights_from(base, attention, d, ""))
+    return Scenario(attention=attention, d=d, schedule=schedule, alpha0=alpha0, Sigma0=Sigma0, T=T)

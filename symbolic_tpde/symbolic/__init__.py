@@ -1,0 +1,1 @@
+"""Symbolic layer: kernels, Gaussian tilt, moment ODEs, energy, metric, second variation (SymPy only)."""

@@ -1,0 +1,1 @@
+"""Cross-checks symbolic <-> mpmath <-> numpy <-> compiled <-> particles, and the `tpde verify` runner."""
