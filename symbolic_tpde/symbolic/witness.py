@@ -1,0 +1,233 @@
+"""Witnesses that an attention variant does not preserve Gaussians (``../shared/MATH.md`` §3, last items).
+
+Gaussians are preserved when the field ``Γ_μ(x)`` is affine in ``x`` for ``μ = N(α, Σ)``.  A witness is a
+concrete, certified non-zero value of ``∂²Γ/∂x²`` in ``d = 1``:
+
+* **unnormalised softmax**, ``Γ(x) = v ∫ y e^{axy} N(y; α, s) dy``.  With ``c = ax`` the integral is
+  ``∂_c E[e^{cy}]`` and ``E[e^{cy}] = exp(cα + ½c²s)`` (the Gaussian moment generating function), so
+  ``Γ(x) = v(α + sax) exp(axα + ½a²x²s)``, not affine; ``Γ''`` is evaluated at a point.
+* **sigmoid**, ``Γ(x) = v ∫ σ(axy + b) y N(y; α, s) dy`` (no closed form).  Differentiating under the
+  integral, ``Γ''(0) = v a² σ''(b) E[y³]`` and ``E[y³] = α³ + 3αs`` from the moment generating function: not
+  zero unless ``b = 0`` or ``α(α² + 3s) = 0``.
+* **masked (causal)**: the state is a law on ``[0, 1] × R`` (position ``u``, uniform).  If the token law does
+  *not* depend on position (``x | u ~ N(α, s)`` for all ``u``) and there is no sink, the causal restriction
+  only rescales the key measure, the masked field equals the softmax field and Gaussians *are* preserved (the
+  code checks this: ``Γ'' ≡ 0`` when ``δ = 0``).  Two witnesses of non-preservation:
+
+  - position-dependent Gaussian tokens, ``x | u ~ N(α + δu, s)``: a query at position ``q`` sees the mixture
+    of ``N(α + δu, s)`` over ``u ≤ q``: ``Γ(q, x) = v(α + sax + δ E_w[u])``, ``w(u) ∝ e^{axδu}`` on
+    ``[0, q]``, not affine (:func:`masked_witness`; unmasked softmax fails on such data too);
+  - an attention sink (``symbolic_tpde.model.Sink``, as the particle code defines it: one extra key ``x_s``
+    of prior weight ``m₀``, tokens sharing ``1 - m₀``), tokens i.i.d. ``N(α, s)`` independent of position:
+    ``Γ(q, x) = v [m₀e^{a x x_s} x_s + (1-m₀) q Z(x) m(x)] / [m₀e^{a x x_s} + (1-m₀) q Z(x)]`` with
+    ``Z(x) = E[e^{axy}]``, ``Z m = ∂_c E[e^{cy}]`` at ``c = ax`` -- not affine, and different at every
+    position ``q``, so the ``x``-marginal becomes a mixture (:func:`masked_sink_witness`).
+
+Each value is computed twice by independent routes -- the SymPy expression evaluated with ``evalf`` at 30
+digits, and an mpmath quadrature of the integral definition (differentiated under the integral sign, or
+differentiated numerically for the masked case) -- and the sign counts as certified when ``|value|`` exceeds
+``1e6`` times their disagreement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import sympy as sp
+
+
+@dataclass(frozen=True)
+class Witness:
+    variant: str
+    description: str
+    field_expr: sp.Expr          # Γ(x) in d = 1 (an unevaluated Integral when there is no closed form)
+    quantity: sp.Expr            # the witness, ∂²Γ/∂x² (symbolic in the parameters)
+    point: dict = field(default_factory=dict)  # the concrete values substituted
+    value: float = 0.0           # quantity at point (30-digit evalf, rounded to float for display)
+    independent: float = 0.0     # same number by mpmath quadrature
+    certified: bool = False      # |value| > 1e6 |value - independent|
+    discrepancy: float = 0.0     # |value - independent| computed at 30 digits
+    notes: str = ""
+
+    def summary(self) -> str:
+        pt = ", ".join(f"{k} = {v}" for k, v in self.point.items())
+        q = sp.sstr(self.quantity)
+        q = q if len(q) < 400 else f"d^2/dx^2 [{sp.sstr(self.field_expr)}]"
+        return (f"{self.variant}: NOT Gaussian-preserving. {self.description} Witness d^2 Gamma/dx^2 = "
+                f"{q} ; at {pt}: {self.value:.15g} (independent quadrature "
+                f"{self.independent:.15g}; sign certified: {self.certified}). {self.notes}").strip()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "gaussian_preserving": False, "description": self.description,
+                "field": sp.sstr(self.field_expr), "witness": sp.sstr(self.quantity),
+                "point": {k: str(v) for k, v in self.point.items()}, "value": self.value,
+                "independent_value": self.independent, "certified": self.certified, "notes": self.notes}
+
+
+class NotGaussianPreserving(ValueError):
+    """Raised instead of a (wrong) moment ODE; ``witness`` carries the evidence."""
+
+    def __init__(self, witness: Witness):
+        self.witness = witness
+        super().__init__(witness.summary())
+
+
+NOT_PRESERVING_KINDS = ("sigmoid", "softmax_unnormalized", "masked")
+
+_x, _y, _a, _v, _al, _b, _c = sp.symbols("x y a v alpha b c", real=True)
+_s = sp.Symbol("s", positive=True)
+
+
+def _mgf(c):
+    """``E[e^{cY}]`` for ``Y ~ N(α, s)``."""
+    return sp.exp(c * _al + c ** 2 * _s / 2)
+
+
+def _moment(k: int) -> sp.Expr:
+    return sp.diff(_mgf(_c), _c, k).subs(_c, 0)
+
+
+def _certify(w_sym: sp.Expr, point: dict, quad_value) -> tuple[float, float, bool, float]:
+    import mpmath as mp
+
+    with mp.workdps(30):
+        val = mp.mpf(str(sp.N(w_sym.subs(point), 30)))
+        ind = mp.mpf(quad_value())
+        ok = abs(val) > 0 and abs(val) > 1e6 * abs(val - ind)
+        gap = float(abs(val - ind))
+    return float(val), float(ind), bool(ok), gap
+
+
+def _gauss(y, al, s):
+    import mpmath as mp
+
+    return mp.exp(-(y - al) ** 2 / (2 * s)) / mp.sqrt(2 * mp.pi * s)
+
+
+def softmax_unnormalized_witness() -> Witness:
+    field_expr = _v * sp.diff(_mgf(_c), _c).subs(_c, _a * _x)
+    quantity = sp.diff(field_expr, _x, 2)
+    point = {_a: 1, _v: 1, _al: 1, _s: 1, _x: sp.Rational(1, 2)}
+
+    def quad():
+        import mpmath as mp
+        x, a, v, al, s = mp.mpf(1) / 2, 1, 1, 1, 1
+        return v * mp.quad(lambda y: y * (a * y) ** 2 * mp.exp(a * x * y) * _gauss(y, al, s), [-mp.inf, al, mp.inf])
+
+    val, ind, ok, gap = _certify(quantity, point, quad)
+    return Witness("softmax_unnormalized", "Gamma(x) = v (alpha + s a x) exp(a x alpha + a^2 x^2 s / 2) in d = 1 "
+                   "(from the Gaussian moment generating function) is not affine in x.",
+                   field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap)
+
+
+def sigmoid_witness() -> Witness:
+    sig = lambda z: 1 / (1 + sp.exp(-z))  # noqa: E731
+    dens = sp.exp(-(_y - _al) ** 2 / (2 * _s)) / sp.sqrt(2 * sp.pi * _s)
+    field_expr = _v * sp.Integral(sig(_a * _x * _y + _b) * _y * dens, (_y, -sp.oo, sp.oo))
+    # differentiate the integrand twice in x, at x = 0: a polynomial in y times sigma''(b)
+    d2 = sp.diff(sig(_a * _x * _y + _b) * _y, _x, 2).subs(_x, 0)
+    poly = sp.Poly(sp.expand(d2), _y)
+    quantity = _v * sum((coeff * _moment(m[0]) for m, coeff in poly.terms()), sp.S.Zero)
+    quantity = sp.factor(quantity)
+    point = {_a: 1, _b: 1, _v: 1, _al: 1, _s: 1}
+
+    def quad():
+        import mpmath as mp
+        a, b, v, al, s = 1, 1, 1, 1, 1
+        sg = lambda z: 1 / (1 + mp.exp(-z))  # noqa: E731
+        d2s = lambda z: sg(z) * (1 - sg(z)) * (1 - 2 * sg(z))  # noqa: E731  σ'' at x = 0
+        return v * mp.quad(lambda y: d2s(b) * (a * y) ** 2 * y * _gauss(y, al, s), [-mp.inf, al, mp.inf])
+
+    val, ind, ok, gap = _certify(quantity, point, quad)
+    return Witness("sigmoid", "Gamma(x) = v int sigma(a x y + b) y N(y; alpha, s) dy; differentiating under "
+                   "the integral, Gamma''(0) = v a^2 sigma''(b) E[y^3] with E[y^3] = alpha^3 + 3 alpha s.",
+                   field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap,
+                   notes="Gamma''(0) vanishes only if b = 0 or alpha (alpha^2 + 3 s) = 0.")
+
+
+def masked_witness() -> Witness:
+    u, q, dl = sp.symbols("u q delta", positive=True)
+    # inner Gaussian integrals over y by the moment generating function, at key position u
+    mean_u = _al + dl * u
+    expo = _a * _x * mean_u + (_a * _x) ** 2 * _s / 2                 # ∫ e^{axy} N(y; mean_u, s) dy = e^{expo}
+    k0, k1 = sp.symbols("k0 k1", real=True)
+    lin = sp.Poly(sp.expand(expo), u)
+    if lin.degree() != 1:
+        raise AssertionError("exponent should be affine in the key position u")
+    back = {k1: lin.coeff_monomial(u), k0: lin.coeff_monomial(1)}
+    pre = sp.Poly(sp.expand(mean_u + _s * _a * _x), u)                 # ∫ y e^{axy} N dy = (mean_u + sax) e^{expo}
+    ints = [sp.integrate(u ** j * sp.exp(k0 + k1 * u), (u, 0, q), conds="none") for j in range(2)]
+    num = sum((pre.coeff_monomial(u ** j) * ints[j] for j in range(2)), sp.S.Zero)
+    field_expr = (_v * num / ints[0]).xreplace(back)
+    quantity = sp.diff(field_expr, _x, 2)
+    # control: position-independent data (delta = 0) gives an affine field
+    Z0 = sp.exp(expo.subs(dl, 0))
+    field0 = _v * sp.integrate((mean_u + _s * _a * _x).subs(dl, 0) * Z0, (u, 0, q)) / sp.integrate(Z0, (u, 0, q))
+    affine0 = sp.simplify(sp.diff(field0, _x, 2)) == 0
+    point = {_a: 1, _v: 1, _al: 0, _s: 1, dl: 2, q: 1, _x: sp.Rational(1, 2)}
+
+    def quad():
+        import mpmath as mp
+        a, v, al, s, d_, qq = 1, 1, 0, 1, 2, 1
+
+        def gamma(x):
+            Zf = lambda uu: mp.exp(a * x * (al + d_ * uu) + (a * x) ** 2 * s / 2)  # noqa: E731
+            n = mp.quad(lambda uu: (al + d_ * uu + s * a * x) * Zf(uu), [0, qq])
+            return v * n / mp.quad(Zf, [0, qq])
+        return mp.diff(gamma, mp.mpf(1) / 2, 2)
+
+    val, ind, ok, gap = _certify(quantity, point, quad)
+    return Witness("masked", "Tokens x | u ~ N(alpha + delta u, s) at position u ~ U[0, 1]; a query at position q "
+                   "attends to keys u <= q, a mixture of Gaussians: Gamma(q, x) = v (alpha + s a x + delta "
+                   "E_w[u]), w(u) ~ exp(a x delta u) on [0, q], is not affine in x.",
+                   field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap,
+                   notes=("Control: with position-independent tokens (delta = 0) the masked field is the softmax "
+                          f"field, affine in x (checked: {affine0}), and Gaussians are preserved."))
+
+
+def masked_sink_witness() -> Witness:
+    q, m0, xs = sp.symbols("q m0 x_s", real=True)
+    sink_w = m0 * sp.exp(_a * _x * xs)
+    Z = _mgf(_c).subs(_c, _a * _x)                                    # ∫ e^{axy} N(y; α, s) dy
+    Zm = sp.diff(_mgf(_c), _c).subs(_c, _a * _x)                      # ∫ y e^{axy} N(y; α, s) dy
+    field_expr = _v * (sink_w * xs + (1 - m0) * q * Zm) / (sink_w + (1 - m0) * q * Z)
+    quantity = sp.diff(field_expr, _x, 2)
+    point = {_a: 1, _v: 1, _al: 0, _s: 1, m0: sp.Rational(1, 5), xs: 1, q: sp.Rational(1, 2),
+             _x: sp.Rational(1, 3)}
+
+    def quad():
+        # differentiate under the integral sign: I_k = ∫ y^k e^{axy} N(y; α, s) dy, k = 0..3, then the
+        # quotient rule (N/D)'' = N''/D - (2N'D' + N D'')/D² + 2N D'²/D³
+        import mpmath as mp
+        a, v, al, s, mm, xx, qq = 1, 1, 0, 1, mp.mpf(1) / 5, 1, mp.mpf(1) / 2
+        x = mp.mpf(1) / 3
+        Ik = [mp.quad(lambda y, k=k: y ** k * mp.exp(a * x * y) * _gauss(y, al, s), [-mp.inf, 0, mp.inf])
+              for k in range(4)]
+        e = mm * mp.exp(a * x * xx)
+        w = (1 - mm) * qq
+        N = [e * xx ** (j + 1) * a ** j + w * a ** j * Ik[j + 1] for j in range(3)]   # N, N', N''
+        D = [e * xx ** j * a ** j + w * a ** j * Ik[j] for j in range(3)]             # D, D', D''
+        return v * (N[2] / D[0] - (2 * N[1] * D[1] + N[0] * D[2]) / D[0] ** 2 + 2 * N[0] * D[1] ** 2 / D[0] ** 3)
+
+    val, ind, ok, gap = _certify(quantity, point, quad)
+    return Witness("masked", "Masked attention with an attention sink (extra key x_s, prior weight m0; tokens "
+                   "i.i.d. N(alpha, s) at uniform positions): Gamma(q, x) = v [m0 e^{a x x_s} x_s + (1 - m0) q "
+                   "Z(x) m(x)] / [m0 e^{a x x_s} + (1 - m0) q Z(x)] is not affine in x and depends on the "
+                   "query position q.",
+                   field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap,
+                   notes="Without the sink (m0 = 0) this is the softmax field V(alpha + s a x), affine.")
+
+
+@lru_cache(maxsize=None)
+def witness_for(kind: str, sink: bool = False) -> Witness:
+    """The witness for ``kind`` in ``sigmoid``, ``softmax_unnormalized``, ``masked`` (cached).  ``sink``
+    selects the attention-sink witness for masked heads."""
+    if kind == "masked" and sink:
+        return masked_sink_witness()
+    makers = {"sigmoid": sigmoid_witness, "softmax_unnormalized": softmax_unnormalized_witness,
+              "masked": masked_witness}
+    if kind not in makers:
+        raise ValueError(f"no non-preservation witness for {kind!r} (it preserves Gaussians or is unknown)")
+    return makers[kind]()
