@@ -1,0 +1,69 @@
+"""Certified non-convexity: mpmath.iv enclosures of the symbolic Hessian, and the `tpde convexity` command."""
+
+import json
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+import sympy as sp
+
+from symbolic_tpde.cli import main
+from symbolic_tpde.symbolic.hessian import particle_hessian
+from symbolic_tpde.validate.convexity import certify_form, certify_particles, iv_eval
+
+
+def test_iv_eval_encloses_and_refuses_unknown_nodes():
+    x = sp.Symbol("x")
+    old = mpmath.iv.dps
+    mpmath.iv.dps = 40
+    try:
+        I = iv_eval(sp.exp(x) / 3 + sp.sqrt(x) * x ** -2, {x: mpmath.iv.mpf(2)})
+        with mpmath.workdps(60):
+            true = mpmath.exp(2) / 3 + mpmath.sqrt(2) / 4
+        assert I.a <= true <= I.b and float(I.delta) < 1e-35
+        with pytest.raises(TypeError):
+            iv_eval(sp.sin(x), {x: mpmath.iv.mpf(1)})
+    finally:
+        mpmath.iv.dps = old
+
+
+def test_certificate_at_critical_point_is_exact_value():
+    ph = particle_hessian(2, 1, [[-1]], [[1]])
+    c = certify_form(ph.H, ph.coords, [[Fraction(0)], [Fraction(0)]], [[Fraction(1)], [Fraction(1)]], dps=50)
+    assert c["sign"] == -1  # E(δ_{sv}) = ½e^{-s²}: second derivative -1
+    assert mpmath.mpf(c["interval"][0]) <= -1 <= mpmath.mpf(c["interval"][1])
+
+
+def test_certified_negative_and_positive_n2_d1():
+    neg = certify_particles(-np.eye(1), np.eye(1), n=2, dps=50, seed=0, want="negative")
+    assert neg["certified_negative"] and neg["in_interval"] and neg["precisions_agree"]
+    with mpmath.workdps(60):
+        lo, hi = (mpmath.mpf(v) for v in neg["interval"])
+        assert lo < hi < 0 and neg["width"] < 1e-45
+    assert abs(float(neg["value"]) - neg["numeric_float64"]) < 1e-12  # float64 closed form agrees
+    pos = certify_particles(-np.eye(1), np.eye(1), n=2, dps=50, seed=1, want="positive")
+    assert pos["certified_positive"] and mpmath.mpf(pos["interval"][0]) > 0
+
+
+def test_cli_convexity_json(capsys):
+    rc = main(["convexity", "--d", "1", "--n", "2", "--json", "--dps", "30"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["certified_negative"] is True and out["dps"] == 30
+    assert set(out) >= {"certified_negative", "interval", "point", "direction", "dps"}
+    assert float(out["interval"][1]) < 0 and out["critical_point"]["certified_negative"]
+    assert all(isinstance(v, str) for v in out["interval"])
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--A", "[[1, 0], [0, NaN]]"], "A"),
+    (["--A", "[[-1, 0.5], [0, -1]]"], "A"),
+    (["--A", "[[1, 0], [0, 1]]"], "A/V"),
+    (["--A", "[[-1, 0], [0, -1]]", "--V", "[[1, 0]]"], "V"),
+    (["--A", "not json"], "A"),
+    (["--A", "[[\"__import__('os')\"]]"], "A"),
+])
+def test_cli_convexity_bad_input(args, field, capsys):
+    assert main(["convexity", *args]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {field}:" in err
