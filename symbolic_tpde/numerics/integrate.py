@@ -1,0 +1,248 @@
+"""Particle integrators for ``dx_i/dt = Γ_{μ_t}(x_i)`` with time-dependent weights (MATH.md §1-2).
+
+:func:`simulate` evolves a cloud ``X0 (n, d)`` from ``t = 0`` to ``T`` under a schedule of weights
+(:class:`~symbolic_tpde.model.Schedule`, a constant :class:`~symbolic_tpde.model.Weights`, or any callable
+``t -> Weights``):
+
+* ``method="euler"``: ``X_{k+1} = X_k + h Γ(t_k, X_k)`` (one "layer" per step, as in the literature);
+* ``method="rk4"``: classical fourth-order Runge-Kutta;
+* ``method="adaptive"``: :func:`scipy.integrate.solve_ivp` (``ivp_method``, default RK45) with ``rtol, atol``.
+
+Layers: the fixed-step methods split ``[0, T]`` at the layer breakpoints (``schedule.breakpoints(T)``) and
+take equal steps of size ``<= T/steps`` inside each segment, so every step lies inside one layer; inside a
+segment all stages use that layer's weights (a stage at the right end of a segment must not see the next
+layer).  The adaptive method restarts ``solve_ivp`` at each breakpoint.  For a callable schedule the weights
+are read at each stage time.
+
+Failure is never silent: each stage is checked for finiteness and an overflow raises
+:class:`~symbolic_tpde.errors.BlowupError` with the last finite time and the step; a Sinkhorn head that does
+not converge raises :class:`~symbolic_tpde.errors.ConvergenceError` naming the time.  A plain-text progress
+bar is written to stderr when the run is expected to take more than ~2 s (or ``progress=True``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import BlowupError, ConvergenceError, InputError
+from ..model import Schedule, Weights
+from .fields import as_schedule, field
+from .fields_core import as_points, work_dtype
+
+METHODS = ("rk4", "euler", "adaptive")
+
+
+@dataclass(frozen=True)
+class ParticleRun:
+    """Result of :func:`simulate`.
+
+    ``X``: final cloud at time ``t``; ``times`` and ``trajectory`` (``(len(times), n, d)``) are filled only when
+    ``save_every`` was given.  ``steps``: accepted steps; ``nfev``: field evaluations.
+    """
+
+    t: float
+    X: np.ndarray
+    times: np.ndarray | None
+    trajectory: np.ndarray | None
+    method: str
+    steps: int
+    nfev: int
+    dtype: str
+
+
+class _Progress:
+    """Plain-text progress bar on stderr, shown when the run is expected to last more than ``after`` s."""
+
+    def __init__(self, total: float, mode: bool | None, after: float = 2.0, stream=None):
+        self.total, self.mode, self.after = total, mode, after
+        self.stream = sys.stderr if stream is None else stream
+        self.start = time.perf_counter()
+        self.last = -1.0
+        self.shown = False
+
+    def update(self, t: float) -> None:
+        if self.mode is False or self.total <= 0:
+            return
+        now = time.perf_counter()
+        frac = min(1.0, t / self.total)
+        if not self.shown:
+            elapsed = now - self.start
+            expected = elapsed / frac if frac > 0 else 0.0
+            if not (self.mode is True or expected > self.after):
+                return
+            self.shown = True
+        if now - self.last < 0.2 and frac < 1.0:
+            return
+        self.last = now
+        bar = "#" * int(30 * frac)
+        self.stream.write(f"\r[{bar:<30}] {100 * frac:5.1f}%  t = {t:.4g} / {self.total:.4g}  "
+                          f"{now - self.start:.1f}s")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _check_args(T, steps, method, save_every, rtol, atol):
+    if method not in METHODS:
+        raise InputError("method", f"unknown method {method!r}; expected one of {list(METHODS)}")
+    T = float(T)
+    if not (math.isfinite(T) and T >= 0):
+        raise InputError("T", f"must be finite and >= 0, got {T}")
+    for name, val in (("steps", steps), ("save_every", save_every)):
+        if val is not None and (isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1):
+            raise InputError(name, f"must be a positive integer, got {val!r}")
+    for name, val in (("rtol", rtol), ("atol", atol)):
+        if not (math.isfinite(val) and val > 0):
+            raise InputError(name, f"must be finite and > 0, got {val}")
+    return T
+
+
+def segments(schedule: Schedule, T: float) -> list[tuple[float, float]]:
+    """``[0, T]`` cut at the layer breakpoints: consecutive ``(a, b)`` pairs."""
+    pts = [0.0] + [float(t) for t in schedule.breakpoints(T)] + [T]
+    return [(a, b) for a, b in zip(pts[:-1], pts[1:]) if b > a]
+
+
+def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *, steps: int | None = None,
+             method: str = "rk4", dtype=np.float64, save_every: int | None = None, progress: bool | None = None,
+             rtol: float = 1e-7, atol: float = 1e-9, ivp_method: str = "RK45", block: int | None = None,
+             threads: int | None = None) -> ParticleRun:
+    """Evolve the particles ``X0`` to time ``T`` (see the module docstring).
+
+    ``steps``: number of fixed steps over ``[0, T]`` (default ``max(10, ceil(100 T))``); with layers, each
+    segment gets ``ceil(length / (T/steps))`` steps, so the actual count (``run.steps``) may be slightly
+    larger.  For ``adaptive`` it only defines the nominal grid on which ``save_every`` saves.
+    ``save_every=k``: keep the state every ``k`` steps (and at ``0`` and ``T``).  ``dtype`` (float32/float64):
+    fixed-step methods do all work in it; ``adaptive`` keeps the state in float64 (scipy) and evaluates the
+    field in ``dtype``.
+    """
+    T = _check_args(T, steps, method, save_every, rtol, atol)
+    dt = work_dtype(X0, dtype)
+    X = as_points(X0, dt, "X0").copy()
+    sched = as_schedule(schedule)
+    n_steps = int(steps) if steps is not None else max(10, math.ceil(100 * T))
+    bar = _Progress(T, progress)
+    cache: dict = {}
+    try:
+        if method == "adaptive":
+            return _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads)
+        return _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads)
+    finally:
+        bar.close()
+
+
+def _eval(X, weights, t, where, cache, block, threads):
+    if not np.isfinite(X).all():  # an intermediate stage state X + c h k overflowed
+        raise BlowupError(t, where, "stage state overflowed")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            k = field(X, weights, block=block, threads=threads, cache=cache)
+    except ConvergenceError as exc:
+        raise ConvergenceError(f"{where} (t = {t:.6g})", exc.detail) from None
+    if not np.isfinite(k).all():
+        raise BlowupError(t, where, "velocity field overflowed")
+    return k
+
+
+def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads) -> ParticleRun:
+    h_max = T / n_steps if T > 0 else 0.0
+    layered = sched.func is None
+    times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
+    t, k_step, nfev = 0.0, 0, 0
+    for a, b in segments(sched, T):
+        m = max(1, math.ceil((b - a) / h_max - 1e-9))
+        h = (b - a) / m
+        w_seg = sched(a) if layered else None
+        hh = dt.type(h)
+        for j in range(m):
+            t = a + j * h
+            where = f"{method} step {k_step + 1}"
+
+            def G(s, Y):
+                return _eval(Y, w_seg if layered else sched(s), t, where, cache, block, threads)
+
+            with np.errstate(over="ignore", invalid="ignore"):
+                if method == "euler":
+                    Xn = X + hh * G(t, X)
+                    nfev += 1
+                else:
+                    k1 = G(t, X)
+                    k2 = G(t + h / 2, X + (hh / 2) * k1)
+                    k3 = G(t + h / 2, X + (hh / 2) * k2)
+                    k4 = G(t + h, X + hh * k3)
+                    Xn = X + (hh / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+                    nfev += 4
+            if not np.isfinite(Xn).all():
+                raise BlowupError(t, where, "state overflowed")
+            X = Xn
+            k_step += 1
+            t_now = a + (j + 1) * h
+            if save_every and (k_step % save_every == 0):
+                times.append(t_now)
+                traj.append(X.copy())
+            bar.update(t_now)
+    if save_every and times[-1] != T:
+        times.append(T)
+        traj.append(X.copy())
+    return ParticleRun(T, X, None if times is None else np.array(times),
+                       None if traj is None else np.stack(traj), method, k_step, nfev, dt.name)
+
+
+class _Stop(Exception):
+    def __init__(self, t):
+        self.t = t
+
+
+def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads):
+    from scipy.integrate import solve_ivp
+
+    n, d = X.shape
+    layered = sched.func is None
+    save_grid = (np.linspace(0.0, T, n_steps // save_every + 1) if save_every else None)
+    y = X.astype(np.float64).ravel()
+    times, traj = ([0.0], [X.astype(np.float64).copy()]) if save_every else (None, None)
+    nfev = steps = 0
+    last_good = [0.0]
+    for a, b in segments(sched, T):
+        w_seg = sched(a) if layered else None
+
+        def fun(s, yy, w_seg=w_seg):
+            Y = yy.reshape(n, d)
+            if not np.isfinite(Y).all():
+                raise _Stop(s)
+            k = _eval(Y.astype(dt, copy=False), w_seg if layered else sched(s), s, f"adaptive ({ivp_method})",
+                      cache, block, threads)
+            last_good[0] = s
+            bar.update(s)
+            return k.astype(np.float64, copy=False).ravel()
+
+        try:
+            sol = solve_ivp(fun, (a, b), y, method=ivp_method, rtol=rtol, atol=atol, dense_output=bool(save_every))
+        except _Stop as stop:
+            raise BlowupError(last_good[0], f"adaptive ({ivp_method})",
+                              f"state overflowed near t = {stop.t:.6g}") from None
+        nfev += sol.nfev
+        steps += max(0, len(sol.t) - 1)
+        if sol.status != 0 or not np.isfinite(sol.y).all():
+            t_fail = float(sol.t[-1]) if len(sol.t) else a
+            raise BlowupError(min(t_fail, last_good[0]), f"adaptive ({ivp_method})", sol.message)
+        y = sol.y[:, -1]
+        if save_every:
+            # saved states come from solve_ivp's dense output (an interpolant of the integrator's own order)
+            for s in save_grid[(save_grid > a) & (save_grid < b)]:
+                times.append(float(s))
+                traj.append(sol.sol(s).reshape(n, d).copy())
+            times.append(float(b))
+            traj.append(y.reshape(n, d).copy())
+    Xf = y.reshape(n, d).copy()
+    return ParticleRun(T, Xf, None if times is None else np.array(times),
+                       None if traj is None else np.stack(traj), "adaptive", steps, nfev, dt.name)
