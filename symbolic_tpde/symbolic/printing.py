@@ -76,6 +76,81 @@ def _cse(exprs: list, prefix: str = "x_") -> tuple[list, list]:
     return sp.cse(exprs, symbols=sp.numbered_symbols(prefix), order="none")
 
 
+#: width budget of one typeset line, in the units of :func:`latex_width` (A3 landscape with 1 cm margins is
+#: ~1140 pt wide; an average math glyph at 10 pt is ~5.5 pt, so ~200 glyphs; 170 leaves room for the label)
+LATEX_LINE_WIDTH = 170
+
+
+def latex_width(s: str) -> int:
+    r"""Rough number of glyphs a LaTeX math string typesets to (an over-estimate for fractions, which count
+    numerator plus denominator): commands count one glyph, ``\left``/``\right``/spacing and braces none."""
+    s = re.sub(r"\\\\|\\(left|right)\.", "", s)            # line breaks, invisible delimiters
+    s = re.sub(r"\\(left|right|frac|dfrac|quad|qquad|,|;|!)(?![a-zA-Z])", "", s)
+    s = re.sub(r"\\[a-zA-Z]+", "x", s)
+    return len(re.sub(r"[{}^_ &]", "", s))
+
+
+_OPEN, _CLOSE, _TEXT = "open", "close", "text"
+
+
+def _tokens(e, tex, budget: int) -> list[tuple[str, str]]:
+    r"""LaTeX of ``e`` as a token list with break points between the terms of sums: ``(_TEXT, s)`` pieces,
+    and ``(_OPEN, "prefix \left(")`` / ``(_CLOSE, "\right)")`` around a parenthesised sum that had to be
+    broken itself.  Pieces that cannot be broken (fractions, powers) are returned whole."""
+    s = tex(e)
+    if latex_width(s) <= budget:
+        return [(_TEXT, s)]
+    if isinstance(e, sp.Add):
+        out: list[tuple[str, str]] = []
+        for i, t in enumerate(sp.Add.make_args(e)):
+            neg = t.could_extract_minus_sign()
+            sub = _tokens(-t if neg else t, tex, budget)
+            sign = "- " if neg else ("+ " if i else "")
+            out.append((sub[0][0], sign + sub[0][1]))
+            out.extend(sub[1:])
+        return out
+    if isinstance(e, sp.Mul):
+        sums = [a for a in e.args if isinstance(a, sp.Add)]
+        if sums:
+            rest = sp.Mul(*[a for a in e.args if not isinstance(a, sp.Add)])
+            out = [(_TEXT, "" if rest == 1 else "-" if rest == -1 else tex(rest))]
+            for f in sums:                          # every parenthesised sum is a place to break
+                inner = _tokens(f, tex, budget)
+                if len(inner) == 1:
+                    out.append((_TEXT, r"\left(" + inner[0][1] + r"\right)"))
+                else:
+                    out += [(_OPEN, r"\left(")] + inner + [(_CLOSE, r"\right)")]
+            return [t for t in out if t[1]]
+    return [(_TEXT, s)]
+
+
+def _latex_row(label: str, e, tex, budget: int = LATEX_LINE_WIDTH) -> tuple[str, int]:
+    r"""``label &= e`` for ``align*``, broken over several lines (``&\quad ...``) between the terms of sums
+    when too wide; a parenthesis left open at a break is closed by ``\right.`` and reopened by ``\left.``."""
+    s = tex(e)
+    if latex_width(s) <= budget:
+        return f"{label} &= {s}", latex_width(s)
+    lines: list[str] = []
+    cur, width, depth = "", 0, 0
+    for kind, text in _tokens(e, tex, budget):
+        w = latex_width(text)
+        if width and width + w > budget:
+            lines.append(cur + r" \right." * depth)
+            cur, width = r"\left. " * depth, 0
+        cur += (" " if cur else "") + text
+        width += w
+        depth += (kind == _OPEN) - (kind == _CLOSE)
+    lines.append(cur)
+    row = f"{label} &= {lines[0]}" + "".join(f" \\\\\n&\\quad {line}" for line in lines[1:])
+    return row, max(latex_width(line) for line in lines)
+
+
+def _comment(text: str) -> str:
+    """``text`` as LaTeX comment lines (every line starts with ``%``)."""
+    return "".join(f"\n% {line}" for line in str(text).splitlines() or [""])
+
+
+
 def _state_label(system: OdeSystem, i: int, latex: bool) -> str:
     if latex:
         return r"\frac{d" + latex_symbol_names(system)[system.states[i]] + "}{dt}"
@@ -85,6 +160,7 @@ def _state_label(system: OdeSystem, i: int, latex: bool) -> str:
 def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None) -> str:
     """Render an entrywise system as ``text``, ``latex`` or ``json``."""
     exprs = list(system.rhs)
+    forced_no_cse = cse is False
     size = tree_size(exprs)
     if cse is None:
         cse = size > CSE_THRESHOLD * len(exprs)
@@ -107,12 +183,23 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None)
     if fmt == "latex":
         names = latex_symbol_names(system)
         names.update({t: f"x_{{{t.name.split('_')[1]}}}" for t, _ in temps})
-        tex = lambda e: sp.latex(e, symbol_names=names)  # noqa: E731
-        rows = [f"{names[t]} &= {tex(e)}" for t, e in temps]
-        rows += [f"{_state_label(system, i, True)} &= {tex(e)}" for i, e in enumerate(exprs)]
+        memo: dict = {}
+
+        def tex(e) -> str:          # memoised: the row breaker asks again for the LaTeX of sub-expressions
+            if e not in memo:
+                memo[e] = sp.latex(e, symbol_names=names)
+            return memo[e]
+        rows = [_latex_row(names[t], e, tex) for t, e in temps]
+        rows += [_latex_row(_state_label(system, i, True), e, tex) for i, e in enumerate(exprs)]
+        too_wide = [r for r, w in rows if w > LATEX_LINE_WIDTH]
+        rows = [r for r, _ in rows]
+        if too_wide and forced_no_cse:
+            raise ValueError(f"{len(too_wide)} equation(s) have unbreakable parts wider than the page "
+                             f"(> {LATEX_LINE_WIDTH} characters) and would not typeset legibly; "
+                             "print with common sub-expressions (drop --no-cse) or use --format text")
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
-        notes = "".join(f"\n% assumption: {a}" for a in assumptions)
-        return f"% {head}{notes}\n{body}"
+        notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
+        return f"{_comment(head)}{notes}".lstrip("\n") + f"\n{body}"
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -159,7 +246,7 @@ def render_matrix_form(mf, fmt: str = "text") -> str:
                 for k, v in extra]
         rows += [r"\frac{d\alpha}{dt} &= " + sp.latex(mf.alpha_dot),
                  r"\frac{d\Sigma}{dt} &= " + sp.latex(mf.Sigma_dot)]
-        notes = "".join(f"\n% assumption: {a}" for a in assumptions)
+        notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
         return (f"% variant {mf.variant}, general d, matrix form{notes}\n\\begin{{align*}}\n"
                 + " \\\\\n".join(rows) + "\n\\end{align*}")
     raise ValueError(f"unknown format {fmt!r}")
@@ -172,12 +259,11 @@ def render_witness(w, fmt: str = "text") -> str:
         return w.summary()
     if fmt == "latex":
         q = w.quantity if len(sp.sstr(w.quantity)) < 400 else sp.Derivative(w.field_expr, sp.Symbol("x", real=True), 2)
-        return (f"% {w.variant}: not Gaussian-preserving (d = 1 witness)\n"
-                f"% {w.description}\n"
+        return (f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n"
                 "\\begin{align*}\n\\Gamma(x) &= " + sp.latex(w.field_expr) + " \\\\\n"
                 "\\frac{\\partial^2 \\Gamma}{\\partial x^2} &= " + sp.latex(q) + " \\\\\n"
-                f"&= {w.value:.15g} \\quad \\text{{at }} " + ", ".join(f"{k} = {v}" for k, v in w.point.items())
-                .replace("_", r"\_") + "\n\\end{align*}")
+                f"&= {w.value:.15g} \\quad \\text{{at }} " + ", ".join(f"{sp.latex(sp.Symbol(k))} = {sp.latex(sp.sympify(v))}"
+                                                        for k, v in w.point.items()) + "\n\\end{align*}")
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -189,7 +275,8 @@ def latex_document(fragment: str) -> str:
 
 
 def check_latex_structure(text: str) -> list[str]:
-    """Structural problems of a LaTeX string: unbalanced braces, unmatched ``\\begin``/``\\end``."""
+    """Structural problems of a LaTeX string: unbalanced braces, unmatched ``\\begin``/``\\end``, an
+    ``align`` row (between ``\\\\``) whose ``\\left``/``\\right`` do not pair up."""
     problems = []
     depth = 0
     stripped = re.sub(r"\\[{}]", "", "\n".join(line.split("%")[0] if not line.lstrip().startswith("%") else ""
@@ -210,4 +297,7 @@ def check_latex_structure(text: str) -> list[str]:
             problems.append(f"\\end{{{env}}} does not match")
     if stack:
         problems.append(f"unclosed environments {stack}")
+    for k, row in enumerate(re.split(r"\\\\", stripped)):     # TeX needs \left/\right paired within each row
+        if len(re.findall(r"\\left(?![a-zA-Z])", row)) != len(re.findall(r"\\right(?![a-zA-Z])", row)):
+            problems.append(f"row {k}: unpaired \\left/\\right")
     return problems
