@@ -3,6 +3,9 @@
 Without ``--d`` the matrix form for general ``d``; with ``--d N`` the entrywise form (the system that code
 generation compiles).  Sigmoid, unnormalised softmax and masked attention print a non-preservation witness
 and exit 0.  Sinkhorn with ``--d >= 3`` has no exact entrywise form (matrix square root): message, exit 1.
+``--no-cse`` is refused (exit 2, an ``--no-cse`` input error) when the written-out system is too large to print
+(> ``printing.MAX_TREE`` tree nodes) or, in LaTeX, has unbreakable pieces wider than the page.
+``--format latex --standalone`` output compiles with ``pdflatex`` (amsmath, amssymb, geometry).
 """
 
 from __future__ import annotations

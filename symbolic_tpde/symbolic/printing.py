@@ -15,7 +15,12 @@
   expression each.
 
 LaTeX output is a fragment (``align*``, needs ``amsmath``); :func:`latex_document` wraps it into a complete
-document.
+document (A3 landscape).  Rows wider than the page (:data:`LATEX_LINE_WIDTH`, estimated by
+:func:`latex_width`) are broken between the terms of sums, also inside parenthesised sums (``\\right.`` /
+``\\left.`` close and reopen the parenthesis at the break, as TeX needs ``\\left``/``\\right`` paired per
+line).  Fractions and powers cannot be broken: with CSE forced off, a row whose unbreakable piece is still
+wider than the page is refused (``ValueError``) rather than typeset off the page.  Checked: every variant's
+output compiles with ``pdflatex`` without overfull lines (``tests/test_symbolic_printing.py``).
 """
 
 from __future__ import annotations
@@ -100,13 +105,16 @@ def _tokens(e, tex, budget: int) -> list[tuple[str, str]]:
     s = tex(e)
     if latex_width(s) <= budget:
         return [(_TEXT, s)]
-    if isinstance(e, sp.Add):
+    if isinstance(e, (sp.Add, sp.MatAdd)):                  # matrix forms: sums of matrix products
         out: list[tuple[str, str]] = []
-        for i, t in enumerate(sp.Add.make_args(e)):
+        for i, t in enumerate(e.args):
             neg = t.could_extract_minus_sign()
             sub = _tokens(-t if neg else t, tex, budget)
+            kind, text = sub[0]
+            if text.startswith("-"):                        # e.g. a MatMul with a negative coefficient
+                neg, text = not neg, text[1:].lstrip()
             sign = "- " if neg else ("+ " if i else "")
-            out.append((sub[0][0], sign + sub[0][1]))
+            out.append((kind, sign + text))
             out.extend(sub[1:])
         return out
     if isinstance(e, sp.Mul):
@@ -172,7 +180,7 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None)
     temps: list[tuple[sp.Symbol, sp.Expr]] = []
     if cse:
         temps, exprs = _cse(exprs)
-    assumptions = list(system.origin.get("assumptions", ()))
+    assumptions = list(dict.fromkeys(system.origin.get("assumptions", ())))
     head = (f"variant {system.origin.get('variant')}, d = {system.origin.get('d')}, entrywise form; "
             "states alpha_i then Sigma_i_j (i <= j)")
     if fmt == "text":
@@ -228,7 +236,7 @@ def render_matrix_form(mf, fmt: str = "text") -> str:
     for h, head in enumerate(mf.heads):
         if head["Ct"] is not None:
             extra.append((f"C^T (head {h})" if len(mf.heads) > 1 else "C^T", head["Ct"]))
-    assumptions = list(mf.assumptions) + ["Sigma symmetric positive definite"]
+    assumptions = list(dict.fromkeys([*mf.assumptions, "Sigma symmetric positive definite"]))  # heads repeat
     if fmt == "json":
         return json.dumps({"variant": mf.variant, "d": None, "form": "matrix",
                            "alpha_dot": [sp.sstr(mf.alpha_dot)], "Sigma_dot": [[sp.sstr(mf.Sigma_dot)]],
@@ -242,10 +250,10 @@ def render_matrix_form(mf, fmt: str = "text") -> str:
         return "\n".join(lines)
     if fmt == "latex":
         top = "C^{\\top}"
-        rows = [k.replace("C^T", top).replace("(head ", "_{").replace(")", "}") + " &= " + sp.latex(v)
+        rows = [_latex_row(k.replace("C^T", top).replace("(head ", "_{").replace(")", "}"), v, sp.latex)[0]
                 for k, v in extra]
-        rows += [r"\frac{d\alpha}{dt} &= " + sp.latex(mf.alpha_dot),
-                 r"\frac{d\Sigma}{dt} &= " + sp.latex(mf.Sigma_dot)]
+        rows += [_latex_row(r"\frac{d\alpha}{dt}", mf.alpha_dot, sp.latex)[0],
+                 _latex_row(r"\frac{d\Sigma}{dt}", mf.Sigma_dot, sp.latex)[0]]
         notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
         return (f"% variant {mf.variant}, general d, matrix form{notes}\n\\begin{{align*}}\n"
                 + " \\\\\n".join(rows) + "\n\\end{align*}")
@@ -258,12 +266,13 @@ def render_witness(w, fmt: str = "text") -> str:
     if fmt == "text":
         return w.summary()
     if fmt == "latex":
+        # the point's values are numbers set by the witness code (int / Rational), never user strings
+        point = ", ".join(f"{sp.latex(sp.Symbol(k))} = {sp.latex(sp.S(v))}" for k, v in w.point.items())
         q = w.quantity if len(sp.sstr(w.quantity)) < 400 else sp.Derivative(w.field_expr, sp.Symbol("x", real=True), 2)
         return (f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n"
                 "\\begin{align*}\n\\Gamma(x) &= " + sp.latex(w.field_expr) + " \\\\\n"
                 "\\frac{\\partial^2 \\Gamma}{\\partial x^2} &= " + sp.latex(q) + " \\\\\n"
-                f"&= {w.value:.15g} \\quad \\text{{at }} " + ", ".join(f"{sp.latex(sp.Symbol(k))} = {sp.latex(sp.sympify(v))}"
-                                                        for k, v in w.point.items()) + "\n\\end{align*}")
+                f"&= {w.value:.15g} \\quad \\text{{at }} " + point + "\n\\end{align*}")
     raise ValueError(f"unknown format {fmt!r}")
 
 
