@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"tpde {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `tpde derive ... | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
     except OSError as exc:
         print(f"tpde {args.command}: error: {exc}", file=sys.stderr)
         return 2
