@@ -1,0 +1,143 @@
+"""Content-addressed on-disk cache of generated code (STYLE.md habit 8).
+
+Key: SHA-256 of the generating content (symbolic source or generated source) + backend + compiler flags +
+versions of Python, SymPy, numpy, cffi + platform + codegen version.  Location: ``$TPDE_CACHE_DIR`` or
+``~/.cache/symbolic_tpde``.
+
+Integrity and concurrency:
+
+* every write goes to a temporary file in the cache directory, then ``os.replace`` (atomic on POSIX), so a
+  reader sees either nothing or a complete file;
+* text entries start with a header line carrying the SHA-256 of the body; binary artefacts (shared
+  objects) are content-addressed (``<key>.<sha>.so``) and referenced by a small text entry, so two processes
+  building the same key at once both end with a complete, verified artefact whatever the interleaving;
+* an entry whose checksum does not match (truncated, garbled) is reported with a ``warnings.warn`` and
+  treated as missing, so the caller rebuilds and overwrites it.
+
+No global counters, no ``chdir``, no pickles: entries are text or shared objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+from .numpy_backend import CODEGEN_VERSION
+
+_HEADER = "# symbolic_tpde-cache sha256="
+
+
+class CacheCorruptWarning(UserWarning):
+    """A cache entry failed its checksum and is being rebuilt."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TPDE_CACHE_DIR")
+    path = Path(root) if root else Path.home() / ".cache" / "symbolic_tpde"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _versions() -> str:
+    import numpy
+    import sympy
+
+    try:
+        import cffi
+
+        cffi_v = cffi.__version__
+    except ImportError:  # pragma: no cover - cffi is optional
+        cffi_v = "none"
+    return (f"python={sys.version.split()[0]};impl={sys.implementation.cache_tag};sympy={sympy.__version__};"
+            f"numpy={numpy.__version__};cffi={cffi_v};platform={platform.platform()};"
+            f"machine={platform.machine()};codegen={CODEGEN_VERSION}")
+
+
+def make_key(content: str, backend: str, flags: tuple[str, ...] | list[str] = ()) -> str:
+    """Hex SHA-256 over content, backend, flags and the environment versions."""
+    h = hashlib.sha256()
+    for part in (backend, "\x00".join(flags), _versions(), content):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-" + path.name[:16] + "-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+class Cache:
+    """A cache directory.  ``Cache()`` uses :func:`cache_dir`."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else cache_dir()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, key: str, suffix: str) -> Path:
+        return self.root / f"{key}{suffix}"
+
+    # -- text entries -------------------------------------------------------------------------------------
+    def get_text(self, key: str, suffix: str) -> str | None:
+        """The stored text, or ``None`` when absent or corrupt (corrupt: warn, the caller rebuilds)."""
+        p = self.path(key, suffix)
+        try:
+            raw = p.read_bytes()
+        except FileNotFoundError:
+            return None
+        head, sep, body = raw.partition(b"\n")
+        ok = False
+        if sep and head.startswith(_HEADER.encode()):
+            ok = head[len(_HEADER):].decode("ascii", "replace") == hashlib.sha256(body).hexdigest()
+        if not ok:
+            warnings.warn(f"symbolic_tpde cache entry {p} is corrupt (checksum mismatch); rebuilding it",
+                          CacheCorruptWarning, stacklevel=3)
+            return None
+        return body.decode("utf-8", "surrogatepass")
+
+    def put_text(self, key: str, suffix: str, text: str) -> Path:
+        body = text.encode("utf-8", "surrogatepass")
+        p = self.path(key, suffix)
+        _atomic_write(p, (_HEADER + hashlib.sha256(body).hexdigest() + "\n").encode() + body)
+        return p
+
+    # -- binary artefacts ---------------------------------------------------------------------------------
+    def get_file(self, key: str, suffix: str) -> Path | None:
+        """Path of a verified binary artefact, or ``None`` when absent or corrupt (warns when corrupt)."""
+        ref = self.get_text(key, suffix + ".ref")
+        if ref is None:
+            return None
+        p = self.root / ref.strip()
+        try:
+            digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        except FileNotFoundError:
+            digest = ""
+        if not p.name.startswith(key) or digest[:24] not in p.name:
+            warnings.warn(f"symbolic_tpde cache artefact {p} is missing or corrupt; rebuilding it",
+                          CacheCorruptWarning, stacklevel=3)
+            return None
+        return p
+
+    def put_file(self, key: str, suffix: str, data: bytes) -> Path:
+        """Store ``data`` content-addressed and point the key's reference at it; returns the artefact path."""
+        digest = hashlib.sha256(data).hexdigest()[:24]
+        p = self.path(f"{key}.{digest}", suffix)
+        _atomic_write(p, data)
+        self.put_text(key, suffix + ".ref", p.name)
+        return p

@@ -1,0 +1,261 @@
+"""Front door of code generation: ``compile_system(system, backend) -> CompiledRHS``.
+
+Every backend has the same call signatures (STYLE.md habit 2)::
+
+    crhs.f(t, y, p)        -> ndarray (n_states,)         # solve_ivp(lambda t, y: crhs.f(t, y, p), ...)
+    crhs.jac(t, y, p)      -> ndarray (n_states, n_states) # generated lazily on first use
+    crhs.batch(t, Y, P)    -> ndarray (N, n_states)        # Y (N, n) or (n,), P (N, m) or (m,), t scalar/(N,)
+
+``backend="numpy"``: generated Python/numpy source (kept in ``crhs.source``); ``"c"``: the same expressions
+printed as C and compiled (raises :class:`CompilerUnavailable` when that is impossible); ``"auto"``: C when
+available, otherwise numpy with a loud warning (``warnings.warn`` and a line on stderr).
+
+Both the numpy source and the C shared object are cached on disk by content hash (:mod:`.cache`), and compiled
+systems are memoised in memory per content key, so recompiling the same system is cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+import warnings
+from typing import Callable
+
+import numpy as np
+
+from ..symbolic.system import OdeSystem
+from . import c_backend
+from .c_backend import CompilerUnavailable
+from .cache import Cache, make_key
+from .numpy_backend import load_source, numpy_source
+
+__all__ = ["CompiledRHS", "compile_system", "CompilerUnavailable", "CFallbackWarning", "system_key"]
+
+
+class CFallbackWarning(RuntimeWarning):
+    """``backend="auto"`` could not build the C backend and uses numpy instead."""
+
+
+def _digest_exprs(exprs, h) -> None:
+    """Feed a structural digest of expressions into ``h``: one pass over the expression *DAG* (memoised by
+    node identity), so shared sub-expressions cost once.  ``str(expr)`` would walk the full tree, which for
+    the ℓ2 systems at d = 4 takes minutes; Python's ``hash`` is salted per process and unusable here."""
+    memo: dict[int, bytes] = {}
+    keep = []  # keep nodes alive so ids stay unique during the walk
+
+    def dig(e) -> bytes:
+        k = id(e)
+        hit = memo.get(k)
+        if hit is not None:
+            return hit
+        if e.args:
+            m = hashlib.sha256(type(e).__name__.encode())
+            for a in e.args:
+                m.update(dig(a))
+        else:
+            if e.is_Symbol:
+                tag = "S:" + e.name
+            elif e.is_Float:
+                tag = "F:" + repr(e._mpf_)
+            else:
+                tag = type(e).__name__ + ":" + str(e)
+            m = hashlib.sha256(tag.encode("utf-8", "surrogatepass"))
+        out = m.digest()
+        memo[k] = out
+        keep.append(e)
+        return out
+
+    for e in exprs:
+        h.update(dig(e))
+
+
+def system_key(system: OdeSystem) -> str:
+    """Content hash of a system: ordered state/parameter/time names and the structure of the right-hand
+    sides (see :func:`_digest_exprs`)."""
+    h = hashlib.sha256()
+    for part in ([s.name for s in system.states], [s.name for s in system.params], system.time.name):
+        h.update(repr(part).encode("utf-8", "surrogatepass"))
+    _digest_exprs(system.rhs, h)
+    return h.hexdigest()
+
+
+class CompiledRHS:
+    """Callable right-hand side of an :class:`OdeSystem` for one backend (see module docstring)."""
+
+    def __init__(self, system: OdeSystem, backend: str, f: Callable, batch: Callable, source: str,
+                 jac_factory: Callable[[], Callable]):
+        self.system = system
+        self.backend = backend
+        self.f = f
+        self.batch = batch
+        self.source = source
+        self._jac_factory = jac_factory
+        self._jac: Callable | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def n_states(self) -> int:
+        return self.system.n_states
+
+    @property
+    def n_params(self) -> int:
+        return self.system.n_params
+
+    def __call__(self, t, y, p) -> np.ndarray:
+        return self.f(t, y, p)
+
+    @property
+    def jac(self) -> Callable:
+        """``jac(t, y, p) -> (n, n)``, ``∂f_i/∂y_j`` from the symbolic Jacobian (generated on first access)."""
+        with self._lock:
+            if self._jac is None:
+                self._jac = self._jac_factory()
+        return self._jac
+
+    def bind(self, p) -> tuple[Callable, Callable]:
+        """``(fun, jac)`` closures of ``(t, y)`` with the parameters fixed, for ``scipy.integrate.solve_ivp``."""
+        p = np.ascontiguousarray(p, dtype=float)
+        f, jac = self.f, self.jac
+        return (lambda t, y: f(t, y, p)), (lambda t, y: jac(t, y, p))
+
+    def __repr__(self) -> str:
+        return (f"CompiledRHS(backend={self.backend!r}, n_states={self.n_states}, n_params={self.n_params}, "
+                f"variant={dict(self.system.origin).get('variant', '?')!r})")
+
+
+_MEMO: dict[tuple, CompiledRHS] = {}
+_MEMO_LOCK = threading.Lock()
+
+
+def _numpy_module(system: OdeSystem, what: str, cache: Cache, key: str) -> tuple[dict, str]:
+    ckey = make_key(key, f"numpy-{what}")
+    src = cache.get_text(ckey, ".py")
+    if src is None:
+        src = numpy_source(system, what)
+        path = cache.put_text(ckey, ".py", src)
+    else:
+        path = cache.path(ckey, ".py")
+    return load_source(src, str(path)), src
+
+
+def _compile_numpy(system: OdeSystem, cache: Cache, key: str) -> CompiledRHS:
+    ns, src = _numpy_module(system, "rhs", cache, key)
+
+    def jac_factory():
+        return _numpy_module(system, "jac", cache, key)[0]["jac"]
+
+    return CompiledRHS(system, "numpy", ns["f"], ns["batch"], src, jac_factory)
+
+
+def _c_module(system: OdeSystem, what: str, cache: Cache, key: str):
+    ckey = make_key(key, f"c-source-{what}")
+    csrc = cache.get_text(ckey, ".c")
+    if csrc is None:
+        csrc = c_backend.c_source(system, what)
+        cache.put_text(ckey, ".c", csrc)
+    return c_backend.build_module(csrc, what, cache), csrc
+
+
+def _compile_c(system: OdeSystem, cache: Cache, key: str) -> CompiledRHS:
+    mod, csrc = _c_module(system, "rhs", cache, key)
+    n, m = system.n_states, system.n_params
+    ffi, lib = mod.ffi, mod.lib
+    fb, asc, empty = ffi.from_buffer, np.ascontiguousarray, np.empty
+    c_rhs, c_batch = lib.tpde_rhs, lib.tpde_rhs_batch
+
+    def f(t, y, p):
+        y = asc(y, dtype=np.float64)
+        p = asc(p, dtype=np.float64)
+        if y.size != n or p.size != m:
+            raise ValueError(f"expected y of size {n} and p of size {m}, got {y.size} and {p.size}")
+        out = empty(n)
+        c_rhs(float(t), fb("double[]", y), fb("double[]", p), fb("double[]", out))
+        return out
+
+    def batch(t, Y, P):
+        Y = np.asarray(Y, dtype=np.float64)
+        P = np.asarray(P, dtype=np.float64)
+        tt = np.asarray(t, dtype=np.float64)
+        if Y.ndim == 0 or Y.shape[-1] != n:
+            raise ValueError(f"Y must have last axis of length {n}, got shape {Y.shape}")
+        if P.ndim == 0 or P.shape[-1] != m:
+            raise ValueError(f"P must have last axis of length {m}, got shape {P.shape}")
+        lead = np.broadcast_shapes(Y.shape[:-1], P.shape[:-1], tt.shape)
+        N = int(np.prod(lead, dtype=np.int64))
+        Yb = asc(np.broadcast_to(Y, lead + (n,)).reshape(N, n))
+        if P.ndim == 1:
+            Pb, p_stride = asc(P), 0
+        else:
+            Pb, p_stride = asc(np.broadcast_to(P, lead + (m,)).reshape(N, m)), m
+        if tt.ndim == 0:
+            tb, t_stride = asc(tt.reshape(1)), 0
+        else:
+            tb, t_stride = asc(np.broadcast_to(tt, lead).reshape(N)), 1
+        out = empty((N, n))
+        if N:
+            c_batch(N, fb("double[]", tb), t_stride, fb("double[]", Yb), fb("double[]", Pb if Pb.size else
+                    np.zeros(1)), fb("double[]", out), p_stride)
+        return out.reshape(lead + (n,))
+
+    def jac_factory():
+        jmod = _c_module(system, "jac", cache, key)[0]
+        jfb, c_jac = jmod.ffi.from_buffer, jmod.lib.tpde_jac
+
+        def jac(t, y, p):
+            y = asc(y, dtype=np.float64)
+            p = asc(p, dtype=np.float64)
+            if y.size != n or p.size != m:
+                raise ValueError(f"expected y of size {n} and p of size {m}, got {y.size} and {p.size}")
+            out = empty((n, n))
+            c_jac(float(t), jfb("double[]", y), jfb("double[]", p), jfb("double[]", out))
+            return out
+
+        return jac
+
+    return CompiledRHS(system, "c", f, batch, csrc, jac_factory)
+
+
+def compile_system(system: OdeSystem, backend: str = "auto", *, cache: Cache | None = None) -> CompiledRHS:
+    """Generate (or fetch from the caches) a fast right-hand side for ``system``.
+
+    ``backend``: ``"numpy"``, ``"c"`` (raises :class:`CompilerUnavailable` if no compiler/cffi/headers) or
+    ``"auto"`` (C if possible, else numpy with a :class:`CFallbackWarning` and a line on stderr).
+    """
+    if backend not in ("numpy", "c", "auto"):
+        raise ValueError(f"backend must be 'numpy', 'c' or 'auto', got {backend!r}")
+    cache = cache or Cache()
+    key = system_key(system)
+    auto = backend == "auto"
+    if auto:
+        reason = c_backend.availability()
+        if reason is not None:
+            msg = f"symbolic_tpde: C backend unavailable ({reason}); falling back to the numpy backend"
+            warnings.warn(msg, CFallbackWarning, stacklevel=2)
+            print(msg, file=sys.stderr)
+            backend = "numpy"
+        else:
+            backend = "c"
+    elif backend == "c":
+        reason = c_backend.availability()
+        if reason is not None:
+            raise CompilerUnavailable(f"backend='c' requested but unavailable: {reason}")
+    memo_key = (key, backend, str(cache.root))
+    with _MEMO_LOCK:
+        hit = _MEMO.get(memo_key)
+    if hit is not None:
+        return hit
+    if backend == "c" and auto:
+        try:
+            crhs = _compile_c(system, cache, key)
+        except (RuntimeError, OSError, ImportError) as exc:  # build failed although a compiler exists
+            msg = f"symbolic_tpde: C build failed ({str(exc).splitlines()[0][:200]}); falling back to numpy"
+            warnings.warn(msg, CFallbackWarning, stacklevel=2)
+            print(msg, file=sys.stderr)
+            backend, memo_key = "numpy", (key, "numpy", str(cache.root))
+            crhs = _compile_numpy(system, cache, key)
+    else:
+        crhs = _compile_c(system, cache, key) if backend == "c" else _compile_numpy(system, cache, key)
+    with _MEMO_LOCK:
+        _MEMO.setdefault(memo_key, crhs)
+    return crhs
