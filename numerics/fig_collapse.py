@@ -1,0 +1,11 @@
+"""Figure family 'collapse' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only collapse`.
+
+Usage: python numerics/fig_collapse.py [OUT_DIR]   (default ./figures)
+"""
+
+import sys
+
+from symbolic_tpde.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["figures", "--only", "collapse", "--out", sys.argv[1] if len(sys.argv) > 1 else "figures"]))

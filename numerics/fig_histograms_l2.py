@@ -1,0 +1,11 @@
+"""Figure family 'histograms_l2' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only histograms_l2`.
+
+Usage: python numerics/fig_histograms_l2.py [OUT_DIR]   (default ./figures)
+"""
+
+import sys
+
+from symbolic_tpde.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["figures", "--only", "histograms_l2", "--out", sys.argv[1] if len(sys.argv) > 1 else "figures"]))

@@ -1,0 +1,11 @@
+"""Figure family 'initial_data' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only initial_data`.
+
+Usage: python numerics/fig_initial_data.py [OUT_DIR]   (default ./figures)
+"""
+
+import sys
+
+from symbolic_tpde.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["figures", "--only", "initial_data", "--out", sys.argv[1] if len(sys.argv) > 1 else "figures"]))

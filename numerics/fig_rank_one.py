@@ -1,0 +1,11 @@
+"""Figure family 'rank_one' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only rank_one`.
+
+Usage: python numerics/fig_rank_one.py [OUT_DIR]   (default ./figures)
+"""
+
+import sys
+
+from symbolic_tpde.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["figures", "--only", "rank_one", "--out", sys.argv[1] if len(sys.argv) > 1 else "figures"]))

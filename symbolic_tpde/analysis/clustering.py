@@ -1,0 +1,255 @@
+"""Long-time behaviour of the covariance ``Σ(t)``: collapse, rank-r limit, divergence, blow-up.
+
+Classification at a horizon ``T`` (MATH.md §4).  The state is integrated to ``t_mid = T/10`` and ``T``
+(with the blow-up detector of :mod:`.blowup`).  With ``Σ(T) = Σ_i λ_i u_i u_iᵀ``, direction ``u_i`` is
+*persistent* if ``λ_i ≥ persist·u_iᵀΣ(t_mid)u_i`` (default ``persist = 0.8``) and
+``λ_i > floor·max(tr Σ₀, tr Σ(T))``; it *decays* if the ratio is ``≤ decay`` (default 0.4).  An eigenvalue
+converging to ``c > 0`` gives a ratio → 1, an ``O(1/t)`` decay gives ``t_mid/T = 0.1``; a ratio in between
+means the direction is not in its asymptotic regime at this horizon (e.g. ``V`` with a tiny eigenvalue slows
+everything down) and the verdict is ``"undetermined"`` rather than a guess.  Kinds:
+
+* ``"blowup"``: finite-time singularity (time and error bound from :func:`.blowup.integrate_blowup`);
+* ``"diverge"``: ``tr Σ(T) > grow·tr Σ(t_mid)`` (default ``grow = 2``) or overflow without blow-up signature;
+* ``"collapse"``: no persistent direction (``Σ → 0``);
+* ``"rank"``: ``r ≥ 1`` persistent directions; ``range`` is their span (orthonormal columns);
+* ``"undetermined"``: some direction neither settled nor decaying by ``T`` (try a longer horizon).
+
+The verdict is a statement at horizon ``T``: directions whose decay time exceeds ``T`` (e.g. ``A + Aᵀ`` with an
+eigenvalue ``-ε``, decay time ``~1/ε``) count as persistent; ``decay_slope`` is the log-log slope of the
+slowest decaying direction between ``t_mid`` and ``T`` (``≈ -1`` for the ``O(1/t)`` rate).
+
+Identities checked along trajectories (MATH.md §4; augmented quadrature, independent of the end state):
+
+* volume: ``log det Σ(T) - log det Σ₀ = ∫₀ᵀ tr(Σ(AV + VᵀAᵀ)) dt`` (softmax, any ``V``);
+* Lyapunov (``V`` SPD): ``tr(V⁻¹Σ(T)) - tr(V⁻¹Σ₀) = ∫₀ᵀ tr(Σ(A + Aᵀ)Σ) dt``, non-increasing if ``A + Aᵀ ⪯ 0``.
+
+Growth bounds (no blow-up): Sinkhorn ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖t}`` (MATH.md §4).  ℓ2 with square invertible
+``K``: the tilted covariance ``(Σ⁻¹ + (2/τ)KᵀK)⁻¹ ⪯ (τ/2)(KᵀK)⁻¹``, so ``‖J‖ = ‖V(Σ⁻¹ + (2/τ)KᵀK)⁻¹(2/τ)KᵀQ‖
+≤ ‖V‖‖K⁻¹Q‖`` and ``dΣ/dt = JΣ + ΣJᵀ`` gives ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖‖K⁻¹Q‖t}`` (Grönwall).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .blowup import integrate_blowup, trace_weights
+
+
+def _unpack(y: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    y = np.asarray(y, float)
+    a = y[..., :d]
+    S = np.zeros(y.shape[:-1] + (d, d))
+    iu = np.triu_indices(d)
+    S[..., iu[0], iu[1]] = y[..., d:]
+    S[..., iu[1], iu[0]] = y[..., d:]
+    return a, S
+
+
+def _pack(a: np.ndarray, S: np.ndarray) -> np.ndarray:
+    d = len(a)
+    return np.concatenate([np.asarray(a, float), np.asarray(S, float)[np.triu_indices(d)]])
+
+
+@dataclass
+class ClusteringResult:
+    kind: str                                 # "collapse" | "rank" | "diverge" | "blowup" | "undetermined"
+    rank: int | None = None
+    range: np.ndarray | None = None           # (d, r) orthonormal basis of the limit's range
+    Sigma_T: np.ndarray | None = None         # Σ at the horizon (or at the stop)
+    t: float | None = None                    # horizon reached
+    decay_slope: float | None = None          # log-log slope of the slowest decaying direction
+    blowup_time: float | None = None
+    blowup_time_error: float | None = None
+    ratios: np.ndarray | None = field(default=None, repr=False)
+
+    def label(self) -> str:
+        if self.kind == "rank":
+            return f"rank {self.rank}"
+        return self.kind
+
+
+def classify_pair(S_mid: np.ndarray, S_end: np.ndarray, t_mid: float, t_end: float, tr0: float, *,
+                  persist: float = 0.8, decay: float = 0.4, grow: float = 2.0,
+                  floor: float = 1e-9) -> ClusteringResult:
+    """Classify from ``Σ(t_mid)`` and ``Σ(t_end)`` (module docstring); no blow-up handling here."""
+    S_end = 0.5 * (S_end + S_end.T)
+    tr_end, tr_mid = float(np.trace(S_end)), float(np.trace(S_mid))
+    if not np.isfinite(tr_end) or tr_end > grow * tr_mid:
+        return ClusteringResult("diverge", Sigma_T=S_end, t=t_end)
+    lam, U = np.linalg.eigh(S_end)
+    before = np.einsum("ji,jk,ki->i", U, S_mid, U)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(before > 0, lam / before, 0.0)
+    big = lam > floor * max(tr0, tr_end)
+    keep = (ratio >= persist) & big
+    r = int(keep.sum())
+    slope = None
+    dec = ~keep & (lam > 0) & (before > 0)
+    if dec.any():
+        slope = float(np.max(np.log(lam[dec] / before[dec])) / np.log(t_end / t_mid))
+    if np.any(big & (ratio > decay) & (ratio < persist)):
+        # a direction neither settled nor decaying at the O(1/t) rate: not asymptotic yet at this horizon
+        return ClusteringResult("undetermined", None, None, S_end, t_end, slope, ratios=ratio)
+    kind = "collapse" if r == 0 else "rank"
+    return ClusteringResult(kind, r, U[:, keep], S_end, t_end, slope, ratios=ratio)
+
+
+def classify(f: Callable, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, **kw) -> ClusteringResult:
+    """Classify the trajectory of ``y' = f(t, y)`` (Gaussian layout) from ``N(alpha0, Sigma0)`` at horizon ``T``.
+
+    ``alpha0`` defaults to 0: for softmax, ℓ2, multi-head and Sinkhorn heads ``dΣ/dt`` does not involve ``α``
+    and ``α = 0`` is invariant without an FFN bias, so the mean (which grows like ``e^{tV}``) cannot overflow
+    a long run.  Pass it for linear attention, whose covariance depends on the mean.
+    """
+    Sigma0 = np.asarray(Sigma0, float)
+    d = Sigma0.shape[0]
+    w = trace_weights(d)
+    y0 = _pack(np.zeros(d) if alpha0 is None else np.asarray(alpha0, float), Sigma0)
+    t_mid = T / 10
+    # classification only needs the growth law: levels 1e2..1e7 and "diverge" past 1e8 x the start keep the
+    # run away from extreme ill-conditioning (ℓ2's right-hand side involves Σ⁻¹)
+    kw_b = dict(rtol=rtol, levels=tuple(10.0 ** np.arange(2, 8)), overflow=1e8, max_nfev=200_000)
+    r1 = integrate_blowup(f, y0, t_mid, w, **kw_b)
+    res = r1
+    if r1.status == "ok":
+        kw_b["overflow"] = 1e8 * float(w @ y0) / float(w @ r1.y)
+        r2 = integrate_blowup(f, r1.y, T, w, t0=t_mid, **kw_b)
+        res = r2
+    if res.status == "blowup":
+        return ClusteringResult("blowup", Sigma_T=_unpack(res.y, d)[1], t=res.t, blowup_time=res.blowup_time,
+                                blowup_time_error=res.blowup_time_error)
+    if res.status in ("overflow", "stalled"):
+        S_T = _unpack(res.y, d)[1]
+        kind = "diverge" if np.trace(S_T) > 10 * np.trace(Sigma0) else "undetermined"
+        return ClusteringResult(kind, Sigma_T=S_T, t=res.t)
+    return classify_pair(_unpack(r1.y, d)[1], _unpack(res.y, d)[1], t_mid, T, float(np.trace(Sigma0)), **kw)
+
+
+def classify_batch(F: Callable, Sigma0s: np.ndarray, T: float = 1e4, *, alpha0s: np.ndarray | None = None,
+                   args: Sequence = (), rtol: float = 1e-8, atol: float = 1e-14, blowup_factor: float = 1e6,
+                   refine_blowup: bool = True, max_steps: int = 20_000, **kw) -> list[ClusteringResult]:
+    """Batched :func:`classify` for many ``Σ₀`` (and per-row ``args``) with :func:`.batch.dopri5_batch`.
+
+    Rows stopped at ``tr Σ > blowup_factor·tr Σ₀`` are continued two decades and their blow-up time
+    extrapolated (:func:`.blowup.batch_blowup_times`); the error bound adds the difference to a rerun of
+    those rows at ``100·rtol`` (integration error) to the extrapolation bound.  A row counts as ``"blowup"`` when the fitted exponent
+    is within 10 % of 1 (the Riccati law; exponential growth gives a much larger or undefined exponent),
+    otherwise ``"diverge"``.  Rows that exhaust ``max_steps`` (e.g. a right-hand side that loses accuracy on
+    a nearly singular ``Σ``) are reported as ``"diverge"`` when they stopped above the threshold, else as
+    ``"undetermined"``.
+    """
+    from .batch import BLOWUP, NONFINITE, dopri5_batch, trace_monitor
+    from .blowup import batch_blowup_times
+
+    S0 = np.asarray(Sigma0s, float)
+    N, d, _ = S0.shape
+    a0 = np.zeros((N, d)) if alpha0s is None else np.asarray(alpha0s, float)
+    iu = np.triu_indices(d)
+    Y0 = np.concatenate([a0, S0[:, iu[0], iu[1]]], axis=1)
+    tr0 = np.trace(S0, axis1=1, axis2=2)
+    mon = trace_monitor(d, d, blowup_factor=blowup_factor, base=tr0)
+    res = dopri5_batch(F, 0.0, Y0, T, rtol=rtol, atol=atol, args=args, monitor=mon, t_eval=[T / 10, T],
+                       max_steps=max_steps)
+    out: list[ClusteringResult | None] = [None] * N
+    w = trace_weights(d)
+    blown = np.nonzero((res.status == BLOWUP) | (res.status == NONFINITE))[0]
+    if blown.size and refine_blowup:
+        bargs = [np.asarray(a)[blown] for a in args]
+        Tb, p, err = batch_blowup_times(F, res.t[blown], res.y[blown], w, args=bargs)
+        # integration error bound: the same rows again at a 100x looser tolerance (over-estimates the error
+        # of the tight run for a convergent method); rows that do not blow up there get err = inf.
+        mon2 = trace_monitor(d, d, blowup_factor=blowup_factor, base=tr0[blown])
+        res2 = dopri5_batch(F, 0.0, Y0[blown], T, rtol=100 * rtol, atol=100 * atol, args=bargs, monitor=mon2,
+                            max_steps=max_steps)
+        Tb2, _, err2 = batch_blowup_times(F, res2.t, res2.y, w, args=bargs)
+        err = np.where(res2.status == BLOWUP, err + err2 + np.abs(Tb - Tb2), np.inf)
+    for j, i in enumerate(blown):
+        S_T = _unpack(res.y[i], d)[1]
+        if refine_blowup and np.isfinite(p[j]) and abs(p[j] - 1) < 0.1 and res.status[i] == BLOWUP:
+            out[i] = ClusteringResult("blowup", Sigma_T=S_T, t=float(res.t[i]), blowup_time=float(Tb[j]),
+                                      blowup_time_error=float(err[j]))
+        else:
+            out[i] = ClusteringResult("diverge", Sigma_T=S_T, t=float(res.t[i]))
+    for i in range(N):
+        if out[i] is None:
+            if res.status[i] != 1:
+                S_T = _unpack(res.y[i], d)[1]
+                grown = np.trace(S_T) > 10 * tr0[i]
+                out[i] = ClusteringResult("diverge" if grown else "undetermined", Sigma_T=S_T, t=float(res.t[i]))
+                continue
+            S_mid = _unpack(res.ys[0, i], d)[1]
+            S_end = _unpack(res.y[i], d)[1]
+            out[i] = classify_pair(S_mid, S_end, T / 10, T, float(tr0[i]), **kw)
+    return out  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------ identities along trajectories
+def _augmented(f: Callable, d: int, integrand: Callable) -> Callable:
+    def g(t, z):
+        y = z[:-1]
+        _, S = _unpack(y, d)
+        return np.concatenate([f(t, y), [integrand(S)]])
+
+    return g
+
+
+def volume_identity(f: Callable, alpha0, Sigma0, A, V, T: float, rtol: float = 1e-11) -> tuple[float, float]:
+    """``(log det Σ(T) - log det Σ₀, ∫₀ᵀ tr(Σ(AV + VᵀAᵀ)) dt)`` along the trajectory of ``f`` (softmax)."""
+    Sigma0 = np.asarray(Sigma0, float)
+    d = Sigma0.shape[0]
+    M = A @ V + V.T @ A.T
+    g = _augmented(f, d, lambda S: float(np.sum(S * M.T)))
+    z0 = np.concatenate([_pack(np.asarray(alpha0, float), Sigma0), [0.0]])
+    sol = solve_ivp(g, (0, T), z0, method="DOP853", rtol=rtol, atol=1e-14)
+    _, ST = _unpack(sol.y[:-1, -1], d)
+    lhs = np.linalg.slogdet(ST)[1] - np.linalg.slogdet(Sigma0)[1]
+    return float(lhs), float(sol.y[-1, -1])
+
+
+def lyapunov_identity(f: Callable, alpha0, Sigma0, A, V, T: float, rtol: float = 1e-11,
+                      n_samples: int = 50) -> tuple[float, float, float]:
+    """``(tr(V⁻¹Σ(T)) - tr(V⁻¹Σ₀), ∫₀ᵀ tr(Σ(A+Aᵀ)Σ) dt, max increase between samples)`` for SPD ``V``.
+
+    The last value is ``max_k [L(t_{k+1}) - L(t_k)]`` over ``n_samples`` times, ``L = tr(V⁻¹Σ)``: ``≤ 0`` up to
+    round-off when ``A + Aᵀ ⪯ 0``.
+    """
+    Sigma0 = np.asarray(Sigma0, float)
+    d = Sigma0.shape[0]
+    S = A + A.T
+    Vi = np.linalg.inv(V)
+    g = _augmented(f, d, lambda Sig: float(np.trace(Sig @ S @ Sig)))
+    z0 = np.concatenate([_pack(np.asarray(alpha0, float), Sigma0), [0.0]])
+    ts = np.linspace(0, T, n_samples)
+    sol = solve_ivp(g, (0, T), z0, method="DOP853", rtol=rtol, atol=1e-14, t_eval=ts)
+    L = np.array([np.trace(Vi @ _unpack(sol.y[:-1, k], d)[1]) for k in range(len(ts))])
+    return float(L[-1] - L[0]), float(sol.y[-1, -1]), float(np.max(np.diff(L)))
+
+
+def growth_bound_ratio(f: Callable, alpha0, Sigma0, rate: float, T: float, n_samples: int = 60,
+                       rtol: float = 1e-10) -> float:
+    """``max_t ‖Σ(t)‖₂ / (‖Σ₀‖₂ e^{rate·t})`` over ``n_samples`` times in ``[0, T]`` (≤ 1 if the bound holds)."""
+    Sigma0 = np.asarray(Sigma0, float)
+    d = Sigma0.shape[0]
+    ts = np.linspace(0, T, n_samples)
+    sol = solve_ivp(f, (0, T), _pack(np.asarray(alpha0, float), Sigma0), method="DOP853", rtol=rtol,
+                    atol=1e-14, t_eval=ts)
+    if sol.status != 0:
+        return float("inf")
+    n0 = np.linalg.norm(Sigma0, 2)
+    return float(max(np.linalg.norm(_unpack(sol.y[:, k], d)[1], 2) / (n0 * np.exp(rate * t))
+                     for k, t in enumerate(sol.t)))
+
+
+def l2_growth_rate(Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> float:
+    """Exponent ``2‖V‖‖K⁻¹Q‖`` of the ℓ2 growth bound (square invertible ``K``; module docstring)."""
+    return 2.0 * np.linalg.norm(V, 2) * np.linalg.norm(np.linalg.solve(K, Q), 2)
+
+
+def rate_slope(ts: np.ndarray, Sigmas: np.ndarray, Sigma_star: np.ndarray) -> float:
+    """Least-squares slope of ``log ‖Σ(t) - Σ*‖_F`` against ``log t`` (``-1`` for the ``O(1/t)`` rate)."""
+    e = np.linalg.norm(np.asarray(Sigmas) - Sigma_star, axis=(1, 2))
+    return float(np.polyfit(np.log(ts), np.log(e), 1)[0])

@@ -1,0 +1,140 @@
+"""Clustering classification on constructed cases with known answers (MATH.md §4), identities, growth bounds."""
+
+import numpy as np
+import pytest
+
+from symbolic_tpde.analysis import closed_forms as cf
+from symbolic_tpde.analysis.clustering import (classify, classify_batch, growth_bound_ratio, l2_growth_rate,
+                                               lyapunov_identity, rate_slope, volume_identity)
+from symbolic_tpde.gaussian import GaussianODE
+from symbolic_tpde.model import make_head, make_weights
+
+S0 = np.array([[1.0, 0.3], [0.3, 0.6]])
+
+
+def ode(kind="softmax", V=np.eye(2), **kw):
+    return GaussianODE.from_weights(make_weights([make_head(kind, V=V, **kw)]))
+
+
+def rot(th):
+    return np.array([[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]])
+
+
+def test_rank_one_limit_matches_sigma_star():
+    R = rot(0.7)
+    A = R @ np.diag([0.0, -0.8]) @ R.T + np.array([[0, 0.3], [-0.3, 0]])  # A + Aᵀ ⪯ 0, kernel dim 1
+    res = classify(ode(A=A).rhs, S0, T=1e5)
+    star, U = cf.sigma_star_vi(S0, A)
+    assert res.kind == "rank" and res.rank == 1
+    assert abs(abs(res.range[:, 0] @ U[:, 0]) - 1) < 1e-6  # limit range = ker(A + Aᵀ)
+    # Σ(T) - Σ* = O(1/T): at T = 1e5 the distance is ~1/(0.8·1.6e5)
+    assert np.abs(res.Sigma_T - star).max() < 5e-5
+    assert -1.1 < res.decay_slope < -0.9
+
+
+def test_collapse_spd_V_negative_definite_A():
+    rng = np.random.default_rng(3)
+    B = rng.normal(size=(2, 2))
+    V = B @ B.T + 0.2 * np.eye(2)
+    A = -np.array([[1.0, 0.2], [0.2, 0.5]])
+    res = classify(ode(A=A, V=V).rhs, S0, T=1e5)
+    assert res.kind == "collapse" and res.rank == 0
+
+
+@pytest.mark.parametrize("eps,kind,rank", [(0.0, "rank", 1), (-1e-2, "collapse", 0), (1e-3, "blowup", None)])
+def test_near_singular_boundary(eps, kind, rank):
+    """A + Aᵀ = diag(2eps, -2): exactly singular -> rank 1; slightly negative -> collapse (decay time
+    ~ 1/|eps| << T); slightly positive -> blow-up at the closed-form T*."""
+    A = np.diag([eps, -1.0])
+    res = classify(ode(A=A).rhs, S0, T=1e5)
+    assert res.kind == kind and res.rank == rank
+    if kind == "blowup":
+        T = cf.blowup_time_vi(S0, A)
+        assert abs(res.blowup_time - T) < 1e-6 * T
+
+
+def test_horizon_dependence_is_reported_honestly():
+    """eps = -1e-6: decay time ~1e6 exceeds T = 1e4, so at that horizon the direction still counts."""
+    res = classify(ode(A=np.diag([-1e-6, -1.0])).rhs, S0, T=1e4)
+    assert res.kind == "rank" and res.rank == 1
+
+
+@pytest.mark.parametrize("kind", ["l2", "sinkhorn"])
+def test_diverge_without_blowup(kind):
+    A = np.array([[1.0, 0.3], [0.1, 0.8]])
+    kw = dict(Q=A, K=np.eye(2), tau=1.0) if kind == "l2" else dict(A=A)
+    res = classify(ode(kind, **kw).rhs, S0, T=20.0)
+    assert res.kind == "diverge" and res.blowup_time is None
+
+
+def test_rank_bound_spd_V_random():
+    """SPD V, A + Aᵀ ⪯ 0 with dim ker = k: limit rank <= k (d = 3, k = 1 and 2)."""
+    rng = np.random.default_rng(7)
+    for k in (1, 2):
+        Q = rng.normal(size=(3 - k, 3))
+        A = -Q.T @ Q / np.sqrt(3)
+        B = rng.normal(size=(3, 3))
+        V = B @ B.T + 0.3 * np.eye(3)
+        G = rng.normal(size=(3, 3))
+        res = classify(ode(A=A, V=V).rhs, G @ G.T + 0.1 * np.eye(3), T=1e5)
+        assert res.kind in ("rank", "collapse") and res.rank <= k
+
+
+def test_rate_is_one_over_t():
+    from scipy.integrate import solve_ivp
+
+    A = np.diag([0.0, -0.5])
+    o = ode(A=A)
+    ts = np.logspace(2, 5, 7)
+    sol = solve_ivp(o.rhs, (0, ts[-1]), np.r_[0, 0, S0[0], S0[1, 1]], method="DOP853", rtol=1e-11,
+                    atol=1e-15, t_eval=ts)
+    Sig = np.array([[[y[2], y[3]], [y[3], y[4]]] for y in sol.y.T])
+    slope = rate_slope(ts, Sig, cf.sigma_star_vi(S0, A)[0])
+    assert -1.05 < slope < -0.95
+
+
+def test_volume_and_lyapunov_identities():
+    rng = np.random.default_rng(9)
+    A = np.array([[-0.6, 0.4], [-0.1, -0.3]])
+    V = np.array([[0.9, 0.2], [0.2, 0.5]])  # SPD
+    f = ode(A=A, V=V).rhs
+    lhs, rhs = volume_identity(f, rng.normal(size=2), S0, A, V, 5.0)
+    # both sides from one DOP853 run at rtol 1e-11: agreement to ~1e-9 absolute on O(1) values
+    assert abs(lhs - rhs) < 1e-8 * max(1, abs(lhs))
+    dL, integral, max_increase = lyapunov_identity(f, rng.normal(size=2), S0, A, V, 5.0)
+    assert abs(dL - integral) < 1e-8 * max(1, abs(dL))
+    assert dL < 0 and max_increase <= 1e-12  # A + Aᵀ ≺ 0: tr(V⁻¹Σ) is non-increasing
+    Vn = np.array([[0.3, 1.0], [-0.7, 0.2]])  # non-symmetric V: volume identity still holds
+    lhs, rhs = volume_identity(ode(A=A, V=Vn).rhs, np.zeros(2), S0, A, Vn, 3.0)
+    assert abs(lhs - rhs) < 1e-8 * max(1, abs(lhs))
+
+
+def test_growth_bounds_l2_sinkhorn():
+    A = np.array([[1.0, 0.3], [0.1, 0.8]])
+    V = np.array([[1.0, 0.4], [-0.2, 0.7]])
+    rate = 2 * np.linalg.norm(V, 2)
+    assert growth_bound_ratio(ode("sinkhorn", V=V, A=A).rhs, np.zeros(2), S0, rate, 4.0) <= 1.0
+    Q, K = np.array([[1.0, 0.5], [0.0, 1.2]]), np.array([[-0.8, 0.1], [0.3, -1.0]])
+    r = growth_bound_ratio(ode("l2", V=V, Q=Q, K=K, tau=0.7).rhs, np.zeros(2), S0, l2_growth_rate(Q, K, V), 4.0)
+    assert r <= 1.0
+    # the bound is not vacuous: with half the rate it fails for Sinkhorn (growth is genuinely exponential)
+    assert growth_bound_ratio(ode("sinkhorn", V=np.eye(2), A=A).rhs, np.zeros(2), S0, 0.5, 4.0) > 1.0
+
+
+def test_classify_batch_agrees_with_single():
+    rng = np.random.default_rng(4)
+    G = rng.normal(size=(12, 2, 2))
+    S0s = G @ G.transpose(0, 2, 1) + 0.05 * np.eye(2)
+    for A, T in ((np.diag([0.0, -0.7]), 1e5), (np.array([[0.4, 0.2], [0.0, -0.3]]), 1e5)):
+        o = ode(A=A)
+        p = o.params(0.0)
+        res = classify_batch(lambda t, Y: o.compiled.batch(t, Y, p), S0s, T=T)
+        for i in range(0, 12, 4):
+            single = classify(o.rhs, S0s[i], T=T)
+            assert res[i].label() == single.label()
+            if single.kind == "blowup":
+                assert abs(res[i].blowup_time - single.blowup_time) <= res[i].blowup_time_error
+                Tc = cf.blowup_time_vi(S0s[i], A)
+                assert abs(res[i].blowup_time - Tc) <= res[i].blowup_time_error
+        labels = {r.label() for r in res}
+        assert labels <= {"rank 1", "blowup"}
