@@ -40,6 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"tpde {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except (ArithmeticError, RuntimeError, ValueError) as exc:
+        # Errors a user can meet with valid syntax but an impossible request: a variant that has no Gaussian
+        # ODE, an unavailable compiler, a blow-up or a non-converged Sinkhorn.  Their classes live in heavy
+        # modules, imported here only once such an error happened.
+        from .codegen.c_backend import CompilerUnavailable
+        from .errors import BlowupError, ConvergenceError
+        from .symbolic.witness import NotGaussianPreserving
+
+        codes = ((NotGaussianPreserving, 2), (CompilerUnavailable, 2), (BlowupError, 3), (ConvergenceError, 4))
+        for cls, code in codes:
+            if isinstance(exc, cls):
+                print(f"tpde {args.command}: error: {exc}", file=sys.stderr)
+                return code
+        raise
     except BrokenPipeError:  # e.g. `tpde derive ... | head`: the reader left, nothing to report
         sys.stderr.close()
         return 0

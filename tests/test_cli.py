@@ -61,3 +61,27 @@ def test_rhs_json_on_builtin_scenario():
     a, S = scn.alpha0, scn.Sigma0
     np.testing.assert_allclose(out["alpha_dot"], V @ (a + S @ A @ a), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(out["Sigma_dot"], V @ S @ A @ S + S @ A.T @ S @ V.T, rtol=1e-12, atol=1e-14)
+
+
+def test_library_errors_become_one_line_messages(monkeypatch, capsys):
+    """Errors raised deep in the library reach the user as one line with the documented exit code."""
+    from symbolic_tpde import cli
+    from symbolic_tpde.errors import BlowupError, ConvergenceError
+    from symbolic_tpde.symbolic.witness import NotGaussianPreserving
+
+    cases = [(BlowupError(0.25, "rk4 step 3"), 3), (ConvergenceError("sinkhorn", "no convergence"), 4),
+             (NotGaussianPreserving.__new__(NotGaussianPreserving), 2)]
+    for exc, code in cases:
+        def boom(args, exc=exc):
+            raise exc
+        parser = cli.build_parser()
+        monkeypatch.setattr(cli, "build_parser", lambda parser=parser: parser)
+        args = parser.parse_args(["verify"])
+        monkeypatch.setattr(parser, "parse_args", lambda argv=None, args=args: args)
+        args.func = boom
+        assert cli.main([]) == code
+        err = capsys.readouterr().err
+        assert err.startswith("tpde verify: error:") and err.count("\n") == 1
+    with pytest.raises(KeyError):  # anything else is a bug and keeps its traceback
+        args.func = lambda a: (_ for _ in ()).throw(KeyError("bug"))
+        cli.main([])
