@@ -28,6 +28,7 @@ import numpy as np
 
 from .errors import InputError
 from .model import Scenario, Schedule, Weights, check_gaussian
+from .numerics.linalg import sqrtm_psd
 
 #: Blow-up threshold: integration stops when ``tr Σ + |α|²`` exceeds this multiple of its initial value.
 BLOWUP_FACTOR = 1e12
@@ -91,15 +92,10 @@ def pack_params(system, weights: Weights) -> np.ndarray:
 
 
 # -------------------------------------------------------------------------------- numeric matrix path
-def _sym_sqrt(S: np.ndarray) -> np.ndarray:
-    w, U = np.linalg.eigh(S)
-    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
-
-
 def sinkhorn_cross_cov(A: np.ndarray, Sigma: np.ndarray, epsilon: float = 1.0) -> np.ndarray:
     """``Cᵀ`` of the Gaussian entropic self-plan (module docstring), by eigen-decompositions only."""
     Ae = np.asarray(A, dtype=float) / epsilon
-    R = _sym_sqrt(Sigma)
+    R = sqrtm_psd(Sigma)
     M = R @ Ae.T @ Sigma @ Ae @ R
     M = 0.5 * (M + M.T)
     w, U = np.linalg.eigh(M)

@@ -36,22 +36,9 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..gaussian import pack_state as _pack
+from ..gaussian import unpack_state as _unpack
 from .blowup import integrate_blowup, trace_weights
-
-
-def _unpack(y: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
-    y = np.asarray(y, float)
-    a = y[..., :d]
-    S = np.zeros(y.shape[:-1] + (d, d))
-    iu = np.triu_indices(d)
-    S[..., iu[0], iu[1]] = y[..., d:]
-    S[..., iu[1], iu[0]] = y[..., d:]
-    return a, S
-
-
-def _pack(a: np.ndarray, S: np.ndarray) -> np.ndarray:
-    d = len(a)
-    return np.concatenate([np.asarray(a, float), np.asarray(S, float)[np.triu_indices(d)]])
 
 
 @dataclass

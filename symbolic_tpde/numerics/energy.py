@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BlowupError, InputError
+from .linalg import sqrtm_psd
 
 __all__ = [
     "twisted_G", "check_gradient_structure", "pair_exponents", "energy", "first_variation", "metric",
@@ -343,14 +344,9 @@ def rk4_energy_defect(X0, A, V, T: float, steps: int) -> float:
 # ---------------------------------------------------------------- Gaussian family
 
 
-def _sqrtm_spd(S: np.ndarray) -> np.ndarray:
-    lam, Q = np.linalg.eigh(S)
-    return (Q * np.sqrt(lam)) @ Q.T
-
-
 def gaussian_energy_condition(Sigma, A) -> float:
     """``‖Σ^{1/2} A Σ^{1/2}‖₂``: the Gaussian energy is finite iff this is ``< 1``."""
-    R = _sqrtm_spd(np.asarray(Sigma, float))
+    R = sqrtm_psd(np.asarray(Sigma, float))
     return float(np.linalg.norm(R @ np.asarray(A, float) @ R, 2))
 
 
