@@ -1,14 +1,50 @@
 """symbolic_tpde: deep Transformers as interacting particles, symbolically and numerically.
 
-Public API (re-exported explicitly; nothing is computed at import time).  See README.md.
+Public API, re-exported explicitly.  Nothing is computed at import time, and the heavy layers (SymPy,
+SciPy, code generation) are imported only when one of their names is first used (PEP 562 ``__getattr__``),
+so ``import symbolic_tpde`` stays light.  See README.md.
 """
+
+from importlib import import_module
 
 from .errors import BlowupError, ConvergenceError, InputError
 from .model import FFN, Head, Scenario, Schedule, Sink, Weights, make_head, make_weights
 
+#: public name -> module that defines it (imported on first use)
+_LAZY = {
+    "load_scenario": "symbolic_tpde.scenario",
+    "parse_scenario": "symbolic_tpde.scenario",
+    "field": "symbolic_tpde.numerics.fields",
+    "velocity": "symbolic_tpde.numerics.fields",
+    "simulate": "symbolic_tpde.numerics.integrate",
+    "mean": "symbolic_tpde.numerics.estimators",
+    "covariance": "symbolic_tpde.numerics.estimators",
+    "gaussianity_witness": "symbolic_tpde.numerics.estimators",
+    "wasserstein": "symbolic_tpde.numerics.distances",
+    "bures_wasserstein": "symbolic_tpde.numerics.distances",
+    "derive_gaussian_system": "symbolic_tpde.symbolic.moments",
+    "derive_for_weights": "symbolic_tpde.symbolic.moments",
+    "compile_system": "symbolic_tpde.codegen.compile",
+    "GaussianODE": "symbolic_tpde.gaussian",
+    "pack_state": "symbolic_tpde.gaussian",
+    "unpack_state": "symbolic_tpde.gaussian",
+    "integrate_blowup": "symbolic_tpde.analysis.blowup",
+    "classify": "symbolic_tpde.analysis.clustering",
+    "dopri5_batch": "symbolic_tpde.analysis.batch",
+}
+
 __all__ = [
     "BlowupError", "ConvergenceError", "InputError",
     "FFN", "Head", "Scenario", "Schedule", "Sink", "Weights", "make_head", "make_weights",
+    *_LAZY,
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'symbolic_tpde' has no attribute {name!r}")

@@ -44,3 +44,8 @@ def test_package_import_is_light():
     loaded = _loaded_after_import("symbolic_tpde")
     assert "sympy" not in loaded and "scipy" not in loaded and "matplotlib" not in loaded
     assert symbolic_tpde.__all__  # the public API is explicit
+
+
+def test_public_api_names_resolve():
+    for name in symbolic_tpde.__all__:
+        assert getattr(symbolic_tpde, name) is not None, name
