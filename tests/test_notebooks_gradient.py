@@ -17,7 +17,10 @@ def test_notebook_outputs_stripped():
             assert cell.outputs == [] and cell.execution_count is None
 
 
-def test_notebook_executes():
+def test_notebook_executes(monkeypatch):
+    # the kernel inherits our environment: an MPLBACKEND=Agg set for headless runs (as CI does) would replace
+    # the notebook's inline backend, and the figures would not appear as outputs
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(NB, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": str(NB.parent)}})
