@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from notebook_runner import execute
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
@@ -19,16 +21,7 @@ def test_notebook_outputs_stripped():
 
 
 def test_notebook_executes(monkeypatch):
-    # the kernel inherits our environment: an MPLBACKEND=Agg set for headless runs (as CI does) would replace
-    # the notebook's inline backend, and the figures would not appear as outputs
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    nb = nbformat.read(NB, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NB.parent)}})
-    client.execute()  # raises CellExecutionError if any cell (with its asserts) fails
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    images = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                 if "image/png" in o.get("data", {}))
+    text, images = execute(NB, monkeypatch)
     assert images >= 1                                       # the covariance-ellipse figure was drawn
     assert "\\begin{align*}" in text and "NOT Gaussian-preserving" in text   # LaTeX and the sigmoid witness
     assert text.count("covariance moved") == 3               # particles vs ODE at three times

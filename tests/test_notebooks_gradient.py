@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from notebook_runner import execute
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
@@ -18,13 +20,5 @@ def test_notebook_outputs_stripped():
 
 
 def test_notebook_executes(monkeypatch):
-    # the kernel inherits our environment: an MPLBACKEND=Agg set for headless runs (as CI does) would replace
-    # the notebook's inline backend, and the figures would not appear as outputs
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    nb = nbformat.read(NB, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NB.parent)}})
-    client.execute()  # raises CellExecutionError if any cell (with its asserts) fails
-    images = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                 if "image/png" in o.get("data", {}))
+    text, images = execute(NB, monkeypatch)
     assert images >= 2  # the energy-along-trajectories and Hessian-sign figures were drawn
