@@ -7,7 +7,7 @@ so ``import symbolic_tpde`` stays light.  See README.md.
 
 from importlib import import_module
 
-from .errors import BlowupError, ConvergenceError, InputError
+from .errors import BlowupError, ConvergenceError, InputError, NotGaussianPreserving
 from .model import FFN, Head, Scenario, Schedule, Sink, Weights, make_head, make_weights
 
 #: public name -> module that defines it (imported on first use)
@@ -22,6 +22,9 @@ _LAZY = {
     "gaussianity_witness": "symbolic_tpde.numerics.estimators",
     "wasserstein": "symbolic_tpde.numerics.distances",
     "bures_wasserstein": "symbolic_tpde.numerics.distances",
+    "derive_kernel": "symbolic_tpde.symbolic.kernel",
+    "KernelWitness": "symbolic_tpde.symbolic.kernel",
+    "OdeSystem": "symbolic_tpde.symbolic.system",
     "derive_gaussian_system": "symbolic_tpde.symbolic.moments",
     "derive_for_weights": "symbolic_tpde.symbolic.moments",
     "compile_system": "symbolic_tpde.codegen.compile",
@@ -31,10 +34,11 @@ _LAZY = {
     "integrate_blowup": "symbolic_tpde.analysis.blowup",
     "classify": "symbolic_tpde.analysis.clustering",
     "dopri5_batch": "symbolic_tpde.analysis.batch",
+    "kinds": "symbolic_tpde.spec",
 }
 
 __all__ = [
-    "BlowupError", "ConvergenceError", "InputError",
+    "BlowupError", "ConvergenceError", "InputError", "NotGaussianPreserving",
     "FFN", "Head", "Scenario", "Schedule", "Sink", "Weights", "make_head", "make_weights",
     *_LAZY,
 ]

@@ -36,3 +36,16 @@ class ConvergenceError(RuntimeError):
         self.where = where
         self.detail = detail
         super().__init__(f"{where}: {detail}")
+
+
+class NotGaussianPreserving(ValueError):
+    """The attention (a built-in kind or a user kernel) does not preserve Gaussian measures.
+
+    Raised instead of a (wrong) moment ODE.  ``witness`` carries the evidence: for the built-in kinds a
+    :class:`symbolic_tpde.symbolic.witness.Witness` (a certified non-zero ``∂²Γ/∂x²`` at stated parameter
+    values), for user kernels a :class:`symbolic_tpde.symbolic.kernel.KernelWitness`.
+    """
+
+    def __init__(self, witness):
+        self.witness = witness
+        super().__init__(witness.summary())

@@ -1,29 +1,13 @@
 """Attention weights as validated, immutable data.
 
 This is the one description of "which attention, with which parameters, at which time" shared by the
-particle simulator, the symbolic engine, code generation and the CLI.  Conventions (``../shared/MATH.md`` §2):
-the kernel of softmax-type attention is ``exp(<A x, y>) = exp(yᵀ A x)`` with ``x`` the query and ``y`` the key;
-``V`` acts after averaging.
+particle simulator, the symbolic engine, code generation and the CLI.  Conventions (Castin, Ablin, Carrillo,
+Peyré, arXiv 2501.18322, §2; README "Conventions"): the kernel of softmax-type attention is
+``exp(<A x, y>) = exp(yᵀ A x)`` with ``x`` the query and ``y`` the key; ``V`` acts after averaging.
 
-Head kinds and their parameters (``d`` = token dimension, ``m`` = head dimension of ℓ2 heads):
-
-=======================  ==========================================  ==============================================
-kind                     parameters                                  field ``Γ_μ(x)``
-=======================  ==========================================  ==============================================
-``softmax``              ``A (d,d)``, ``V (d,d)``                    ``V ∫ y e^{<Ax,y>} dμ / ∫ e^{<Ax,y>} dμ``
-``l2``                   ``Q (m,d)``, ``K (m,d)``, ``V (d,d)``,      softmax with kernel ``exp(-|Qx - Ky|²/τ)``
-                         ``tau > 0``
-``sinkhorn``             ``A``, ``V``, ``epsilon > 0`` (default 1)    ``V ∫ y dπ_μ(y|x)``, entropic OT plan
-``sigmoid``              ``A``, ``V``, ``b`` (scalar)                ``V ∫ σ(<Ax,y> + b) y dμ`` (no normalisation)
-``linear``               ``A``, ``V``                                ``V ∫ <Ax,y> y dμ``
-``softmax_unnormalized`` ``A``, ``V``                                ``V ∫ y e^{<Ax,y>} dμ`` (no normalisation)
-``masked``               ``A``, ``V``                                causal softmax: keys with position ``≤`` query's
-``custom``               ``B (d,d)``, ``V``; optional ``P (d,d)``,   softmax with ``log k(x,y) = xᵀBy + xᵀPx + yᵀRy
-                         ``R (d,d)``, ``p (d)``, ``r (d)`` (zero       + pᵀx + rᵀy``
-                         when absent)
-=======================  ==========================================  ==============================================
-
-Note the ``custom`` convention ``xᵀ B y``: the softmax kernel ``<A x, y> = xᵀ Aᵀ y`` is ``B = Aᵀ``.
+The head kinds, their parameters, shapes and constraints are those of the registry,
+:mod:`symbolic_tpde.spec.kinds` (``python -m symbolic_tpde.cli kinds`` lists them); this module only validates
+against it.  Note the ``custom`` convention ``xᵀ B y``: the softmax kernel ``<A x, y> = xᵀ Aᵀ y`` is ``B = Aᵀ``.
 
 A :class:`Weights` is the set of heads acting at one time (their fields are summed), plus an optional affine
 feed-forward term ``W x + c`` and, for masked heads, an optional attention sink.  A :class:`Schedule` gives
@@ -34,32 +18,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from .errors import InputError
-
-#: Required and optional parameters of each head kind.  Optional ones carry their documented default.
-HEAD_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "softmax": (("A", "V"), {}),
-    "l2": (("Q", "K", "V", "tau"), {}),
-    "sinkhorn": (("A", "V"), {"epsilon": 1.0}),
-    "sigmoid": (("A", "V", "b"), {}),
-    "linear": (("A", "V"), {}),
-    "softmax_unnormalized": (("A", "V"), {}),
-    "masked": (("A", "V"), {}),
-    "custom": (("B", "V"), {"P": None, "R": None, "p": None, "r": None}),
-}
-
-_SCALARS = {"tau", "epsilon", "b"}
-_VECTORS = {"p", "r"}
+from .spec import kinds as _kinds
 
 
 def _finite_array(value: Any, field_name: str, ndim: int) -> np.ndarray:
     try:
         arr = np.array(value, dtype=float)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(field_name, f"not a numeric array ({exc})") from None
     if arr.ndim != ndim:
         kind = {0: "a number", 1: "a vector", 2: "a matrix"}[ndim]
@@ -75,82 +46,163 @@ def _check_shape(arr: np.ndarray, shape: tuple[int, ...], field_name: str) -> No
         raise InputError(field_name, f"expected shape {shape}, got {arr.shape}")
 
 
-@dataclass(frozen=True)
-class Head:
-    """One attention head: its kind and its validated parameters (read-only numpy arrays / floats)."""
+def _freeze(value: Any):
+    """Hashable, exact image of a parameter value (floats by their bit pattern)."""
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.tobytes())
+    return value
 
-    kind: str
-    params: Mapping[str, Any]
+
+class Head:
+    """One attention head: its kind and its validated parameters, immutable, with ``==`` and ``hash``.
+
+    ``params``: the parameters as given (read-only numpy arrays / floats, a read-only mapping), in the
+    registry's layout order (:func:`symbolic_tpde.spec.kinds.head_param_specs`).  ``effective``: the kind's
+    canonical parameters, with a structured head's ``A = KᵀQ/√k`` and ``V = WO V`` formed numerically (what
+    the particle fields and numeric oracles use).  ``form``: the names and shapes of ``params`` (what the
+    symbolic derivation depends on).
+    """
+
+    __slots__ = ("kind", "params", "effective", "form", "_hash")
+
+    def __init__(self, kind: str, params: Mapping[str, Any]):
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "params", MappingProxyType(dict(params)))
+        object.__setattr__(self, "form", tuple((k, tuple(np.shape(v))) for k, v in params.items()))
+        eff = dict(params)
+        if "Q" in params and "A" in _kinds.get(kind).names:
+            k = params["Q"].shape[0]
+            A = params["K"].T @ params["Q"] / math.sqrt(k)
+            A.setflags(write=False)
+            eff["A"] = A
+            del eff["Q"], eff["K"]
+        if "WO" in params:
+            Vf = params["WO"] @ params["V"]
+            Vf.setflags(write=False)
+            eff["V"] = Vf
+            del eff["WO"]
+        object.__setattr__(self, "effective", MappingProxyType(eff))
+        object.__setattr__(self, "_hash", hash((kind, tuple((k, _freeze(v)) for k, v in params.items()))))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Head is immutable")
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Head):
+            return NotImplemented
+        return (self.kind == other.kind and self.form == other.form and self._hash == other._hash
+                and all(_freeze(self.params[k]) == _freeze(other.params[k]) for k in self.params))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}{list(s) if s else ''}" for k, s in self.form)
+        return f"Head({self.kind!r}: {shapes})"
 
     @property
     def d(self) -> int:
-        return int(self.params["V"].shape[0])
+        return int(self.params["V"].shape[1])
+
+    def structure(self) -> tuple:
+        """``(kind, ((name, shape), ...))``: the form the symbolic derivation depends on."""
+        return (self.kind, self.form)
 
 
 def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -> Head:
-    """Validate and build a :class:`Head`.
+    """Validate and build a :class:`Head` from the registry entry of ``kind``.
 
-    ``where`` prefixes field names in error messages (e.g. ``"heads[1]"``).  ``d`` is inferred from ``V``
-    when not given.  Unknown parameters, missing parameters, wrong shapes, NaN/Inf and ``tau <= 0`` or
-    ``epsilon <= 0`` raise :class:`InputError` naming the field.
+    ``where`` prefixes field names in error messages (e.g. ``"heads[1]"``).  ``d`` is inferred from ``V`` when
+    not given.  Unknown parameters, missing parameters, wrong shapes, NaN/Inf and a violated constraint (e.g.
+    ``tau <= 0``) raise :class:`InputError` naming the field.  Structured heads: ``Q, K`` of shape ``(k, d)``
+    instead of ``A`` (``A = KᵀQ/√k``) and an optional output block ``WO (d, v)`` before ``V (v, d)``.
     """
     pre = f"{where}." if where else ""
-    if kind not in HEAD_KINDS:
-        raise InputError(f"{pre}attention", f"unknown variant {kind!r}; expected one of {sorted(HEAD_KINDS)}")
-    required, optional = HEAD_KINDS[kind]
+    try:
+        spec = _kinds.get(kind)
+    except KeyError:
+        raise InputError(f"{pre}attention", f"unknown variant {kind!r}; expected one of {sorted(_kinds.KINDS)}") from None
+    given = {k for k, v in params.items() if v is not None}
+    specs = _kinds.head_param_specs(kind, given)
+    allowed = {p.name for p in specs}
+    alternatives = set(spec.names)
+    if "A" in spec.names:
+        alternatives |= {p.name for p in _kinds.STRUCTURED_A}
+    if "V" in spec.names:
+        alternatives.add(_kinds.OUTPUT_BLOCK.name)
     for key in params:
-        if key not in required and key not in optional:
-            allowed = sorted(required + tuple(optional))
-            raise InputError(f"{pre}{key}", f"unknown parameter for {kind!r} heads; allowed: {allowed}")
-    for key in required:
-        if key not in params or params[key] is None:
-            raise InputError(f"{pre}{key}", f"missing parameter (required for {kind!r} heads)")
+        if key not in allowed:
+            if key in alternatives:
+                raise InputError(f"{pre}{key}", f"cannot be combined with the other parameters given for this "
+                                 f"{kind!r} head (give A, or Q and K)")
+            raise InputError(f"{pre}{key}", f"unknown parameter for {kind!r} heads; allowed: {sorted(alternatives)}")
+    for p in specs:
+        if p.required and (p.name not in params or params[p.name] is None):
+            raise InputError(f"{pre}{p.name}", f"missing parameter (required for {kind!r} heads)")
+    if "V" not in params or params["V"] is None:
+        raise InputError(f"{pre}V", f"missing parameter (required for {kind!r} heads)")
     V = _finite_array(params["V"], f"{pre}V", 2)
     if d is None:
-        d = V.shape[0]
-    _check_shape(V, (d, d), f"{pre}V")
-    out: dict[str, Any] = {"V": V}
-    for key in required + tuple(optional):
-        if key == "V":
-            continue
-        value = params.get(key, optional.get(key))
-        fname = f"{pre}{key}"
-        if key in _SCALARS:
+        d = V.shape[1]
+    dims: dict[str, int] = {"d": int(d)}
+    out: dict[str, Any] = {}
+    for p in specs:
+        fname = f"{pre}{p.name}"
+        value = params.get(p.name)
+        if p.block == "scalar":
             if value is None:
-                raise InputError(fname, "missing parameter")
+                if p.default is None or p.default == "zero":
+                    raise InputError(fname, "missing parameter")
+                value = p.default
             val = float(_finite_array(value, fname, 0))
-            if key in ("tau", "epsilon") and not val > 0:
+            if p.constraint == "positive" and not val > 0:
                 raise InputError(fname, f"must be > 0, got {val}")
-            out[key] = val
-        elif key in _VECTORS:
-            arr = np.zeros(d) if value is None else _finite_array(value, fname, 1)
-            _check_shape(arr, (d,), fname)
+            out[p.name] = val
+            continue
+        ndim = len(p.shape)
+        if value is None:
+            shape = tuple(dims[s] for s in p.shape)
+            arr = np.zeros(shape)
             arr.setflags(write=False)
-            out[key] = arr
         else:
-            arr = np.zeros((d, d)) if value is None else _finite_array(value, fname, 2)
-            if key in ("Q", "K"):
-                if arr.shape[1] != d:
-                    raise InputError(fname, f"expected shape (m, {d}), got {arr.shape}")
-            else:
-                _check_shape(arr, (d, d), fname)
-            arr.setflags(write=False)
-            out[key] = arr
-    if kind == "l2" and out["Q"].shape != out["K"].shape:
-        raise InputError(f"{pre}K", f"shape {out['K'].shape} differs from Q's {out['Q'].shape}")
-    return Head(kind=kind, params=out)
+            arr = _finite_array(value, fname, ndim)
+            for axis, dim in enumerate(p.shape):
+                if dim not in dims:
+                    dims[dim] = int(arr.shape[axis])
+            shape = tuple(dims[s] for s in p.shape)
+            if arr.shape != shape:
+                want = tuple(dims.get(s, s) for s in p.shape)
+                raise InputError(fname, f"expected shape {want}, got {arr.shape}")
+        out[p.name] = arr
+    for key in ("k", "m", "v"):
+        if dims.get(key, 1) < 1:
+            raise InputError(f"{pre}{key}", "head dimension must be at least 1")
+    return Head(kind, out)
 
 
-@dataclass(frozen=True)
-class FFN:
+class _ByValue:
+    """``==`` and ``hash`` by the exact values of the (array) fields of a frozen dataclass."""
+
+    def _key(self):
+        return tuple(_freeze(getattr(self, f)) for f in self.__dataclass_fields__)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+@dataclass(frozen=True, eq=False)
+class FFN(_ByValue):
     """Affine feed-forward term ``W x + c`` added to the attention field."""
 
     W: np.ndarray
     c: np.ndarray
 
 
-@dataclass(frozen=True)
-class Sink:
+@dataclass(frozen=True, eq=False)
+class Sink(_ByValue):
     """Attention sink for masked heads: an atom of mass ``mass`` at position ``s = 0`` located at ``x``.
 
     Every query attends to it with total weight ``mass`` (the remaining ``1 - mass`` is shared by the tokens),
@@ -178,8 +230,7 @@ class Weights:
 
         Two weights with the same structure share one symbolic derivation and one generated right-hand side.
         """
-        kinds = tuple((h.kind, h.params["Q"].shape[0] if h.kind == "l2" else self.d) for h in self.heads)
-        return (self.d, kinds, self.ffn is not None, self.sink is not None)
+        return (self.d, tuple(h.structure() for h in self.heads), self.ffn is not None, self.sink is not None)
 
 
 def make_weights(heads: list[Head] | tuple[Head, ...], ffn: Mapping[str, Any] | FFN | None = None,

@@ -3,10 +3,12 @@
 Parsed with :mod:`json` only: nothing is evaluated.  ``NaN``/``Infinity`` literals and duplicate keys are
 rejected.  Format (every key documented in README.md)::
 
-    {"attention": "softmax",          # softmax | l2 | sinkhorn | sigmoid | linear | masked | custom
-                                      #   | softmax_unnormalized | multihead (= softmax with "heads")
+    {"attention": "softmax",          # a kind of the registry (symbolic_tpde.spec.kinds: softmax | l2 |
+                                      #   sinkhorn | sigmoid | linear | masked | custom | softmax_unnormalized)
+                                      #   or multihead (= softmax heads given in "heads")
      "d": 2,                          # optional, inferred from alpha0
-     "A": [[...]], "V": [[...]],      # one head: its parameters at top level, or
+     "A": [[...]], "V": [[...]],      # one head: its parameters at top level (A may be given as Q, K with
+                                      #   A = K^T Q / sqrt(k); WO before V: value matrix WO V), or
      "heads": [{"A": ..., "V": ...}, ...],   # several heads, each optionally with its own "attention"
      "ffn": {"W": [[...]], "c": [...]},      # optional affine feed-forward term W x + c
      "sink": {"mass": 0.1, "x": [...]},      # optional attention sink (masked only)
@@ -28,10 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .model import HEAD_KINDS, Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
+from .model import Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
+from .spec import kinds as _kinds
 
-ATTENTIONS = tuple(HEAD_KINDS) + ("multihead",)
-_HEAD_PARAM_KEYS = sorted({k for req, opt in HEAD_KINDS.values() for k in (*req, *opt)})
+#: variant names a scenario may give: the registry's kinds, plus "multihead" (softmax heads in "heads")
+ATTENTIONS = _kinds.kind_names() + ("multihead",)
+#: every head-parameter key of every kind, including the structured-head keys (Q, K, WO)
+_HEAD_PARAM_KEYS = sorted({p.name for s in _kinds.KINDS.values() for p in s.params}
+                          | {p.name for p in _kinds.STRUCTURED_A} | {_kinds.OUTPUT_BLOCK.name})
 _WEIGHT_KEYS = set(_HEAD_PARAM_KEYS) | {"heads", "ffn", "sink"}
 _TOP_KEYS = _WEIGHT_KEYS | {"attention", "d", "layers", "alpha0", "Sigma0", "T", "name", "description"}
 _LAYER_KEYS = _WEIGHT_KEYS | {"t_end"}

@@ -1,6 +1,6 @@
 """Particle velocity fields ``dx_i/dt = Γ_{μ_n}(x_i)`` of every attention variant (MATH.md §2).
 
-Conventions (``../shared/MATH.md`` §2, Castin-Ablin-Carrillo-Peyré, arXiv 2501.18322): ``X`` has shape
+Conventions (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322, §2): ``X`` has shape
 ``(n, d)``, row ``i`` is token ``x_i``; the kernel is ``exp(<A x_i, x_j>) = exp(x_jᵀ A x_i)`` with ``x_i`` the
 *query* and ``x_j`` the key/value; ``V`` is applied *after* averaging.  Every softmax is a stable
 log-sum-exp evaluated over row blocks of queries (memory ``O(n · block)``), see :mod:`.fields_core`.
@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..model import Schedule, Sink, Weights
+from ..spec.kinds import part, register
 from .fields_core import as_matrix, as_points, attend
 from .sinkhorn import SinkhornInfo, raise_if_not_converged, sinkhorn_potentials
 
@@ -186,32 +187,45 @@ def masked_field(X, A, V, *, sink: Sink | None = None, positions=None, block=Non
     return out
 
 
+# ------------------------------------------------------------ particle parts of the registry kinds
+# Each kind's "particle" part (symbolic_tpde/spec/kinds.py): ``(X, prm, ctx) -> field``, with ``prm`` the head's
+# canonical parameters (``Head.effective``) and ``ctx`` a :class:`_Ctx` (sink, warm-start cache, head index,
+# blocking options).
+
+class _Ctx:
+    __slots__ = ("sink", "cache", "idx", "kw")
+
+    def __init__(self, sink, cache, idx, kw):
+        self.sink, self.cache, self.idx, self.kw = sink, cache, idx, kw
+
+
+register("softmax", "particle")(lambda X, p, c: softmax_field(X, p["A"], p["V"], **c.kw))
+register("l2", "particle")(lambda X, p, c: l2_field(X, p["Q"], p["K"], p["V"], p["tau"], **c.kw))
+register("sigmoid", "particle")(lambda X, p, c: sigmoid_field(X, p["A"], p["V"], p["b"], **c.kw))
+register("linear", "particle")(lambda X, p, c: linear_field(X, p["A"], p["V"], **c.kw))
+register("softmax_unnormalized", "particle")(lambda X, p, c: softmax_unnormalized_field(X, p["A"], p["V"], **c.kw))
+register("custom", "particle")(lambda X, p, c: custom_field(X, p["B"], p["P"], p["R"], p["p"], p["r"], p["V"],
+                                                            **c.kw))
+register("masked", "particle")(lambda X, p, c: masked_field(X, p["A"], p["V"], sink=c.sink, **c.kw))
+
+
+@register("sinkhorn", "particle")
+def _sinkhorn_particle(X, p, c):
+    key = ("sinkhorn_g", c.idx)
+    g0 = None if c.cache is None else c.cache.get(key)
+    out, info = sinkhorn_field(X, p["A"], p["V"], p["epsilon"], g0=g0, return_info=True, **c.kw)
+    raise_if_not_converged(info, f"heads[{c.idx}] (sinkhorn)")
+    if c.cache is not None:
+        c.cache[key] = info.g
+    return out
+
+
 def _head_field(X: np.ndarray, head, sink, cache, idx, kw) -> np.ndarray:
-    p = head.params
-    kind = head.kind
-    if kind == "softmax":
-        return softmax_field(X, p["A"], p["V"], **kw)
-    if kind == "l2":
-        return l2_field(X, p["Q"], p["K"], p["V"], p["tau"], **kw)
-    if kind == "sinkhorn":
-        key = ("sinkhorn_g", idx)
-        g0 = None if cache is None else cache.get(key)
-        out, info = sinkhorn_field(X, p["A"], p["V"], p["epsilon"], g0=g0, return_info=True, **kw)
-        raise_if_not_converged(info, f"heads[{idx}] (sinkhorn)")
-        if cache is not None:
-            cache[key] = info.g
-        return out
-    if kind == "sigmoid":
-        return sigmoid_field(X, p["A"], p["V"], p["b"], **kw)
-    if kind == "linear":
-        return linear_field(X, p["A"], p["V"], **kw)
-    if kind == "softmax_unnormalized":
-        return softmax_unnormalized_field(X, p["A"], p["V"], **kw)
-    if kind == "custom":
-        return custom_field(X, p["B"], p.get("P"), p.get("R"), p.get("p"), p.get("r"), p["V"], **kw)
-    if kind == "masked":
-        return masked_field(X, p["A"], p["V"], sink=sink, **kw)
-    raise InputError(f"heads[{idx}].attention", f"unknown variant {kind!r}")
+    try:
+        fn = part(head.kind, "particle")
+    except KeyError:
+        raise InputError(f"heads[{idx}].attention", f"unknown variant {head.kind!r}") from None
+    return fn(X, head.effective, _Ctx(sink, cache, idx, kw))
 
 
 def field(X, weights: Weights, *, block=None, dtype=None, threads=None, cache: dict | None = None) -> np.ndarray:

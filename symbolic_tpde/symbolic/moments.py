@@ -37,23 +37,12 @@ from typing import Any
 
 import sympy as sp
 
+from ..errors import NotGaussianPreserving
+from ..spec import kinds
 from . import sinkhorn as sk
-from .kernels import ExpQuadKernel, kernel_from_log, l2_log_kernel_explicit, softmax_kernel
-from .system import OdeSystem, ParamBlock, gaussian_state_layout
+from .kernels import ExpQuadKernel, softmax_kernel
+from .system import OdeSystem, ParamBlock, Step
 from .tilt import sym_matrix, sym_vector, tilt_explicit
-
-GAUSSIAN_PRESERVING = ("softmax", "l2", "custom", "linear", "sinkhorn")
-NOT_PRESERVING = ("sigmoid", "softmax_unnormalized", "masked")
-
-# parameters of each head kind, in layout order: (name, kind of block) with kind in matrix / vector / scalar
-_HEAD_PARAMS = {
-    "softmax": (("A", "mat"), ("V", "mat")),
-    "linear": (("A", "mat"), ("V", "mat")),
-    "l2": (("Q", "qk"), ("K", "qk"), ("V", "mat"), ("tau", "scalar")),
-    "sinkhorn": (("A", "mat"), ("V", "mat"), ("epsilon", "scalar")),
-    "custom": (("B", "mat"), ("P", "mat"), ("R", "mat"), ("p", "vec"), ("r", "vec"), ("V", "mat")),
-}
-
 
 @dataclass(frozen=True)
 class HeadField:
@@ -67,6 +56,8 @@ class HeadField:
     J: sp.Matrix | None
     assumptions: tuple[str, ...]
     conditions: tuple = ()   # expressions that must stay > 0 (LDLᵀ pivots of the tilt; empty if none)
+    existence: object = None  # R + Rᵀ (the tilt exists iff Σ⁻¹ - (R + Rᵀ) ≻ 0), None when R = 0
+    steps: tuple = ()
 
 
 def dag_symbols(exprs) -> set:
@@ -88,37 +79,61 @@ def dag_symbols(exprs) -> set:
 
 
 def gaussian_symbols(d: int) -> tuple[sp.Matrix, sp.Matrix]:
-    """State symbols: ``alpha_i`` and the symmetric ``Sigma`` built from ``Sigma_i_j`` (``i <= j``)."""
+    """State symbols (names from :mod:`symbolic_tpde.spec.layout`): ``alpha_i`` and the symmetric ``Sigma``
+    built from ``Sigma_i_j`` (``i <= j``)."""
     return sym_vector("alpha", d), sym_matrix("Sigma", d, symmetric=True)
 
 
+def param_symbol_block(pre: str, spec, shape: tuple[int, ...]):
+    """SymPy symbols for one parameter block: ``{pre}_i_j`` (matrix), ``{pre}_i`` (vector), ``{pre}`` (scalar,
+    positive when the registry says so)."""
+    if len(shape) == 2:
+        return sp.Matrix(*shape, lambda i, j: sp.Symbol(f"{pre}_{i}_{j}", real=True))
+    if len(shape) == 1:
+        return sym_vector(pre, shape[0])
+    return sp.Symbol(pre, positive=True) if spec.constraint == "positive" else sp.Symbol(pre, real=True)
+
+
+def head_symbols(h: int, kind: str, form: tuple) -> dict[str, Any]:
+    """Symbols ``h{h}_{name}…`` for the parameters of a head of ``kind`` with ``form`` ``((name, shape), …)``."""
+    specs = {p.name: p for p in kinds.head_param_specs(kind, [n for n, _ in form])}
+    return {name: param_symbol_block(f"h{h}_{name}", specs[name], tuple(shape)) for name, shape in form}
+
+
+def canonical_form(kind: str, d: int, m: int) -> tuple:
+    """The ``form`` of an unstructured head of ``kind`` (``m``: ℓ2 head dimension)."""
+    dims = {"d": d, "m": m}
+    return tuple((p.name, tuple(dims[s] for s in p.shape)) for p in kinds.get(kind).params)
+
+
 def head_param_symbols(h: int, kind: str, d: int, m: int) -> dict[str, Any]:
-    """Symbols ``h{h}_{name}_{i}_{j}`` (matrices), ``h{h}_{name}_{i}`` (vectors), ``h{h}_{name}`` (scalars)."""
-    out: dict[str, Any] = {}
-    for name, block in _HEAD_PARAMS[kind]:
-        pre = f"h{h}_{name}"
-        if block == "mat":
-            out[name] = sp.Matrix(d, d, lambda i, j, pre=pre: sp.Symbol(f"{pre}_{i}_{j}", real=True))
-        elif block == "qk":
-            out[name] = sp.Matrix(m, d, lambda i, j, pre=pre: sp.Symbol(f"{pre}_{i}_{j}", real=True))
-        elif block == "vec":
-            out[name] = sym_vector(pre, d)
-        else:
-            out[name] = sp.Symbol(pre, positive=True)
+    """Symbols of an unstructured head (see :func:`head_symbols`)."""
+    return head_symbols(h, kind, canonical_form(kind, d, m))
+
+
+def effective_params(kind: str, prm: dict[str, Any]) -> dict[str, Any]:
+    """A structured head's ``A = KᵀQ/√k`` and ``V = WO V`` as products of the factor symbols (low rank stays
+    low rank: nothing is multiplied out)."""
+    out = dict(prm)
+    if "Q" in prm and "A" in kinds.get(kind).names:
+        k = prm["Q"].shape[0]
+        out["A"] = prm["K"].T * prm["Q"] / sp.sqrt(k)
+        del out["Q"], out["K"]
+    if "WO" in prm:
+        out["V"] = prm["WO"] * prm["V"]
+        del out["WO"]
     return out
 
 
 def head_kernel(kind: str, prm: dict[str, Any], x: sp.Matrix, d: int) -> ExpQuadKernel:
-    """Explicit exponential-quadratic kernel of a softmax-normalised head (ℓ2 read off its definition)."""
-    if kind == "softmax":
-        return softmax_kernel(prm["A"])
-    if kind == "l2":
-        y = sp.Matrix([sp.Symbol(f"_ky{i}") for i in range(d)])
-        expr = l2_log_kernel_explicit(prm["Q"], prm["K"], prm["tau"], x, y)
-        return kernel_from_log(expr, list(x), list(y), name="l2", check=False)
-    if kind == "custom":
-        return ExpQuadKernel(B=prm["B"], P=prm["P"], R=prm["R"], p=prm["p"], r=prm["r"], name="custom")
-    raise ValueError(kind)
+    """Exponential-quadratic kernel of a softmax-normalised head, read off its registered log-kernel."""
+    from .kernel import analyse_log_kernel
+
+    y = sym_vector("_ky", d)
+    form = analyse_log_kernel(kinds.part(kind, "symbolic").log_kernel(prm, x, y), list(x), list(y))
+    if isinstance(form, str):
+        raise AssertionError(f"the registered {kind!r} log-kernel is not exponential-quadratic: {form}")
+    return form.kernel(kind)
 
 
 def gaussian_expectation(expr: sp.Expr, y: list[sp.Symbol], alpha: sp.Matrix, Sigma: sp.Matrix) -> sp.Expr:
@@ -139,143 +154,164 @@ def gaussian_expectation(expr: sp.Expr, y: list[sp.Symbol], alpha: sp.Matrix, Si
     return total
 
 
-def head_field(kind: str, prm: dict[str, Any], alpha: sp.Matrix, Sigma: sp.Matrix, method: str = "ldl"
-               ) -> HeadField:
-    """Derive one head's affine field and its moment-ODE contribution (explicit form)."""
+def tilt_head(kernel: ExpQuadKernel, V, alpha: sp.Matrix, Sigma: sp.Matrix, x: sp.Matrix, method: str = "ldl",
+              kind: str = "") -> HeadField:
+    """Affine field ``Γ = V E[y | x]`` of a softmax-normalised exponential-quadratic kernel (the tilt)."""
+    tilt = tilt_explicit(kernel, alpha, Sigma, x, method=method)
+    b, J = V * tilt.m0, V * tilt.M
+    R = kernel.R
+    exist = None if R is None or R.is_zero_matrix else R + R.T
+    conds = tuple(sp.StrictGreaterThan(pv, 0, evaluate=False) for pv in tilt.steps["pivots"])
+    steps = (Step("tilted precision (Sigma^-1 - R - R^T, written as N = Sigma - Sigma (R + R^T) Sigma)",
+                  sp.Symbol("N"), tilt.precision),
+             Step("tilted mean m(x) = m0 + M x: m0", sp.Symbol("m0"), tilt.m0),
+             Step("tilted mean m(x) = m0 + M x: M", sp.Symbol("M"), tilt.M),
+             Step("affine field Gamma(x) = b + J x: b = V m0", sp.Symbol("b"), b),
+             Step("affine field Gamma(x) = b + J x: J = V M", sp.Symbol("J"), J))
+    return HeadField(kind or kernel.name, b + J * alpha, J * Sigma, b, J, tilt.assumptions, conds, exist, steps)
+
+
+def head_field(kind: str, prm: dict[str, Any], alpha: sp.Matrix, Sigma: sp.Matrix, method: str = "ldl",
+               sink: bool = False) -> HeadField:
+    """Derive one head's affine field and its moment-ODE contribution from its registered symbolic part.
+
+    Normalised kinds give a log-kernel (derived through the tilt, exactly as :func:`~.kernel.derive_kernel`
+    does for a user's kernel); other affine kinds give the field directly; the rest raise
+    :class:`~symbolic_tpde.NotGaussianPreserving` with their witness."""
     d = Sigma.shape[0]
-    V = prm["V"]
-    if kind in ("softmax", "l2", "custom"):
+    sym = kinds.part(kind, "symbolic")
+    if sym.witness is not None:
+        raise NotGaussianPreserving(sym.witness(sink=sink))
+    eff = effective_params(kind, prm)
+    if sym.log_kernel is not None:
         x = sym_vector("_x", d)
-        tilt = tilt_explicit(head_kernel(kind, prm, x, d), alpha, Sigma, x, method=method)
-        b, J = V * tilt.m0, V * tilt.M
-        ass = tilt.assumptions if kind != "l2" else (
-            "none: R = -K^T K / tau is negative semi-definite, so the tilt exists for every SPD Sigma",)
-        return HeadField(kind, b + J * alpha, J * Sigma, b, J, ass, tilt.steps["pivots"])
-    if kind == "linear":
-        x = sym_vector("_x", d)
-        y = sym_vector("_y", d)
-        kern = (y.T * prm["A"] * x)[0, 0]  # <Ax, y> = yᵀAx
-        field = V * sp.Matrix([gaussian_expectation(sp.expand(kern * y[i]), list(y), alpha, Sigma)
-                               for i in range(d)])
-        J = field.jacobian(list(x))
-        if any(e.has(*x) for e in J):
-            raise AssertionError("linear-attention field is not affine in x")
-        b = field.xreplace({xi: 0 for xi in x})
-        return HeadField(kind, b + J * alpha, J * Sigma, b, J, ())
-    if kind == "sinkhorn":
-        Ct = sk.cross_covariance_explicit(Sigma, prm["A"] / prm["epsilon"])
-        return HeadField(kind, V * alpha, V * Ct, None, None,
-                         ("Sinkhorn plan: principal square root of I + 4 A^T Sigma A Sigma / epsilon^2 "
-                          "(eigenvalues >= 1 for SPD Sigma)",))
-    if kind in NOT_PRESERVING:
-        from .witness import NotGaussianPreserving, witness_for
-
-        raise NotGaussianPreserving(witness_for(kind))
-    raise ValueError(f"unknown head kind {kind!r}")
-
-
-def _structure_variant(kinds: tuple) -> str:
-    return kinds[0][0] if len(kinds) == 1 else "multihead"
+        return tilt_head(head_kernel(kind, eff, x, d), eff["V"], alpha, Sigma, x, method, kind)
+    return sym.field(eff, alpha, Sigma)
 
 
 def check_structure(structure: tuple, d: int | None = None) -> tuple:
+    """Normalise a :meth:`Weights.structure`: ``(d, ((kind, form), …), has_ffn, has_sink)``; the older
+    ``(kind, m)`` head entries are accepted and expanded to their canonical form."""
     try:
-        sd, kinds, has_ffn, has_sink = structure
+        sd, heads, has_ffn, has_sink = structure
     except (TypeError, ValueError):
-        raise ValueError(f"structure must be (d, ((kind, m), ...), has_ffn, has_sink), got {structure!r}") from None
+        raise ValueError(f"structure must be (d, ((kind, form), ...), has_ffn, has_sink), got {structure!r}") from None
     if d is not None and int(d) != int(sd):
         raise ValueError(f"d = {d} differs from the structure's d = {sd}")
-    if not kinds:
+    if not heads:
         raise ValueError("structure has no heads")
-    return int(sd), tuple((str(k), int(m)) for k, m in kinds), bool(has_ffn), bool(has_sink)
+    out = []
+    for kind, form in heads:
+        kind = str(kind)
+        try:
+            kinds.get(kind)
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+        if isinstance(form, (int,)) or hasattr(form, "__index__"):
+            form = canonical_form(kind, int(sd), int(form))
+        out.append((kind, tuple((str(n), tuple(int(v) for v in shp)) for n, shp in form)))
+    return int(sd), tuple(out), bool(has_ffn), bool(has_sink)
 
 
 def derive_gaussian_system(structure: tuple, d: int | None = None, method: str = "ldl") -> OdeSystem:
     """Entrywise Gaussian moment ODE for a :meth:`Weights.structure` (cached: the result is immutable).
 
     States: ``alpha_0..alpha_{d-1}`` then ``Sigma_i_j`` (``i <= j``, row by row).  Parameters: per head in
-    order its blocks (``("heads", h, name)``, row-major), then ``("ffn", "W")``, ``("ffn", "c")``.  Raises
-    :class:`~.witness.NotGaussianPreserving` for sigmoid / unnormalised softmax / masked heads and
-    :class:`~.sinkhorn.MatrixSqrtRequired` for Sinkhorn heads with ``d >= 3``.
+    order its blocks (``("heads", h, name)``, row-major, names and order from the registry), then
+    ``("ffn", "W")``, ``("ffn", "c")``.  Raises :class:`~symbolic_tpde.NotGaussianPreserving` for kinds whose
+    registry entry is ``"witness"`` and :class:`~.sinkhorn.MatrixSqrtRequired` for Sinkhorn heads with
+    ``d >= 3``.
     """
     return _derive(check_structure(structure, d), method)
 
 
+def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: tuple, time=None, origin: dict,
+                    ffn: tuple | None = None, extra_steps: tuple = ()) -> OdeSystem:
+    """Sum head contributions (and an FFN ``Wx + c``) into the entrywise moment ODE ``dα/dt = b + Jα``,
+    ``dΣ/dt = JΣ + ΣJᵀ`` (upper triangle)."""
+    alpha, Sigma = gaussian_symbols(d)
+    drift, JS = sp.zeros(d, 1), sp.zeros(d, d)
+    assumptions, conditions, existence, steps = [], [], [], list(extra_steps)
+    many = len(fields) > 1
+    for h, hf in enumerate(fields):
+        drift += hf.drift
+        JS += hf.JSigma
+        pre = f"head {h} ({hf.kind}): " if many or origin.get("variant") != hf.kind else ""
+        assumptions += [pre + a for a in hf.assumptions]
+        conditions += list(hf.conditions)
+        if hf.existence is not None:
+            existence.append(hf.existence)
+        steps += [Step((f"head {h}: " if many else "") + st.title, st.lhs, st.rhs, st.note) for st in hf.steps]
+    if ffn is not None:
+        W, c = ffn
+        drift += W * alpha + c
+        JS += W * Sigma
+    rhs = list(drift) + [JS[i, j] + JS[j, i] for i in range(d) for j in range(i, d)]
+    states = tuple(list(alpha) + [Sigma[i, j] for i in range(d) for j in range(i, d)])
+    steps += [Step("moment ODE (mean)", sp.Symbol("dalpha/dt"), sp.Matrix(rhs[:d])),
+              Step("moment ODE (covariance, upper triangle)", sp.Symbol("dSigma/dt"), sp.Matrix(rhs[d:]))]
+    used = dag_symbols(rhs)
+    params = tuple(params)
+    unused = sorted({b.key for b in layout if not any(params[b.offset + k] in used for k in range(b.size))})
+    origin = {**origin, "d": d, "assumptions": tuple(assumptions), "unused_params": tuple(unused),
+              "time_dependence": "parameters may depend on t: refill p per layer, or substitute functions of the "
+                                 "`time` symbol for parameter symbols"}
+    return OdeSystem(states=states, params=params, rhs=tuple(rhs), param_layout=tuple(layout),
+                     time=time if time is not None else sp.Symbol("t", real=True), origin=origin,
+                     conditions=tuple(conditions), existence=tuple(existence), steps=tuple(steps))
+
+
 @lru_cache(maxsize=64)
 def _derive(structure: tuple, method: str) -> OdeSystem:
-    d, kinds, has_ffn, has_sink = structure
-    for kind, _ in kinds:  # refuse early, before any algebra
-        if kind in NOT_PRESERVING:
-            from .witness import NotGaussianPreserving, witness_for
-
-            raise NotGaussianPreserving(witness_for(kind, sink=has_sink and kind == "masked"))
-        if kind not in _HEAD_PARAMS:
-            raise ValueError(f"unknown head kind {kind!r}")
-        if kind == "sinkhorn" and d >= 3:
+    d, heads, has_ffn, has_sink = structure
+    for kind, _ in heads:  # refuse early, before any algebra
+        sym = kinds.part(kind, "symbolic")
+        if sym.witness is not None:
+            raise NotGaussianPreserving(sym.witness(sink=has_sink))
+        if sym.entrywise_max_d is not None and d > sym.entrywise_max_d:
             raise sk.MatrixSqrtRequired(d)
     if has_sink:
         raise ValueError("an attention sink only applies to masked heads (which are not Gaussian-preserving)")
     alpha, Sigma = gaussian_symbols(d)
     params: list[sp.Symbol] = []
     layout: list[ParamBlock] = []
-    assumptions: list[str] = []
-    conditions: list = []
-    drift = sp.zeros(d, 1)
-    JS = sp.zeros(d, d)
 
     def add_block(key: tuple, value: Any) -> None:
         if isinstance(value, sp.MatrixBase):
-            shape = (value.shape[0],) if value.shape[1] == 1 and key[-1] in ("p", "r", "c") else value.shape
+            shape = (value.shape[0],) if value.shape[1] == 1 and key[-1] in _VECTOR_KEYS else value.shape
             layout.append(ParamBlock(key, tuple(shape), len(params)))
             params.extend(list(value))  # row-major
         else:
             layout.append(ParamBlock(key, (), len(params)))
             params.append(value)
 
-    for h, (kind, m) in enumerate(kinds):
-        prm = head_param_symbols(h, kind, d, m)
-        for name, _ in _HEAD_PARAMS[kind]:
+    fields = []
+    for h, (kind, form) in enumerate(heads):
+        prm = head_symbols(h, kind, form)
+        for name, _ in form:
             add_block(("heads", h, name), prm[name])
-        hf = head_field(kind, prm, alpha, Sigma, method=method)
-        drift += hf.drift
-        JS += hf.JSigma
-        assumptions += [f"head {h} ({kind}): {a}" for a in hf.assumptions]
-        conditions += list(hf.conditions)
+        fields.append(head_field(kind, prm, alpha, Sigma, method=method))
+    ffn = None
     if has_ffn:
         W = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"ffn_W_{i}_{j}", real=True))
         c = sym_vector("ffn_c", d)
         add_block(("ffn", "W"), W)
         add_block(("ffn", "c"), c)
-        drift += W * alpha + c
-        JS += W * Sigma
-    rhs = list(drift) + [JS[i, j] + JS[j, i] for i in range(d) for j in range(i, d)]
-    states = tuple(list(alpha) + [Sigma[i, j] for i in range(d) for j in range(i, d)])
-    assert [s.name for s in states] == [f"{n}_{'_'.join(map(str, ix))}" for n, ix in gaussian_state_layout(d)]
-    used = dag_symbols(rhs)
-    unused = sorted({b.key for b in layout if not any(params[b.offset + k] in used for k in range(b.size))})
-    origin = {"variant": _structure_variant(kinds), "d": d, "structure": (d, kinds, has_ffn, has_sink),
-              "form": "entrywise", "method": method, "assumptions": tuple(assumptions),
-              "unused_params": tuple(unused),
-              "time_dependence": "parameters may depend on t: refill p per layer, or substitute functions "
-                                 "of the `time` symbol for parameter symbols"}
-    system = OdeSystem(states=states, params=tuple(params), rhs=tuple(rhs), param_layout=tuple(layout),
-                       time=sp.Symbol("t", real=True), origin=origin)
-    _CONDITIONS[id(system)] = (system, tuple(conditions))
-    return system
+        ffn = (W, c)
+    variant = heads[0][0] if len(heads) == 1 else "multihead"
+    origin = {"variant": variant, "structure": structure, "form": "entrywise", "method": method}
+    return assemble_system(d, fields, params=tuple(params), layout=tuple(layout), origin=origin, ffn=ffn)
 
 
-_CONDITIONS: dict[int, tuple] = {}
+#: vector-valued parameter blocks (their layout shape is ``(d,)``, not ``(d, 1)``)
+_VECTOR_KEYS = {p.name for s in kinds.KINDS.values() for p in s.params if len(p.shape) == 1} | {"c"}
 
 
 def existence_conditions(system: OdeSystem) -> tuple:
     """Expressions (in the system's states and parameters) that must stay ``> 0`` for the derived ODE to be
     valid: the ``LDLᵀ`` pivots of ``N = Σ - Σ(R+Rᵀ)Σ`` of every head with ``R ≠ 0`` (the Gaussian tilt exists
-    iff all are positive).  Empty for softmax, linear, Sinkhorn and FFN terms.  A numerical integrator can
-    evaluate them to report "tilt ceased to exist at t" instead of returning meaningless numbers."""
-    hit = _CONDITIONS.get(id(system))
-    if hit is None or hit[0] is not system:
-        raise ValueError("not a system returned by derive_gaussian_system")
-    return hit[1]
+    iff all are positive); ``system.conditions`` holds the same as SymPy relations ``pivot > 0``."""
+    return tuple(c.lhs for c in system.conditions)
 
 
 def derive_for_weights(weights) -> OdeSystem:

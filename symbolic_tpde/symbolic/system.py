@@ -21,6 +21,8 @@ from typing import Any, Mapping
 
 import sympy as sp
 
+from ..spec.layout import state_index, state_size
+
 
 @dataclass(frozen=True)
 class ParamBlock:
@@ -42,13 +44,36 @@ class ParamBlock:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One step of a derivation: ``lhs = rhs`` under a title (SymPy objects; ``note`` in words)."""
+
+    title: str
+    lhs: Any
+    rhs: Any
+    note: str = ""
+
+
+@dataclass(frozen=True, eq=False)
 class OdeSystem:
+    """``dy/dt = rhs(t, y, p)`` (module docstring).  Compared and hashed by identity: the right-hand sides
+    are DAGs whose trees can be astronomically large, so nothing here walks them implicitly.
+
+    ``conditions``: SymPy relations in the states and parameters under which the derivation holds (the
+    Gaussian tilt exists: ``LDLᵀ`` pivots of ``N = Σ - Σ(R + Rᵀ)Σ`` positive, i.e. ``Σ⁻¹ - R - Rᵀ ≻ 0``).
+    ``existence``: per head with a key-quadratic block, the symmetric matrix ``R + Rᵀ`` (in the parameters and
+    time) for numerical checks.  ``steps``: the derivation's intermediate results (:class:`Step`).
+    """
+
     states: tuple[sp.Symbol, ...]
     params: tuple[sp.Symbol, ...]
     rhs: tuple[sp.Expr, ...]
     param_layout: tuple[ParamBlock, ...] = ()
     time: sp.Symbol = field(default_factory=lambda: sp.Symbol("t", real=True))
     origin: Mapping[str, Any] = field(default_factory=dict)
+    conditions: tuple = ()
+    existence: tuple = ()
+    steps: tuple = ()
+    _memo: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.states) != len(self.rhs):
@@ -67,13 +92,33 @@ class OdeSystem:
     def n_params(self) -> int:
         return len(self.params)
 
+    def jacobian(self) -> sp.Matrix:
+        """``∂rhs_i/∂state_j`` (SymPy, built on first call and kept)."""
+        if "jac" not in self._memo:
+            self._memo["jac"] = sp.Matrix(self.rhs).jacobian(list(self.states))
+        return self._memo["jac"]
+
+    def latex(self, **kw) -> str:
+        """LaTeX ``align*`` fragment of the equations (:func:`symbolic_tpde.symbolic.printing.render_system`)."""
+        from .printing import render_system
+
+        return render_system(self, "latex", **kw)
+
+    def _repr_latex_(self) -> str:
+        inner = self.latex().split("\\begin{align*}")[-1].split("\\end{align*}")[0]
+        return "$$\\begin{aligned}" + inner + "\\end{aligned}$$"
+
+    def __repr__(self) -> str:
+        o = dict(self.origin)
+        return (f"OdeSystem({o.get('variant', '?')!r}, d={o.get('d', '?')}: {self.n_states} states, "
+                f"{self.n_params} params, time {self.time.name}, {len(self.conditions)} conditions, "
+                f"{len(self.steps)} steps)")
+
 
 def gaussian_state_layout(d: int) -> list[tuple[str, tuple[int, ...]]]:
-    """Names of the flat Gaussian state: ``[("alpha", (i,)), ..., ("Sigma", (i, j)) for i <= j]``."""
-    out: list[tuple[str, tuple[int, ...]]] = [("alpha", (i,)) for i in range(d)]
-    out += [("Sigma", (i, j)) for i in range(d) for j in range(i, d)]
-    return out
+    """Names of the flat Gaussian state (:func:`symbolic_tpde.spec.layout.state_index`)."""
+    return state_index(d)
 
 
 def gaussian_state_size(d: int) -> int:
-    return d + d * (d + 1) // 2
+    return state_size(d)

@@ -37,6 +37,8 @@ from typing import Any
 
 import sympy as sp
 
+from ..errors import NotGaussianPreserving  # noqa: F401  (re-exported: raised with a Witness)
+
 
 @dataclass(frozen=True)
 class Witness:
@@ -66,15 +68,10 @@ class Witness:
                 "independent_value": self.independent, "certified": self.certified, "notes": self.notes}
 
 
-class NotGaussianPreserving(ValueError):
-    """Raised instead of a (wrong) moment ODE; ``witness`` carries the evidence."""
+from ..spec import kinds as _kinds
 
-    def __init__(self, witness: Witness):
-        self.witness = witness
-        super().__init__(witness.summary())
-
-
-NOT_PRESERVING_KINDS = ("sigmoid", "softmax_unnormalized", "masked")
+#: the kinds whose registry entry says "witness" (derived from the registry, not listed here)
+NOT_PRESERVING_KINDS = tuple(k for k, s in _kinds.KINDS.items() if s.gaussian == "witness")
 
 _x, _y, _a, _v, _al, _b, _c = sp.symbols("x y a v alpha b c", real=True)
 _s = sp.Symbol("s", positive=True)

@@ -1,0 +1,105 @@
+"""The symbolic part of every built-in attention kind, registered against :mod:`symbolic_tpde.spec.kinds`.
+
+A part is one of three things (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322, §2-3):
+
+* ``log_kernel(prm, x, y)``: a softmax-normalised kind *is* a user kernel with a name.  The moment ODE is
+  derived from this expression by the same code path as :func:`symbolic_tpde.derive_kernel` (the tilt), and
+  ``tests/test_registry.py`` checks that both routes give the same right-hand side;
+* ``field(prm, alpha, Sigma)``: an affine kind that is not a normalised kernel (linear, Sinkhorn) derives its
+  :class:`~.moments.HeadField` directly;
+* ``witness(sink)``: a kind that does not preserve Gaussians returns its certified witness
+  (:mod:`.witness`).
+
+``prm`` holds the kind's canonical parameters as SymPy objects (structured heads already combined into
+``A = KᵀQ/√k`` and ``V = WO V`` by :func:`~.moments.effective_params`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy as sp
+
+from ..spec.kinds import register
+from . import sinkhorn as sk
+from .tilt import sym_vector
+
+
+@dataclass(frozen=True)
+class SymbolicPart:
+    log_kernel: Callable | None = None
+    field: Callable | None = None
+    witness: Callable | None = None
+    entrywise_max_d: int | None = None   # above it the entrywise form needs a matrix square root
+
+
+def _bilinear(A, x, y):
+    """``<A x, y> = yᵀ A x``."""
+    return (y.T * A * x)[0, 0]
+
+
+register("softmax", "symbolic")(SymbolicPart(log_kernel=lambda p, x, y: _bilinear(p["A"], x, y)))
+
+
+def _l2_log_kernel(p, x, y):
+    """``-|Q x - K y|² / τ`` exactly as defined (no expansion)."""
+    v = p["Q"] * x - p["K"] * y
+    return -sum((v[i] ** 2 for i in range(v.shape[0])), sp.S.Zero) / p["tau"]
+
+
+register("l2", "symbolic")(SymbolicPart(log_kernel=_l2_log_kernel))
+
+
+def _custom_log_kernel(p, x, y):
+    """``xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy``."""
+    return ((x.T * p["B"] * y)[0, 0] + (x.T * p["P"] * x)[0, 0] + (y.T * p["R"] * y)[0, 0]
+            + (p["p"].T * x)[0, 0] + (p["r"].T * y)[0, 0])
+
+
+register("custom", "symbolic")(SymbolicPart(log_kernel=_custom_log_kernel))
+
+
+def _linear_field(p, alpha, Sigma):
+    """``Γ = V ∫ <Ax, y> y dμ(y)``: the integrand is polynomial in ``y``; its Gaussian expectation is taken
+    monomial by monomial from the moment generating function, and the result is checked to be affine in x."""
+    from .moments import HeadField, gaussian_expectation
+
+    d = Sigma.shape[0]
+    x, y = sym_vector("_x", d), sym_vector("_y", d)
+    kern = _bilinear(p["A"], x, y)
+    field = p["V"] * sp.Matrix([gaussian_expectation(sp.expand(kern * y[i]), list(y), alpha, Sigma)
+                                for i in range(d)])
+    J = field.jacobian(list(x))
+    if any(e.has(*x) for e in J):
+        raise AssertionError("linear-attention field is not affine in x")
+    b = field.xreplace({xi: 0 for xi in x})
+    return HeadField("linear", b + J * alpha, J * Sigma, b, J, ())
+
+
+register("linear", "symbolic")(SymbolicPart(field=_linear_field))
+
+
+def _sinkhorn_field(p, alpha, Sigma):
+    """``Γ = V(α + CᵀΣ⁻¹(x - α))``: contributes ``Vα`` to ``dα/dt`` and ``VCᵀ + CVᵀ`` to ``dΣ/dt``."""
+    from .moments import HeadField
+
+    Ct = sk.cross_covariance_explicit(Sigma, p["A"] / p["epsilon"])
+    return HeadField("sinkhorn", p["V"] * alpha, p["V"] * Ct, None, None,
+                     ("Sinkhorn plan: principal square root of I + 4 A^T Sigma A Sigma / epsilon^2 "
+                      "(eigenvalues >= 1 for SPD Sigma)",))
+
+
+register("sinkhorn", "symbolic")(SymbolicPart(field=_sinkhorn_field, entrywise_max_d=2))
+
+
+def _witness(kind: str):
+    def make(sink: bool = False):
+        from .witness import witness_for
+
+        return witness_for(kind, sink=sink and kind == "masked")
+    return make
+
+
+for _kind in ("sigmoid", "softmax_unnormalized", "masked"):
+    register(_kind, "symbolic")(SymbolicPart(witness=_witness(_kind)))

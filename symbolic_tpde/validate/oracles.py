@@ -1,0 +1,246 @@
+"""Validation oracles of every attention kind: independent routes, registered against the registry.
+
+Each kind's ``oracle`` part (:mod:`symbolic_tpde.spec.kinds`) is an :class:`Oracle` with
+
+* ``loop(X, prm, sink=None)``: the particle field by a pure-Python double loop over the definition of the
+  kind (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322, §2) -- no numpy linear algebra, no blocking, no
+  log-sum-exp: an independent route for the vectorised particle fields (``tests/test_fields.py``);
+* ``affine(prm, alpha, Sigma)`` (Gaussian-preserving kinds): numeric ``(b, J)`` with ``Γ(x) = b + Jx`` on
+  ``N(α, Σ)`` from the closed forms (tilt ``k(x, y) N(y; α, Σ) ∝ N(y; m(x), S)``,
+  ``S = (Σ⁻¹ - R - Rᵀ)⁻¹``, ``m(x) = S(Σ⁻¹α + r + Bᵀx)``; linear ``J = V(Σ + ααᵀ)A``; Sinkhorn
+  ``E[y|x] = α + CᵀΣ⁻¹(x - α)``), an independent route for the SymPy-derived moment ODEs.
+
+``prm`` holds the kind's canonical parameters (``Head.effective``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InputError
+from ..spec.kinds import register
+
+
+@dataclass(frozen=True)
+class Oracle:
+    loop: Callable
+    affine: Callable | None = None
+
+
+def dot(u, v):
+    return sum(a * b for a, b in zip(u, v))
+
+
+def matvec(M, x):
+    return [dot(row, x) for row in M]
+
+
+def _avg(weights, X):
+    tot = sum(weights)
+    d = len(X[0])
+    return [sum(w * x[c] for w, x in zip(weights, X)) / tot for c in range(d)]
+
+
+def ref_softmax(X, A, V):
+    X, A, V = X.tolist(), A.tolist(), V.tolist()
+    out = []
+    for xi in X:
+        Ax = matvec(A, xi)
+        w = [math.exp(dot(Ax, xj)) for xj in X]  # <A x_i, x_j>
+        out.append(matvec(V, _avg(w, X)))
+    return np.array(out)
+
+
+def ref_l2(X, Q, K, V, tau):
+    X, Q, K, V = X.tolist(), Q.tolist(), K.tolist(), V.tolist()
+    out = []
+    for xi in X:
+        Qx = matvec(Q, xi)
+        w = [math.exp(-sum((a - b) ** 2 for a, b in zip(Qx, matvec(K, xj))) / tau) for xj in X]
+        out.append(matvec(V, _avg(w, X)))
+    return np.array(out)
+
+
+def ref_sigmoid(X, A, V, b):
+    X, A, V = X.tolist(), A.tolist(), V.tolist()
+    n, d = len(X), len(X[0])
+    out = []
+    for xi in X:
+        Ax = matvec(A, xi)
+        s = [0.0] * d
+        for xj in X:
+            w = 1.0 / (1.0 + math.exp(-(dot(Ax, xj) + b)))
+            Vx = matvec(V, xj)
+            s = [a + w * c / n for a, c in zip(s, Vx)]
+        out.append(s)
+    return np.array(out)
+
+
+def ref_linear(X, A, V):
+    X, A, V = X.tolist(), A.tolist(), V.tolist()
+    n, d = len(X), len(X[0])
+    out = []
+    for xi in X:
+        Ax = matvec(A, xi)
+        s = [0.0] * d
+        for xj in X:
+            Vx = matvec(V, xj)
+            s = [a + dot(Ax, xj) * c / n for a, c in zip(s, Vx)]
+        out.append(s)
+    return np.array(out)
+
+
+def ref_unnormalized(X, A, V):
+    X, A, V = X.tolist(), A.tolist(), V.tolist()
+    n, d = len(X), len(X[0])
+    out = []
+    for xi in X:
+        Ax = matvec(A, xi)
+        s = [0.0] * d
+        for xj in X:
+            w = math.exp(dot(Ax, xj)) / n
+            s = [a + w * c for a, c in zip(s, xj)]
+        out.append(matvec(V, s))
+    return np.array(out)
+
+
+def ref_custom(X, B, P, R, p, r, V):
+    X, V = X.tolist(), V.tolist()
+    B, P, R, p, r = B.tolist(), P.tolist(), R.tolist(), p.tolist(), r.tolist()
+    out = []
+    for x in X:
+        logk = [dot(x, matvec(B, y)) + dot(x, matvec(P, x)) + dot(y, matvec(R, y)) + dot(p, x) + dot(r, y)
+                for y in X]
+        w = [math.exp(v) for v in logk]
+        out.append(matvec(V, _avg(w, X)))
+    return np.array(out)
+
+
+def ref_masked(X, A, V, sink=None, positions=None):
+    X, A, V = X.tolist(), A.tolist(), V.tolist()
+    n = len(X)
+    s = list(range(n)) if positions is None else list(positions)
+    out = []
+    for i, xi in enumerate(X):
+        Ax = matvec(A, xi)
+        keys, w = [], []
+        if sink is not None:
+            keys.append(sink.x.tolist())
+            w.append(sink.mass * math.exp(dot(Ax, sink.x.tolist())))
+        for j, xj in enumerate(X):
+            if s[j] <= s[i]:
+                keys.append(xj)
+                w.append((1.0 if sink is None else (1 - sink.mass) / n) * math.exp(dot(Ax, xj)))
+        out.append(matvec(V, _avg(w, keys)))
+    return np.array(out)
+
+
+def ref_sinkhorn(X, A, V, eps, tol=1e-14, max_iter=100_000):
+    """Plain (not log-domain) Sinkhorn matrix scaling in Python lists: an independent route."""
+    Xl, Al, Vl = X.tolist(), A.tolist(), V.tolist()
+    n = len(Xl)
+    K = [[math.exp(dot(matvec(Al, xi), xj) / eps) for xj in Xl] for xi in Xl]
+    u, v = [1.0] * n, [1.0] * n
+    for _ in range(max_iter):
+        u = [1.0 / sum(K[i][j] * v[j] for j in range(n)) for i in range(n)]
+        v = [1.0 / sum(K[i][j] * u[i] for i in range(n)) for j in range(n)]
+        rows = [sum(u[i] * K[i][j] * v[j] for j in range(n)) for i in range(n)]
+        if max(abs(r - 1) for r in rows) < tol:
+            break
+    P = [[u[i] * K[i][j] * v[j] for j in range(n)] for i in range(n)]
+    out = [matvec(Vl, [sum(P[i][j] * Xl[j][c] for j in range(n)) for c in range(len(Xl[0]))]) for i in range(n)]
+    return np.array(out), np.array(P)
+
+
+# ------------------------------------------------------------------------------- numeric closed forms
+def _tilt_affine(B, R, r, V, alpha, Sigma, where="head"):
+    Sinv = np.linalg.inv(Sigma)
+    prec = Sinv - R - R.T
+    try:
+        np.linalg.cholesky(prec)
+    except np.linalg.LinAlgError:
+        raise InputError(where, "tilted precision Σ⁻¹ - R - Rᵀ is not positive definite: the kernel is not "
+                         "integrable against this Gaussian") from None
+    return V @ np.linalg.solve(prec, Sinv @ alpha + r), V @ np.linalg.solve(prec, B.T)
+
+
+def _zeros(d):
+    return np.zeros((d, d)), np.zeros(d)
+
+
+def _softmax_affine(p, alpha, Sigma):
+    Z, z = _zeros(len(alpha))
+    return _tilt_affine(p["A"].T, Z, z, p["V"], alpha, Sigma)
+
+
+def _l2_affine(p, alpha, Sigma):
+    _, z = _zeros(len(alpha))
+    B = 2.0 * p["Q"].T @ p["K"] / p["tau"]
+    return _tilt_affine(B, -p["K"].T @ p["K"] / p["tau"], z, p["V"], alpha, Sigma)
+
+
+def _custom_affine(p, alpha, Sigma):
+    return _tilt_affine(p["B"], p["R"], p["r"], p["V"], alpha, Sigma)
+
+
+def _linear_affine(p, alpha, Sigma):
+    return np.zeros(len(alpha)), p["V"] @ (Sigma + np.outer(alpha, alpha)) @ p["A"]
+
+
+def _sinkhorn_affine(p, alpha, Sigma):
+    from ..numerics.numeric_matrix import sinkhorn_cross_cov
+
+    Ct = sinkhorn_cross_cov(p["A"], Sigma, p.get("epsilon", 1.0))
+    J = p["V"] @ np.linalg.solve(Sigma.T, Ct.T).T  # V Cᵀ Σ⁻¹
+    return p["V"] @ alpha - J @ alpha, J
+
+
+def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Numeric ``(b, J)`` with ``Γ(x) = b + J x`` on ``N(alpha, Sigma)``, summed over heads (+ FFN)."""
+    from ..spec import kinds
+
+    d = alpha.shape[0]
+    b = np.zeros(d)
+    J = np.zeros((d, d))
+    for i, head in enumerate(weights.heads):
+        orc = kinds.part(head.kind, "oracle")
+        if orc.affine is None:
+            raise InputError(f"heads[{i}].attention", f"{head.kind!r} attention is not Gaussian-preserving")
+        try:
+            bh, Jh = orc.affine(head.effective, alpha, Sigma)
+        except InputError as exc:
+            raise InputError(f"heads[{i}]", exc.problem) from None
+        b, J = b + bh, J + Jh
+    if weights.ffn is not None:
+        J += weights.ffn.W
+        b += weights.ffn.c
+    return b, J
+
+
+def loop_field(X, weights) -> np.ndarray:
+    """The particle field of ``weights`` by the kinds' pure-Python loops (summed heads + FFN)."""
+    from ..spec import kinds
+
+    X = np.asarray(X, dtype=float)
+    out = np.zeros_like(X)
+    for head in weights.heads:
+        out += kinds.part(head.kind, "oracle").loop(X, head.effective, sink=weights.sink)
+    if weights.ffn is not None:
+        out += X @ weights.ffn.W.T + weights.ffn.c
+    return out
+
+
+register("softmax", "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"], p["V"]), _softmax_affine))
+register("l2", "oracle")(Oracle(lambda X, p, sink=None: ref_l2(X, p["Q"], p["K"], p["V"], p["tau"]), _l2_affine))
+register("sinkhorn", "oracle")(Oracle(lambda X, p, sink=None: ref_sinkhorn(X, p["A"], p["V"], p["epsilon"])[0],
+                                      _sinkhorn_affine))
+register("sigmoid", "oracle")(Oracle(lambda X, p, sink=None: ref_sigmoid(X, p["A"], p["V"], p["b"])))
+register("linear", "oracle")(Oracle(lambda X, p, sink=None: ref_linear(X, p["A"], p["V"]), _linear_affine))
+register("softmax_unnormalized", "oracle")(Oracle(lambda X, p, sink=None: ref_unnormalized(X, p["A"], p["V"])))
+register("masked", "oracle")(Oracle(lambda X, p, sink=None: ref_masked(X, p["A"], p["V"], sink=sink)))
+register("custom", "oracle")(Oracle(lambda X, p, sink=None: ref_custom(X, p["B"], p["P"], p["R"], p["p"], p["r"],
+                                                                       p["V"]), _custom_affine))
