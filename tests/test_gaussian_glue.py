@@ -117,9 +117,37 @@ def test_softmax_identity_value_closed_form_and_blowup():
     assert np.max(np.abs(sol.Sigma[-1] - S_exact)) <= 1e-7 * np.max(np.abs(S_exact))  # rtol 1e-10 x growth
     sol = ode.integrate(np.zeros(d), S0, 2 * Tstar)
     assert sol.status == "blowup"
-    # event at tr Σ = 1e12 tr Σ0 happens within ~1e-12 T* of the pole; integrator tolerance dominates
+    # extrapolated from the growth law (numerics/solve.py); its reported bar must cover the closed form
     assert abs(sol.blowup_time - Tstar) <= 1e-6 * Tstar
-    assert np.all(np.isfinite(sol.Sigma))
+    assert abs(sol.blowup_time - Tstar) <= sol.blowup_time_error + 1e-14 * Tstar  # + float spacing of T*
+    assert abs(sol.exponent - 1) < 1e-3  # Riccati law tr Σ ~ (T* - t)^-1
+    assert np.all(np.isfinite(sol.Sigma)) and sol.y.shape == (len(sol.t), d + d * (d + 1) // 2)
+
+
+def test_cli_and_api_report_the_same_blowup_time(tmp_path, capsys):
+    """`tpde gaussian` and GaussianODE.integrate are one call: the blow-up times agree to round-off (they are
+    the same function on the same inputs, so relative 1e-12 is generous).  softmax, d = 2, V = I: the closed
+    form T* = 1/λ_max(Σ₀^{1/2}(A+Aᵀ)Σ₀^{1/2}) lies within the reported error bar (+ the float spacing of T*)."""
+    from symbolic_tpde.scenario import load_scenario
+
+    A = np.array([[0.6, 0.4], [-0.2, 0.1]])
+    S0 = np.array([[0.9, 0.2], [0.2, 0.5]])
+    assert np.linalg.eigvalsh(A + A.T).max() > 0
+    data = {"attention": "softmax", "d": 2, "A": A.tolist(), "V": np.eye(2).tolist(), "alpha0": [0.3, -0.1],
+            "Sigma0": S0.tolist(), "T": 20.0}
+    path = _write(tmp_path, "blowup.json", data)
+    assert tpde_main(["gaussian", "--scenario", path, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    scn = load_scenario(path)
+    api = GaussianODE.from_scenario(scn).integrate(scn.alpha0, scn.Sigma0, scn.T)
+    assert cli["status"] == "blowup" and api.status == "blowup"
+    assert abs(cli["blowup_time"] - api.blowup_time) <= 1e-12 * api.blowup_time
+    assert cli["blowup_time_error"] == api.blowup_time_error
+    w, Q = np.linalg.eigh(S0)
+    R = Q @ np.diag(np.sqrt(w)) @ Q.T
+    Tstar = 1 / np.linalg.eigvalsh(R @ (A + A.T) @ R).max()
+    assert abs(api.blowup_time - Tstar) <= api.blowup_time_error + 4e-16 * Tstar
+    assert api.blowup_time_error < 1e-8 * Tstar  # the bar is informative, not vacuous
 
 
 def test_layers_restart_at_breakpoints():

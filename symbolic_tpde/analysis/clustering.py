@@ -18,6 +18,9 @@ The verdict is a statement at horizon ``T``: directions whose decay time exceeds
 eigenvalue ``-ε``, decay time ``~1/ε``) count as persistent; ``decay_slope`` is the log-log slope of the
 slowest decaying direction between ``t_mid`` and ``T`` (``≈ -1`` for the ``O(1/t)`` rate).
 
+Every time loop here runs on the package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`,
+scipy's DOP853 stepper; :func:`classify_batch` on the batched Dormand-Prince of :mod:`symbolic_tpde.numerics.rk`).
+
 Identities checked along trajectories (MATH.md §4; augmented quadrature, independent of the end state):
 
 * volume: ``log det Σ(T) - log det Σ₀ = ∫₀ᵀ tr(Σ(AV + VᵀAᵀ)) dt`` (softmax, any ``V``);
@@ -34,10 +37,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.integrate import solve_ivp
-
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
+from ..numerics.solve import Status, integrate
 from .blowup import integrate_blowup, trace_weights
 
 
@@ -191,10 +193,10 @@ def volume_identity(f: Callable, alpha0, Sigma0, A, V, T: float, rtol: float = 1
     M = A @ V + V.T @ A.T
     g = _augmented(f, d, lambda S: float(np.sum(S * M.T)))
     z0 = np.concatenate([_pack(np.asarray(alpha0, float), Sigma0), [0.0]])
-    sol = solve_ivp(g, (0, T), z0, method="DOP853", rtol=rtol, atol=1e-14)
-    _, ST = _unpack(sol.y[:-1, -1], d)
+    sol = integrate(g, z0, (0, T), method="DOP853", rtol=rtol, atol=1e-14)
+    _, ST = _unpack(sol.y_end[:-1], d)
     lhs = np.linalg.slogdet(ST)[1] - np.linalg.slogdet(Sigma0)[1]
-    return float(lhs), float(sol.y[-1, -1])
+    return float(lhs), float(sol.y_end[-1])
 
 
 def lyapunov_identity(f: Callable, alpha0, Sigma0, A, V, T: float, rtol: float = 1e-11,
@@ -211,9 +213,9 @@ def lyapunov_identity(f: Callable, alpha0, Sigma0, A, V, T: float, rtol: float =
     g = _augmented(f, d, lambda Sig: float(np.trace(Sig @ S @ Sig)))
     z0 = np.concatenate([_pack(np.asarray(alpha0, float), Sigma0), [0.0]])
     ts = np.linspace(0, T, n_samples)
-    sol = solve_ivp(g, (0, T), z0, method="DOP853", rtol=rtol, atol=1e-14, t_eval=ts)
-    L = np.array([np.trace(Vi @ _unpack(sol.y[:-1, k], d)[1]) for k in range(len(ts))])
-    return float(L[-1] - L[0]), float(sol.y[-1, -1]), float(np.max(np.diff(L)))
+    sol = integrate(g, z0, (0, T), method="DOP853", rtol=rtol, atol=1e-14, t_eval=ts)
+    L = np.array([np.trace(Vi @ _unpack(sol.y[k, :-1], d)[1]) for k in range(len(ts))])
+    return float(L[-1] - L[0]), float(sol.y_end[-1]), float(np.max(np.diff(L)))
 
 
 def growth_bound_ratio(f: Callable, alpha0, Sigma0, rate: float, T: float, n_samples: int = 60,
@@ -222,12 +224,12 @@ def growth_bound_ratio(f: Callable, alpha0, Sigma0, rate: float, T: float, n_sam
     Sigma0 = np.asarray(Sigma0, float)
     d = Sigma0.shape[0]
     ts = np.linspace(0, T, n_samples)
-    sol = solve_ivp(f, (0, T), _pack(np.asarray(alpha0, float), Sigma0), method="DOP853", rtol=rtol,
+    sol = integrate(f, _pack(np.asarray(alpha0, float), Sigma0), (0, T), method="DOP853", rtol=rtol,
                     atol=1e-14, t_eval=ts)
-    if sol.status != 0:
+    if sol.status != Status.OK:
         return float("inf")
     n0 = np.linalg.norm(Sigma0, 2)
-    return float(max(np.linalg.norm(_unpack(sol.y[:, k], d)[1], 2) / (n0 * np.exp(rate * t))
+    return float(max(np.linalg.norm(_unpack(sol.y[k], d)[1], 2) / (n0 * np.exp(rate * t))
                      for k, t in enumerate(sol.t)))
 
 

@@ -2,12 +2,14 @@
 
 Prints (``--json``)::
 
-    {"t": .., "alpha": [..], "Sigma": [[..]], "status": "ok" | "blowup" | "overflow" | "stalled",
+    {"t": .., "alpha": [..], "Sigma": [[..]], "status": "ok" | "blowup" | "overflow" | "stalled" | "tilt-ceased",
      "blowup_time": null | number, "blowup_time_error": null | number, ...}
 
 ``t``/``alpha``/``Sigma``: the state at ``T`` or, after a blow-up, at the last detection level (``tr Σ + |α|²``
 about ``10¹⁰`` times its start).  ``blowup_time`` is extrapolated from the growth law and
-``blowup_time_error`` bounds its error (:mod:`symbolic_tpde.analysis.blowup`).  ``"overflow"`` (rare): the state
+``blowup_time_error`` bounds its error (:mod:`symbolic_tpde.numerics.solve`; the run is
+``GaussianODE.from_scenario(...).integrate(...)``, exactly what the Python API does).  ``"tilt-ceased"``: an
+existence condition of the Gaussian tilt crossed zero at ``t``.  ``"overflow"`` (rare): the state
 grew past ``10²⁰⁰`` times its start without the signature of a finite-time singularity (exponential growth);
 ``t`` is where the run stopped to stay finite.  ``"stalled"`` (rare): the integrator's step size collapsed
 before ``T`` (e.g. a right-hand side that loses accuracy on a nearly singular ``Σ``); ``t`` is where it gave
@@ -34,9 +36,8 @@ def register(sub) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from ..analysis.blowup import gaussian_size, integrate_blowup
     from ..errors import InputError
-    from ..gaussian import GaussianODE, pack_state, unpack_state
+    from ..gaussian import GaussianODE
     from ..scenario import load_scenario
 
     scn = load_scenario(args.scenario, need_T=args.T is None)
@@ -51,19 +52,18 @@ def run(args) -> int:
         if type(exc).__name__ == "NotGaussianPreserving":
             raise InputError("attention", f"not Gaussian-preserving: {exc}") from None
         raise
-    y0 = pack_state(scn.alpha0, scn.Sigma0)
-    res = integrate_blowup(ode.rhs, y0, T, gaussian_size(scn.d), rtol=args.rtol,
-                           breakpoints=scn.schedule.breakpoints(T))
-    alpha, Sigma = unpack_state(res.y, scn.d)
-    out = {"t": res.t, "alpha": alpha.tolist(), "Sigma": Sigma.tolist(), "status": res.status,
-           "blowup_time": res.blowup_time, "blowup_time_error": res.blowup_time_error,
-           "growth_exponent": res.exponent, "backend": ode.backend, "message": res.message}
+    # the same call as the Python API (GaussianODE.integrate): identical blow-up times
+    sol = ode.integrate(scn.alpha0, scn.Sigma0, T, rtol=args.rtol)
+    t, alpha, Sigma = float(sol.t[-1]), sol.alpha[-1], sol.Sigma[-1]
+    out = {"t": t, "alpha": alpha.tolist(), "Sigma": Sigma.tolist(), "status": str(sol.status),
+           "blowup_time": sol.blowup_time, "blowup_time_error": sol.blowup_time_error,
+           "growth_exponent": sol.exponent, "backend": sol.backend, "message": sol.message}
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"status {res.status} at t = {res.t:.10g} (backend {ode.backend})")
-        if res.blowup_time is not None:
-            print(f"blow-up time {res.blowup_time:.12g} ± {res.blowup_time_error:.2g}")
+        print(f"status {sol.status} at t = {t:.10g} (backend {sol.backend})")
+        if sol.blowup_time is not None:
+            print(f"blow-up time {sol.blowup_time:.12g} ± {sol.blowup_time_error:.2g}")
         print("alpha =", np.array2string(alpha, precision=6))
         print("Sigma =", np.array2string(Sigma, precision=6))
     return 0

@@ -6,12 +6,17 @@
 
 * ``method="euler"``: ``X_{k+1} = X_k + h Γ(t_k, X_k)`` (one "layer" per step, as in the literature);
 * ``method="rk4"``: classical fourth-order Runge-Kutta;
-* ``method="adaptive"``: :func:`scipy.integrate.solve_ivp` (``ivp_method``, default RK45) with ``rtol, atol``.
+* ``method="adaptive"``: :func:`symbolic_tpde.numerics.solve.integrate` on the flattened cloud with
+  ``ivp_method`` (default ``"dopri5"``, the package's Dormand-Prince 5(4); any ``solve_ivp`` name also works)
+  and ``rtol, atol``.
+
+The fixed-step stages are those of the Butcher tableaus :data:`~symbolic_tpde.numerics.rk.EULER` and
+:data:`~symbolic_tpde.numerics.rk.RK4` (:func:`~symbolic_tpde.numerics.rk.rk_stages`, in the particles' dtype).
 
 Layers: the fixed-step methods split ``[0, T]`` at the layer breakpoints (``schedule.breakpoints(T)``) and
 take equal steps of size ``<= T/steps`` inside each segment, so every step lies inside one layer; inside a
 segment all stages use that layer's weights (a stage at the right end of a segment must not see the next
-layer).  The adaptive method restarts ``solve_ivp`` at each breakpoint.  For a callable schedule the weights
+layer).  The adaptive method restarts at each breakpoint (the weights of a segment are those of its start).  For a callable schedule the weights
 are read at each stage time.
 
 Failure is never silent: each stage is checked for finiteness and an overflow raises
@@ -33,6 +38,7 @@ import numpy as np
 from ..errors import BlowupError, ConvergenceError, InputError
 from ..model import Schedule, Weights
 from .fields import as_schedule, field
+from . import rk
 from .fields_core import as_points, work_dtype
 
 METHODS = ("rk4", "euler", "adaptive")
@@ -114,7 +120,7 @@ def segments(schedule: Schedule, T: float) -> list[tuple[float, float]]:
 
 def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *, steps: int | None = None,
              method: str = "rk4", dtype=np.float64, save_every: int | None = None, progress: bool | None = None,
-             rtol: float = 1e-7, atol: float = 1e-9, ivp_method: str = "RK45", block: int | None = None,
+             rtol: float = 1e-7, atol: float = 1e-9, ivp_method: str = "dopri5", block: int | None = None,
              threads: int | None = None) -> ParticleRun:
     """Evolve the particles ``X0`` to time ``T`` (see the module docstring).
 
@@ -122,8 +128,8 @@ def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: f
     segment gets ``ceil(length / (T/steps))`` steps, so the actual count (``run.steps``) may be slightly
     larger.  For ``adaptive`` it only defines the nominal grid on which ``save_every`` saves.
     ``save_every=k``: keep the state every ``k`` steps (and at ``0`` and ``T``).  ``dtype`` (float32/float64):
-    fixed-step methods do all work in it; ``adaptive`` keeps the state in float64 (scipy) and evaluates the
-    field in ``dtype``.
+    fixed-step methods do all work in it; ``adaptive`` keeps the state in float64 and evaluates the field in
+    ``dtype``.
     """
     T = _check_args(T, steps, method, save_every, rtol, atol)
     dt = work_dtype(X0, dtype)
@@ -154,6 +160,8 @@ def _eval(X, weights, t, where, cache, block, threads):
 
 
 def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads) -> ParticleRun:
+    """Fixed steps of the :mod:`.rk` tableau ``method`` (Euler or RK4), in the particles' dtype."""
+    tab = rk.tableau(method)
     h_max = T / n_steps if T > 0 else 0.0
     layered = sched.func is None
     times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
@@ -162,7 +170,6 @@ def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, thre
         m = max(1, math.ceil((b - a) / h_max - 1e-9))
         h = (b - a) / m
         w_seg = sched(a) if layered else None
-        hh = dt.type(h)
         for j in range(m):
             t = a + j * h
             where = f"{method} step {k_step + 1}"
@@ -171,16 +178,8 @@ def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, thre
                 return _eval(Y, w_seg if layered else sched(s), t, where, cache, block, threads)
 
             with np.errstate(over="ignore", invalid="ignore"):
-                if method == "euler":
-                    Xn = X + hh * G(t, X)
-                    nfev += 1
-                else:
-                    k1 = G(t, X)
-                    k2 = G(t + h / 2, X + (hh / 2) * k1)
-                    k3 = G(t + h / 2, X + (hh / 2) * k2)
-                    k4 = G(t + h, X + hh * k3)
-                    Xn = X + (hh / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
-                    nfev += 4
+                Xn, _ = rk.rk_stages(tab, G, t, X, h, G(t, X))
+            nfev += tab.stages
             if not np.isfinite(Xn).all():
                 raise BlowupError(t, where, "state overflowed")
             X = Xn
@@ -197,52 +196,36 @@ def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, thre
                        None if traj is None else np.stack(traj), method, k_step, nfev, dt.name)
 
 
-class _Stop(Exception):
-    def __init__(self, t):
-        self.t = t
-
-
 def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads):
-    from scipy.integrate import solve_ivp
+    """The flattened cloud through :func:`.solve.integrate` (own Dormand-Prince by default), restarting at the
+    layer breakpoints.  A non-finite field makes the step fail (rejection); the step size then collapses at
+    the blow-up and :class:`BlowupError` is raised with the last accepted time."""
+    from .solve import Status, integrate
 
     n, d = X.shape
     layered = sched.func is None
-    save_grid = (np.linspace(0.0, T, n_steps // save_every + 1) if save_every else None)
-    y = X.astype(np.float64).ravel()
-    times, traj = ([0.0], [X.astype(np.float64).copy()]) if save_every else (None, None)
-    nfev = steps = 0
-    last_good = [0.0]
-    for a, b in segments(sched, T):
-        w_seg = sched(a) if layered else None
+    edges = [a for a, _ in segments(sched, T)] + [T]
+    where = f"adaptive ({ivp_method})"
 
-        def fun(s, yy, w_seg=w_seg):
-            Y = yy.reshape(n, d)
-            if not np.isfinite(Y).all():
-                raise _Stop(s)
-            k = _eval(Y.astype(dt, copy=False), w_seg if layered else sched(s), s, f"adaptive ({ivp_method})",
-                      cache, block, threads)
-            last_good[0] = s
-            bar.update(s)
-            return k.astype(np.float64, copy=False).ravel()
-
+    def fun(s, yy):
+        Y = yy.reshape(n, d)
+        if not np.isfinite(Y).all():
+            return np.full(yy.shape, np.nan)
+        w = sched(s) if not layered else sched(edges[max(0, np.searchsorted(edges, s, side="right") - 1)])
         try:
-            sol = solve_ivp(fun, (a, b), y, method=ivp_method, rtol=rtol, atol=atol, dense_output=bool(save_every))
-        except _Stop as stop:
-            raise BlowupError(last_good[0], f"adaptive ({ivp_method})",
-                              f"state overflowed near t = {stop.t:.6g}") from None
-        nfev += sol.nfev
-        steps += max(0, len(sol.t) - 1)
-        if sol.status != 0 or not np.isfinite(sol.y).all():
-            t_fail = float(sol.t[-1]) if len(sol.t) else a
-            raise BlowupError(min(t_fail, last_good[0]), f"adaptive ({ivp_method})", sol.message)
-        y = sol.y[:, -1]
-        if save_every:
-            # saved states come from solve_ivp's dense output (an interpolant of the integrator's own order)
-            for s in save_grid[(save_grid > a) & (save_grid < b)]:
-                times.append(float(s))
-                traj.append(sol.sol(s).reshape(n, d).copy())
-            times.append(float(b))
-            traj.append(y.reshape(n, d).copy())
-    Xf = y.reshape(n, d).copy()
-    return ParticleRun(T, Xf, None if times is None else np.array(times),
-                       None if traj is None else np.stack(traj), "adaptive", steps, nfev, dt.name)
+            k = _eval(Y.astype(dt, copy=False), w, s, where, cache, block, threads)
+        except BlowupError:
+            return np.full(yy.shape, np.nan)
+        return k.astype(np.float64, copy=False).ravel()
+
+    t_eval = None
+    if save_every:
+        t_eval = np.unique(np.concatenate([np.linspace(0.0, T, n_steps // save_every + 1), edges]))
+    sol = integrate(fun, X.astype(np.float64).ravel(), (0.0, T), method=ivp_method, rtol=rtol, atol=atol,
+                    t_eval=t_eval, breakpoints=edges[1:-1], progress=lambda t, _T: bar.update(t))
+    if sol.status != Status.OK:
+        raise BlowupError(sol.t_end, where, sol.message)
+    Xf = sol.y_end.reshape(n, d).copy()
+    return ParticleRun(T, Xf, sol.t.copy() if save_every else None,
+                       sol.y.reshape(-1, n, d).copy() if save_every else None, "adaptive", sol.n_steps, sol.nfev,
+                       dt.name)

@@ -1,0 +1,446 @@
+"""One entry point for every time loop: :func:`integrate` → :class:`Solution` with a :class:`Status`.
+
+Steppers.  ``method`` ``"euler"``, ``"rk4"`` (fixed step: ``h=`` or ``steps=``), ``"bs32"``, ``"dopri5"``
+(adaptive) run on the package's own Runge-Kutta routine (:mod:`.rk`); any ``scipy.integrate.solve_ivp``
+method name (``"RK45"``, ``"RK23"``, ``"DOP853"``, ``"LSODA"``, ``"BDF"``, ``"Radau"``) runs scipy's
+``OdeSolver`` step by step.  Either way this module sees one accepted step at a time with its dense output
+(:mod:`.rk`'s tableau interpolant, or scipy's ``dense_output()``), so events, monitors and outputs are the
+same code for all methods.
+
+Breakpoints (layer boundaries): the integration restarts at each one; on a segment ``[a, b]`` the
+right-hand side is evaluated at ``min(t, b⁻)`` (``b⁻`` the float just below ``b``), i.e. as its left limit,
+so a rhs that jumps at ``b`` never sees the next layer inside the segment (a 1-ulp shift in ``t`` otherwise).
+
+Blow-up (the package's one criterion; ``blowup=`` a :class:`BlowupMonitor`).  Let ``r(t) = size(y(t)) > 0``.
+Near a power-law singularity ``r ≈ c (T* - t)^{-p}`` the quotient ``q = r / (dr/dt) = (T* - t)/p`` is affine in
+``t``.  Crossings of ``r = r₀ L_k`` (levels ``L_k``, default ``10³ … 10¹⁰``) are located on the dense output
+(Brent's method) and ``q_k = r_k / dsize(y_k, f(t_k, y_k))`` is computed there from the rhs.  Consecutive pairs
+give ``p_k = -(t_{k+1} - t_k)/(q_{k+1} - q_k)`` and ``T_k = t_{k+1} + p_k q_{k+1}`` (:func:`extrapolate`).  For
+the softmax Riccati equation ``Σ = M/τ + N + O(τ)`` (``τ = T* - t``), ``p = 1`` and ``T_k - T* = O(τ_k τ_{k+1})``
+(arXiv 2501.18322, the Gaussian moment ODEs).  After the top level the run is declared ``BLOWUP`` if
+the last two exponents agree within 10 %, ``0 < p < 20`` and ``T* - t ≤ 1e-3 (T* - t₀)``.  Error bar:
+``|T_K - T_{K-1}|`` (extrapolation spread, an over-estimate of a quadratically converging sequence)
+``+ |T*(rtol) - T*(100 rtol)|`` (a second run at 100x looser tolerances: over-estimates the integration error
+of the tight run for a convergent method).  Exponential growth (``q → const``, ``p_k → ∞``) fails the test:
+the run continues, and ``OVERFLOW`` is reported (with its time) if ``r`` exceeds ``r₀·overflow``
+(default ``1e200``).  A step-size collapse after ≥ 3 levels with the signature (weak singularities such as
+``(T* - t)^{-1/2}``) is also ``BLOWUP``.
+
+Other statuses.  ``TILT_CEASED``: a component of ``conditions(t, y)`` (quantities that must stay > 0, e.g. the
+LDLᵀ pivots of the Gaussian tilt) crossed 0; its time is the root of the component along the dense output,
+to round-off.  If instead the rhs became non-finite there first (the step size collapsed on non-finite trial
+values) with a condition within ``1e-3`` of its start scale of 0, the time reached is reported as
+``TILT_CEASED``.  ``STALLED``: more than ``max_nfev`` evaluations, or the step size collapsed without a
+blow-up signature; a non-finite rhs is an :class:`Event` ``"nonfinite"`` with its time, never silent NaNs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import rk
+
+OWN_METHODS = ("euler", "rk4", "bs32", "dopri5")
+SCIPY_METHODS = ("RK45", "RK23", "DOP853", "LSODA", "BDF", "Radau")
+DEFAULT_LEVELS = tuple(10.0 ** np.arange(3, 11))
+
+
+class Status(str, Enum):
+    OK = "ok"
+    BLOWUP = "blowup"
+    TILT_CEASED = "tilt-ceased"
+    STALLED = "stalled"
+    OVERFLOW = "overflow"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Event:
+    """``kind``: ``"level"`` (size crossed level ``index``, ``value`` = size), ``"blowup"``, ``"tilt-ceased"``
+    (``index`` = condition component), ``"overflow"``, ``"nonfinite"``, ``"stalled"``."""
+
+    kind: str
+    time: float
+    value: float | None = None
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class BlowupMonitor:
+    """Size ``r = size(y) > 0`` with its derivative ``dsize(y, f(t, y))``, levels, overflow factor, and
+    whether to make the second (100x looser) run for the error bar."""
+
+    size: Callable
+    dsize: Callable
+    levels: tuple = DEFAULT_LEVELS
+    overflow: float = 1e200
+    error_run: bool = True
+
+
+@dataclass
+class Solution:
+    """``t (K,)``, ``y (K, n)``: every accepted step (or the ``t_eval`` points reached, plus the stopping point
+    when the run stopped early); ``t_end``/``y_end``: where the run ended (state at the top level after a
+    blow-up, at the event for the other early stops); ``samples``: ``(t_k, r_k, q_k)`` at the levels."""
+
+    t: np.ndarray
+    y: np.ndarray
+    status: Status
+    message: str
+    blowup_time: float | None = None
+    blowup_time_error: float | None = None
+    exponent: float | None = None
+    events: list = field(default_factory=list)
+    nfev: int = 0
+    n_steps: int = 0
+    method: str = "dopri5"
+    t_end: float = 0.0
+    y_end: np.ndarray | None = None
+    samples: list = field(default_factory=list)
+
+
+def extrapolate(ts: Sequence[float], qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """From samples ``(t_k, q_k)`` with ``q = (T* - t)/p``: per consecutive pair, ``(T_k, p_k)``."""
+    ts, qs = np.asarray(ts, float), np.asarray(qs, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = -np.diff(ts) / np.diff(qs)
+    return ts[1:] + p * qs[1:], p
+
+
+def singularity_signature(ts, qs, t0: float) -> tuple[bool, float, float, float]:
+    """``(is blow-up, T*, extrapolation spread, p)`` from the level samples (module docstring)."""
+    if len(ts) < 3:
+        return False, np.nan, np.nan, np.nan
+    T, p = extrapolate(ts, qs)
+    pK, pK1 = p[-1], p[-2]
+    ok = (np.isfinite(pK) and np.isfinite(pK1) and 0 < pK < 20 and abs(pK - pK1) <= 0.1 * abs(pK)
+          and np.isfinite(T[-1]) and T[-1] > ts[-1] and (T[-1] - ts[-1]) <= 1e-3 * (T[-1] - t0))
+    return bool(ok), float(T[-1]), float(abs(T[-1] - T[-2])), float(pK)
+
+
+def as_monitor(blowup) -> BlowupMonitor | None:
+    """``None``, a :class:`BlowupMonitor`, a pair ``(size, dsize)`` or weights ``w`` of ``r = w·y``."""
+    if blowup is None or isinstance(blowup, BlowupMonitor):
+        return blowup
+    if isinstance(blowup, tuple) and len(blowup) == 2 and callable(blowup[0]):
+        return BlowupMonitor(*blowup)
+    w = np.asarray(blowup, float)
+    return BlowupMonitor(lambda y: float(w @ y), lambda y, fy: float(w @ fy))
+
+
+class _Stalled(Exception):
+    pass
+
+
+class _NonFinite(ArithmeticError):
+    def __init__(self, t):
+        self.t = float(t)
+
+
+class _Rhs:
+    """Counts evaluations (``_Stalled`` past ``limit``), notes the time of the last non-finite value and, for
+    the implicit scipy methods, raises ``_NonFinite`` on it (they cannot reject such a step)."""
+
+    def __init__(self, f, limit, raise_nonfinite):
+        self.f, self.limit, self.raise_nonfinite = f, limit, raise_nonfinite
+        self.n, self.bad_t = 0, None
+
+    def __call__(self, t, y):
+        self.n += 1
+        if self.n > self.limit:
+            raise _Stalled()
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            out = np.asarray(self.f(t, y), dtype=float)
+        if not np.isfinite(out).all():
+            self.bad_t = float(t)
+            if self.raise_nonfinite:
+                raise _NonFinite(t)
+        return out
+
+
+class _OwnStepper:
+    def __init__(self, f, a, b, y, method, rtol, atol, steps):
+        self.tab = rk.tableau(method)
+        F = lambda t, Y: f(t[0], Y[0])[None]  # noqa: E731  (one row)
+        self.s = rk.RKSolver(F, a, np.asarray(y, float)[None], b, method=self.tab, rtol=rtol, atol=atol,
+                             steps=steps, max_steps=10**12)
+
+    @property
+    def t(self):
+        return float(self.s.t[0])
+
+    @property
+    def y(self):
+        return self.s.Y[0].copy()
+
+    def step(self):
+        """``(t0, t1, y1, interp)`` of the next accepted step, ``None`` at the end, ``"failed"`` on collapse."""
+        while self.s.status[0] == rk.RUNNING:
+            acc = self.s.step()
+            if acc.rows.size:
+                return acc.t0[0], acc.t1[0], acc.y1[0].copy(), (lambda tq, acc=acc: acc.at(self.tab, [tq])[0])
+        return None if self.s.status[0] == rk.DONE else "failed"
+
+
+class _ScipyStepper:
+    def __init__(self, f, a, b, y, method, rtol, atol, jac):
+        import scipy.integrate as si
+
+        kw = {"jac": jac} if (jac is not None and method in ("BDF", "Radau", "LSODA")) else {}
+        self.s = getattr(si, method)(f, a, np.asarray(y, float), b, rtol=rtol, atol=atol, **kw)
+
+    t = property(lambda self: float(self.s.t))
+    y = property(lambda self: np.array(self.s.y, float))
+
+    def step(self):
+        if self.s.status == "finished":
+            return None
+        t0 = float(self.s.t)
+        self.s.step()
+        if self.s.status == "failed":
+            return "failed"
+        return t0, float(self.s.t), np.array(self.s.y, float), self.s.dense_output()
+
+
+def _root(g, a, b):
+    """Root of ``g`` in ``[a, b]`` to round-off (Brent); ``b`` if the signs do not bracket one."""
+    from scipy.optimize import brentq
+
+    ga, gb = g(a), g(b)
+    if not (ga < 0 <= gb or ga > 0 >= gb) or a == b:
+        return b
+    return float(brentq(g, a, b, xtol=1e-300, rtol=4 * np.finfo(float).eps))
+
+
+def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 1e-10, atol: float | None = None,
+              t_eval=None, breakpoints: Sequence[float] = (), blowup=None, conditions: Callable | None = None,
+              max_nfev: int = 1_000_000, progress: Callable | None = None, h: float | None = None,
+              steps: int | None = None, jac: Callable | None = None) -> Solution:
+    """Integrate ``y' = f(t, y)`` on ``t_span = (t0, T)`` (module docstring).
+
+    ``atol`` default ``1e-14 max(1, |y0|_∞)``; ``h``/``steps`` for the fixed-step methods (default 100
+    steps per unit time, at least 10); ``jac`` is passed to scipy's implicit methods; ``progress(t, T)`` is
+    called after each accepted step."""
+    if method not in OWN_METHODS + SCIPY_METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {list(OWN_METHODS + SCIPY_METHODS)}")
+    y0 = np.asarray(y0, dtype=float).ravel()
+    t0, T = (float(x) for x in t_span)
+    if not (math.isfinite(t0) and math.isfinite(T) and T >= t0):
+        raise ValueError(f"t_span must be finite and increasing, got {t_span}")
+    if atol is None:
+        atol = 1e-14 * max(1.0, float(np.abs(y0).max(initial=0.0)))
+    if t_eval is not None:
+        t_eval = np.asarray(t_eval, dtype=float)
+        if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or (t_eval.size and (t_eval[0] < t0 or t_eval[-1] > T)):
+            raise ValueError("t_eval must be increasing times within t_span")
+    mon = as_monitor(blowup)
+    kw = dict(method=method, rtol=rtol, atol=atol, breakpoints=breakpoints, conditions=conditions,
+              max_nfev=max_nfev, h=h, steps=steps, jac=jac)
+    sol = _Run(f, y0, t0, T, mon, t_eval=t_eval, progress=progress, **kw).run()
+    if sol.status == Status.BLOWUP and mon.error_run:
+        k = len(sol.samples)
+        loose = dict(kw, rtol=100 * rtol, atol=100 * atol)
+        s2 = _Run(f, y0, t0, T, mon, t_eval=None, progress=None, **loose).run()
+        smp2 = s2.samples[:k]
+        if s2.status == Status.BLOWUP and len(smp2) >= 3:
+            T2, _ = extrapolate([s[0] for s in smp2], [s[2] for s in smp2])
+            sol.blowup_time_error += abs(float(T2[-1]) - sol.blowup_time)
+        else:
+            sol.blowup_time_error = max(sol.blowup_time_error, abs(sol.blowup_time - sol.t_end))
+        sol.nfev += s2.nfev
+    return sol
+
+
+class _Run:
+    """One pass of :func:`integrate` (the error-bar run is a second pass)."""
+
+    def __init__(self, f, y0, t0, T, mon, *, method, rtol, atol, t_eval, breakpoints, conditions, max_nfev,
+                 progress, h, steps, jac):
+        self.rhs = _Rhs(f, max_nfev, method in ("LSODA", "BDF", "Radau"))
+        self.y0, self.t0, self.T, self.mon = y0, t0, T, mon
+        self.method, self.rtol, self.atol, self.jac = method, rtol, atol, jac
+        self.t_eval, self.conditions, self.progress, self.max_nfev = t_eval, conditions, progress, max_nfev
+        self.edges = [t0] + sorted(float(b) for b in breakpoints if t0 < b < T) + [T]
+        self.h_max = None
+        if method in ("euler", "rk4"):
+            self.h_max = float(h) if h is not None else (T - t0) / (steps or max(10, math.ceil(100 * (T - t0))))
+        self.ts, self.ys, self.events, self.samples = [], [], [], []
+        self.n_steps = 0
+
+    # -- output ------------------------------------------------------------------------------------------
+    def _out(self, t0, t1, y1, interp, closed=True):
+        if self.t_eval is None:
+            self.ts.append(t1)
+            self.ys.append(y1)
+            return
+        te = self.t_eval[(self.t_eval > t0) & ((self.t_eval <= t1) if closed else (self.t_eval < t1))]
+        for tq in te:
+            self.ts.append(float(tq))
+            self.ys.append(y1 if tq == t1 else np.asarray(interp(tq), float))
+
+    def _finish(self, status, message, t, y, **kw):
+        if self.t_eval is not None and status != Status.OK and not (self.ts and self.ts[-1] == t):
+            self.ts.append(t)
+            self.ys.append(y)
+        n = self.y0.size
+        return Solution(np.array(self.ts, float), np.array(self.ys, float).reshape(-1, n), status, message,
+                        events=self.events, nfev=self.rhs.n, n_steps=self.n_steps, method=self.method, t_end=t,
+                        y_end=np.array(y, float), samples=self.samples, **kw)
+
+    def _stepper(self, f, a, b, y):
+        if self.method in OWN_METHODS:
+            steps = None
+            if self.h_max is not None:
+                steps = max(1, math.ceil((b - a) / self.h_max - 1e-9))
+            return _OwnStepper(f, a, b, y, self.method, self.rtol, self.atol, steps)
+        return _ScipyStepper(f, a, b, y, self.method, self.rtol, self.atol, self.jac)
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    def run(self) -> Solution:
+        y, t = self.y0.copy(), self.t0
+        if self.t_eval is None:
+            self.ts, self.ys = [t], [y.copy()]
+        else:
+            for tq in self.t_eval[self.t_eval == t]:
+                self.ts.append(t)
+                self.ys.append(y.copy())
+        mon = self.mon
+        if mon is not None:
+            r0 = mon.size(y)
+            if not r0 > 0:
+                raise ValueError("the monitored size of y0 must be positive")
+            self.thresholds = [r0 * L for L in mon.levels]
+            self.r_overflow = r0 * mon.overflow
+        self.k_next = 0
+        self.c_scale = 1.0
+        if self.conditions is not None:
+            c = np.asarray(self.conditions(t, y), float).ravel()
+            if c.size and np.min(c) <= 0:
+                j = int(np.argmin(c))
+                self.events.append(Event("tilt-ceased", t, float(c[j]), j))
+                return self._finish(Status.TILT_CEASED, f"the tilt ceased to exist at t = {t:.12g}", t, y)
+            self.c_scale = max(1.0, float(np.max(np.abs(c), initial=0.0)))
+        try:
+            for a, b in zip(self.edges[:-1], self.edges[1:]):
+                if b <= a:
+                    continue
+                res = self._segment(a, b, y)
+                if isinstance(res, Solution):
+                    return res
+                y, t = res, b
+        except _Stalled:
+            return self._stalled(f"integrator stalled after {self.max_nfev} right-hand side evaluations")
+        if mon is not None and self.k_next == len(self.thresholds) and self.samples:
+            return self._finish(Status.OK, "large growth without blow-up signature", t, y)
+        return self._finish(Status.OK, "integrated to T", t, y)
+
+    def _stalled(self, why):
+        cur = getattr(self, "cur", None)
+        t, y = self.seg_start if cur is None else (cur.t, cur.y)
+        self.events.append(Event("stalled", t))
+        return self._finish(Status.STALLED, f"{why} at t = {t:.6g} (step size collapsed; the right-hand side may "
+                            "be ill-conditioned there, e.g. a nearly singular Σ)", t, y)
+
+    def _segment(self, a, b, y):
+        rhs = self.rhs
+        if b < self.T:
+            b_left = float(np.nextafter(b, -np.inf))
+            f = lambda t, yy: rhs(min(t, b_left), yy)  # noqa: E731  (left limit at the breakpoint)
+        else:
+            f = rhs
+        self.cur, self.seg_start = None, (a, y)
+        self.cur = st = self._stepper(f, a, b, y)
+        while True:
+            try:
+                step = st.step()
+            except _NonFinite as exc:
+                return self._failed(exc.t)
+            if step is None:
+                return st.y
+            if isinstance(step, str):
+                return self._failed(rhs.bad_t if (rhs.bad_t is not None and rhs.bad_t >= st.t) else None)
+            self.n_steps += 1
+            t0, t1, y1, interp = step
+            stop = self._events(f, t0, t1, y1, interp)
+            if stop is not None:
+                return stop
+            self._out(t0, t1, y1, interp)
+            if self.progress is not None:
+                self.progress(t1, self.T)
+
+    def _events(self, f, t0, t1, y1, interp):
+        """Tilt conditions, level crossings and overflow inside the accepted step ``[t0, t1]``."""
+        t_stop, stop_kind, j = math.inf, None, None
+        if self.conditions is not None:
+            c1 = np.asarray(self.conditions(t1, y1), float).ravel()
+            if c1.size and np.min(c1) <= 0:
+                for jj in np.nonzero(c1 <= 0)[0]:
+                    tc = _root(lambda s: float(np.asarray(self.conditions(s, interp(s)), float).ravel()[jj]), t0, t1)
+                    if tc < t_stop:
+                        t_stop, stop_kind, j = tc, "tilt", int(jj)
+        mon = self.mon
+        if mon is not None:
+            if mon.size(y1) >= self.r_overflow:
+                to = _root(lambda s: mon.size(interp(s)) - self.r_overflow, t0, t1)
+                if to < t_stop:
+                    t_stop, stop_kind = to, "overflow"
+            while self.k_next < len(self.thresholds) and mon.size(y1) >= self.thresholds[self.k_next]:
+                th = self.thresholds[self.k_next]
+                tk = _root(lambda s: mon.size(interp(s)) - th, t0, t1)
+                if tk > t_stop:
+                    break
+                yk = y1 if tk == t1 else np.asarray(interp(tk), float)
+                rk_ = mon.size(yk)
+                qk = rk_ / mon.dsize(yk, f(tk, yk))
+                self.samples.append((tk, rk_, qk))
+                self.events.append(Event("level", tk, rk_, self.k_next))
+                self.k_next += 1
+                if self.k_next == len(self.thresholds):
+                    ts, _, qs = zip(*self.samples)
+                    sig, Tst, spread, p = singularity_signature(ts, qs, self.t0)
+                    if sig:
+                        self._out(t0, tk, yk, interp, closed=False)
+                        self.events.append(Event("blowup", Tst, p))
+                        return self._finish(Status.BLOWUP, "finite-time blow-up signature", tk, yk,
+                                            blowup_time=Tst, blowup_time_error=spread, exponent=p)
+        if stop_kind is None:
+            return None
+        ys = np.asarray(interp(t_stop), float) if t_stop < t1 else y1
+        self._out(t0, t_stop, ys, interp, closed=False)
+        if stop_kind == "tilt":
+            self.events.append(Event("tilt-ceased", t_stop, None, j))
+            return self._finish(Status.TILT_CEASED, f"the tilt ceased to exist at t = {t_stop:.12g} (condition "
+                                f"{j} crossed 0)", t_stop, ys)
+        self.events.append(Event("overflow", t_stop, mon.size(ys)))
+        return self._finish(Status.OVERFLOW, "diverges (no finite-time singularity signature); stopped at "
+                            f"t = {t_stop:.6g} to stay finite", t_stop, ys)
+
+    def _failed(self, t_bad):
+        """The step size collapsed (or an implicit method met a non-finite rhs) at the current time."""
+        t, y = self.cur.t, self.cur.y
+        if t_bad is not None:
+            self.events.append(Event("nonfinite", t_bad))
+        if self.mon is not None and len(self.samples) >= 3:
+            ts, _, qs = zip(*self.samples)
+            sig, Tst, spread, p = singularity_signature(ts, qs, self.t0)
+            if sig:
+                self.events.append(Event("blowup", Tst, p))
+                return self._finish(Status.BLOWUP, "finite-time blow-up signature (step size collapsed "
+                                    f"at t = {t:.6g})", t, y, blowup_time=Tst, blowup_time_error=spread, exponent=p)
+        if self.conditions is not None and t_bad is not None:
+            c = np.asarray(self.conditions(t, y), float).ravel()
+            if c.size and np.min(c) <= 1e-3 * self.c_scale:
+                j = int(np.argmin(c))
+                self.events.append(Event("tilt-ceased", t, float(c[j]), j))
+                return self._finish(Status.TILT_CEASED, f"the tilt ceased to exist at t = {t:.12g} (condition {j} "
+                                    "reached 0 where the right-hand side stopped being finite)", t, y)
+        why = ("the right-hand side became non-finite" if t_bad is not None else "the step size collapsed")
+        return self._finish(Status.STALLED, f"integrator stopped at t = {t:.6g}: {why}" +
+                            (f" (at t = {t_bad:.6g})" if t_bad is not None else ""), t, y)
