@@ -14,7 +14,7 @@ import sys
 
 from .errors import InputError
 
-COMMANDS = ("verify", "particles", "derive", "rhs", "gaussian", "figures", "sweep", "convexity", "meanfield")
+COMMANDS = ("verify", "particles", "derive", "rhs", "gaussian", "figures", "sweep", "convexity", "meanfield", "kinds")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         # ODE, an unavailable compiler, a blow-up or a non-converged Sinkhorn.  Their classes live in heavy
         # modules, imported here only once such an error happened.
         from .codegen.c_backend import CompilerUnavailable
-        from .errors import BlowupError, ConvergenceError
-        from .symbolic.witness import NotGaussianPreserving
+        from .errors import BlowupError, ConvergenceError, NotGaussianPreserving
 
         codes = ((NotGaussianPreserving, 2), (CompilerUnavailable, 2), (BlowupError, 3), (ConvergenceError, 4))
         for cls, code in codes:

@@ -33,14 +33,20 @@ from .errors import InputError
 from .model import Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
 from .spec import kinds as _kinds
 
-#: variant names a scenario may give: the registry's kinds, plus "multihead" (softmax heads in "heads")
-ATTENTIONS = _kinds.kind_names() + ("multihead",)
-#: every head-parameter key of every kind, including the structured-head keys (Q, K, WO)
-_HEAD_PARAM_KEYS = sorted({p.name for s in _kinds.KINDS.values() for p in s.params}
-                          | {p.name for p in _kinds.STRUCTURED_A} | {_kinds.OUTPUT_BLOCK.name})
-_WEIGHT_KEYS = set(_HEAD_PARAM_KEYS) | {"heads", "ffn", "sink"}
-_TOP_KEYS = _WEIGHT_KEYS | {"attention", "d", "layers", "alpha0", "Sigma0", "T", "name", "description"}
-_LAYER_KEYS = _WEIGHT_KEYS | {"t_end"}
+
+def attentions() -> tuple[str, ...]:
+    """Variant names a scenario may give: the registry's kinds, plus "multihead" (softmax heads in "heads")."""
+    return _kinds.kind_names() + ("multihead",)
+
+
+def _keys() -> tuple[list[str], set[str], set[str], set[str]]:
+    """Head-parameter keys of every registry kind (with the structured-head keys Q, K, WO), weight keys,
+    top-level keys and layer keys: read from the registry at each call, so a newly registered kind works."""
+    head = sorted({p.name for s in _kinds.KINDS.values() for p in s.params}
+                  | {p.name for p in _kinds.STRUCTURED_A} | {_kinds.OUTPUT_BLOCK.name})
+    weight = set(head) | {"heads", "ffn", "sink"}
+    return head, weight, weight | {"attention", "d", "layers", "alpha0", "Sigma0", "T", "name", "description"}, \
+        weight | {"t_end"}
 
 
 def _reject_constant(name: str) -> Any:
@@ -90,16 +96,17 @@ def load_scenario(path: str | Path, *, need_T: bool = True) -> Scenario:
 def _attention_of(data: dict[str, Any], field: str) -> str:
     att = data.get("attention")
     if not isinstance(att, str):
-        raise InputError(field, f"must be a string naming the variant, one of {list(ATTENTIONS)}")
-    if att not in ATTENTIONS:
-        raise InputError(field, f"unknown variant {att!r}; expected one of {list(ATTENTIONS)}")
+        raise InputError(field, f"must be a string naming the variant, one of {list(attentions())}")
+    if att not in attentions():
+        raise InputError(field, f"unknown variant {att!r}; expected one of {list(attentions())}")
     return att
 
 
 def _weights_from(spec: dict[str, Any], attention: str, d: int, where: str) -> Weights:
     """Build the Weights of one layer from a merged spec (top-level keys overridden by the layer's)."""
     pre = f"{where}." if where else ""
-    head_params = {k: spec[k] for k in _HEAD_PARAM_KEYS if k in spec}
+    head_keys = _keys()[0]
+    head_params = {k: spec[k] for k in head_keys if k in spec}
     kind = "softmax" if attention == "multihead" else attention
     if "heads" in spec:
         if head_params:
@@ -128,9 +135,10 @@ def _weights_from(spec: dict[str, Any], attention: str, d: int, where: str) -> W
 
 def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
     """Validate a scenario dictionary (as read by :func:`loads`) and build the :class:`Scenario`."""
+    head_keys, weight_keys, top_keys, layer_keys = _keys()
     for key in data:
-        if key not in _TOP_KEYS:
-            raise InputError(key, f"unknown key; allowed keys: {sorted(_TOP_KEYS)}")
+        if key not in top_keys:
+            raise InputError(key, f"unknown key; allowed keys: {sorted(top_keys)}")
     attention = _attention_of(data, "attention")
     for key in ("alpha0", "Sigma0"):
         if key not in data:
@@ -150,7 +158,7 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
         if isinstance(T, bool) or not isinstance(T, (int, float)) or not math.isfinite(T) or T < 0:
             raise InputError("T", f"must be a finite number >= 0, got {T!r}")
         T = float(T)
-    base = {k: v for k, v in data.items() if k in _WEIGHT_KEYS}
+    base = {k: v for k, v in data.items() if k in weight_keys}
     if "layers" in data:
         layers = data["layers"]
         if not isinstance(layers, list) or not layers:
@@ -161,8 +169,8 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
             if not isinstance(layer, dict):
                 raise InputError(where, "must be an object with 't_end' and parameters")
             for key in layer:
-                if key not in _LAYER_KEYS:
-                    raise InputError(f"{where}.{key}", f"unknown key; allowed: {sorted(_LAYER_KEYS)}")
+                if key not in layer_keys:
+                    raise InputError(f"{where}.{key}", f"unknown key; allowed: {sorted(layer_keys)}")
             if "t_end" not in layer:
                 raise InputError(f"{where}.t_end", "missing")
             t_end = layer["t_end"]
@@ -170,9 +178,9 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
                 raise InputError(f"{where}.t_end", f"must be a number, got {t_end!r}")
             spec = dict(base)
             if "heads" in layer:  # a layer's heads replace top-level head parameters entirely
-                for k in _HEAD_PARAM_KEYS:
+                for k in head_keys:
                     spec.pop(k, None)
-            elif any(k in layer for k in _HEAD_PARAM_KEYS):
+            elif any(k in layer for k in head_keys):
                 spec.pop("heads", None)
             spec.update({k: v for k, v in layer.items() if k != "t_end"})
             parsed.append((t_end, _weights_from(spec, attention, d, where)))

@@ -1,8 +1,10 @@
-"""Architecture guard (STYLE.md): symbolic -> codegen -> numerics, imports flowing one way.
+"""Architecture guard: layers import downwards only,
+spec <- symbolic <- codegen <- numerics <- model <- analysis <- validate <- cli.
 
-Each layer is imported alone in a fresh interpreter and we check which heavy modules it pulled in:
-the symbolic layer never imports our numerics package, and the numerics layer never imports SymPy at
-module level.
+Each module is imported alone in a fresh interpreter and we check which modules it pulled in: the registry
+(spec) imports neither SymPy nor any other layer; symbolic never imports codegen, numerics or analysis;
+codegen never imports numerics, analysis or validate; numerics and analysis never import SymPy at module
+level (they derive nothing: symbolic work is imported inside the functions that need it).
 """
 
 from __future__ import annotations
@@ -38,6 +40,29 @@ def test_symbolic_does_not_import_numerics(module):
     bad = sorted(m for m in loaded if m.startswith(("symbolic_tpde.numerics", "symbolic_tpde.codegen",
                                                        "symbolic_tpde.analysis")))
     assert not bad, f"{module} imports {bad}"
+
+
+@pytest.mark.parametrize("module", _modules("symbolic_tpde.spec"))
+def test_spec_is_pure_data(module):
+    loaded = _loaded_after_import(module) - _loaded_after_import("symbolic_tpde")   # beyond the light package
+    bad = sorted(m for m in loaded if m in ("sympy", "scipy") or (m.startswith("symbolic_tpde.")
+                 and not m.startswith("symbolic_tpde.spec")))
+    assert not bad, f"{module} imports {bad}"
+
+
+@pytest.mark.parametrize("module", _modules("symbolic_tpde.codegen"))
+def test_codegen_does_not_import_numerics_or_analysis(module):
+    loaded = _loaded_after_import(module)
+    bad = sorted(m for m in loaded if m.startswith(("symbolic_tpde.numerics", "symbolic_tpde.analysis",
+                                                       "symbolic_tpde.validate", "symbolic_tpde.gaussian")))
+    assert not bad, f"{module} imports {bad}"
+
+
+@pytest.mark.parametrize("module", _modules("symbolic_tpde.analysis"))
+def test_analysis_does_not_import_sympy(module):
+    loaded = _loaded_after_import(module)
+    assert "sympy" not in loaded, f"{module} imports sympy at module level"
+    assert not [m for m in loaded if m.startswith(("symbolic_tpde.validate", "symbolic_tpde.commands"))]
 
 
 def test_package_import_is_light():

@@ -24,13 +24,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import sympy as sp
+
+if TYPE_CHECKING:  # SymPy is imported by the functions that derive (analysis never imports it at load)
+    import sympy as sp
 
 
 def _sym_matrix(name: str, d: int, symmetric: bool) -> sp.Matrix:
+    import sympy as sp
+
     def entry(i, j):
         if symmetric and i > j:
             i, j = j, i
@@ -63,6 +67,7 @@ class ViSolution:
 @lru_cache(maxsize=None)
 def vi_solution(d: int) -> ViSolution:
     """Derive and verify the ``V = I`` softmax covariance solution in dimension ``d`` (cheap for ``d ≤ 3``)."""
+    import sympy as sp
     t = sp.Symbol("t", real=True)
     P0 = _sym_matrix("P", d, symmetric=True)
     A = _sym_matrix("a", d, symmetric=False)
@@ -159,6 +164,7 @@ def sigma_star_vi(Sigma0: np.ndarray, A: np.ndarray, rtol: float = 1e-10) -> tup
 @lru_cache(maxsize=None)
 def vi_limit_d2() -> bool:
     """Verify ``lim_{t→∞} (P₀ + t c qqᵀ)⁻¹ = U(UᵀP₀U)⁻¹Uᵀ`` for ``d = 2``, ``c > 0``, ``U = q^⊥/|q|``."""
+    import sympy as sp
     t = sp.Symbol("t", positive=True)
     c = sp.Symbol("c", positive=True)
     q1, q2 = sp.symbols("q1 q2", real=True)
@@ -187,6 +193,7 @@ class D1Solution:
 
 @lru_cache(maxsize=None)
 def d1_solution() -> D1Solution:
+    import sympy as sp
     t = sp.Symbol("t", real=True)
     v, a, s0, al0 = sp.symbols("v a s0 alpha0", real=True)
     s0p = sp.Symbol("s0", positive=True)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import sys
 
-VARIANTS = ("softmax", "l2", "sinkhorn", "linear", "custom", "multihead", "sigmoid", "softmax_unnormalized",
-            "masked")
+from ..spec import kinds as _kinds
+
+#: the registry's kinds, plus "multihead" (several softmax heads)
+VARIANTS = _kinds.kind_names() + ("multihead",)
 
 
 def register(sub) -> None:
@@ -35,9 +37,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..errors import InputError
     from ..symbolic import printing
-    from ..symbolic.moments import derive_gaussian_system, matrix_form
+    from ..symbolic.moments import canonical_form, derive_gaussian_system, matrix_form
     from ..symbolic.sinkhorn import MatrixSqrtRequired
-    from ..symbolic.witness import NOT_PRESERVING_KINDS, witness_for
 
     if args.d is not None and not 1 <= args.d <= 16:
         raise InputError("--d", f"must be an integer in [1, 16], got {args.d}")
@@ -55,15 +56,15 @@ def run(args) -> int:
             text = printing.latex_document(text)
         print(text)
 
-    if kind in NOT_PRESERVING_KINDS:
-        emit(printing.render_witness(witness_for(kind, sink=bool(args.sink) and kind == "masked"), args.format))
+    if not _kinds.get(kind).preserves_gaussians:
+        emit(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format))
         return 0
     kinds = (kind,) * heads
     if args.d is None:
         emit(printing.render_matrix_form(matrix_form(kinds, ffn=args.ffn), args.format))
         return 0
     m = args.m if args.m is not None else args.d
-    structure = (args.d, tuple((k, m if k == "l2" else args.d) for k in kinds), bool(args.ffn), False)
+    structure = (args.d, tuple((k, canonical_form(k, args.d, m)) for k in kinds), bool(args.ffn), False)
     try:
         system = derive_gaussian_system(structure)
     except MatrixSqrtRequired as exc:

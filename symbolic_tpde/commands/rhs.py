@@ -3,9 +3,10 @@
 Computed by the code generated from the SymPy-derived entrywise ODE (``symbolic_tpde.gaussian``), or, for
 Sinkhorn heads at ``d >= 3``, by the numeric matrix closed form (reported as ``"backend": "numeric-matrix"``).
 
-Exit status: 0 success; 2 bad input or an attention that is not Gaussian-preserving (sigmoid, unnormalised
-softmax, masked) or ``--backend c`` without a usable compiler, with a one-line message on stderr; 1 when the
-right-hand side is not finite.
+Exit status: 0 success; 2 bad input, an attention that is not Gaussian-preserving (sigmoid, unnormalised
+softmax, masked), a Gaussian tilt that does not exist at ``Sigma0`` (``Σ₀⁻¹ - R - Rᵀ`` not positive definite:
+the formula would be meaningless) or ``--backend c`` without a usable compiler, with a one-line message on
+stderr; 1 when the right-hand side is not finite.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def run(args) -> int:
     from ..codegen.c_backend import CompilerUnavailable
     from ..gaussian import GaussianODE
     from ..scenario import load_scenario
-    from ..symbolic.witness import NotGaussianPreserving
+    from ..errors import NotGaussianPreserving
 
     scn = load_scenario(args.scenario, need_T=False)
     try:
@@ -42,6 +43,9 @@ def run(args) -> int:
         print(f"tpde rhs: error: attention {scn.attention!r} is not Gaussian-preserving (the field is not "
               f"affine in x, so no moment ODE exists): {exc}", file=sys.stderr)
         return 2
+    from ..gaussian import pack_state
+
+    ode.check_tilt(0.0, pack_state(scn.alpha0, scn.Sigma0), "Sigma0")   # InputError (exit 2) if it does not exist
     alpha_dot, Sigma_dot = ode.rhs_matrices(0.0, scn.alpha0, scn.Sigma0)
     if not (np.isfinite(alpha_dot).all() and np.isfinite(Sigma_dot).all()):
         print("tpde rhs: error: the right-hand side is not finite at alpha0, Sigma0", file=sys.stderr)

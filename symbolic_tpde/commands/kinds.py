@@ -1,0 +1,39 @@
+"""``tpde kinds``: the registry of attention kinds (parameters, shapes, constraints, Gaussian preservation).
+
+Printed from :mod:`symbolic_tpde.spec.kinds`, the one table every layer reads; ``--json`` for programs.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("kinds", help="list the attention kinds of the registry and their parameters")
+    p.add_argument("--json", action="store_true", help="print the registry as JSON")
+    p.set_defaults(func=run)
+
+
+def _param(p) -> dict:
+    return {"name": p.name, "shape": list(p.shape), "required": p.required,
+            "default": None if p.required else p.default, "constraint": p.constraint, "description": p.description}
+
+
+def run(args) -> int:
+    from ..spec import kinds
+
+    rows = [{"kind": s.name, "gaussian": s.gaussian, "field": s.field, "params": [_param(p) for p in s.params],
+             "structured_A": "A" in s.names, "notes": s.notes} for s in kinds.KINDS.values()]
+    if args.json:
+        print(json.dumps({"kinds": rows, "structured": {"A": [_param(p) for p in kinds.STRUCTURED_A],
+                                                        "V": _param(kinds.OUTPUT_BLOCK)}}))
+        return 0
+    for r in rows:
+        shapes = ", ".join(p["name"] + (f"({','.join(p['shape'])})" if p["shape"] else "")
+                           + ("" if p["required"] else f"={p['default']}")
+                           + (" >0" if p["constraint"] == "positive" else "") for p in r["params"])
+        pres = "preserves Gaussians" if r["gaussian"] == "affine" else "not Gaussian-preserving (witness)"
+        print(f"{r['kind']:<22} {shapes}\n{'':<22} {r['field']}; {pres}")
+    print("structured heads: A may be given as Q, K (k, d) with A = K^T Q / sqrt(k); an output block WO (d, v) "
+          "before V (v, d) makes the value matrix WO V")
+    return 0

@@ -1,0 +1,193 @@
+"""The registry of attention kinds: completeness, one path for built-ins and user kernels, structured heads,
+immutability, and a new kind added through its four parts."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import symbolic_tpde as st
+from symbolic_tpde.model import Sink, make_head, make_weights
+from symbolic_tpde.numerics.fields import field
+from symbolic_tpde.spec import kinds
+from symbolic_tpde.spec.layout import pack
+from symbolic_tpde.symbolic.moments import derive_gaussian_system, gaussian_symbols
+
+
+@pytest.mark.parametrize("name", kinds.kind_names())
+def test_every_kind_has_every_part(name):
+    spec = kinds.get(name)
+    sym = kinds.part(name, "symbolic")
+    orc = kinds.part(name, "oracle")
+    assert callable(kinds.part(name, "particle"))
+    assert callable(orc.loop)
+    if spec.gaussian == "affine":
+        assert sym.witness is None and (sym.log_kernel is not None or sym.field is not None)
+        assert orc.affine is not None
+    else:
+        assert spec.gaussian == "witness" and sym.witness is not None and orc.affine is None
+    for p in spec.params:
+        assert p.latex and p.description and all(s in ("d", "m", "k", "v") for s in p.shape)
+
+
+def _random_head(name, d, rng):
+    """A valid head of any kind from its registry entry alone."""
+    params = {}
+    dims = {"d": d, "m": 2}
+    for p in kinds.get(name).params:
+        if p.block == "scalar":
+            params[p.name] = 0.5 + rng.random() if p.constraint == "positive" else float(rng.normal())
+        else:
+            params[p.name] = 0.3 * rng.standard_normal(tuple(dims[s] for s in p.shape))
+    return make_head(name, **params)
+
+
+@pytest.mark.parametrize("name", kinds.kind_names())
+def test_particle_field_matches_its_oracle(name):
+    """The vectorised particle part against the kind's pure-Python loop oracle (float64 round-off on sums of
+    10 terms of size O(1): 1e-12 relative is a wide margin; Sinkhorn stops at a marginal error of 1e-9, its
+    default tolerance, which moves the field by up to ~1e-9 |V| |x|, hence 1e-8 there)."""
+    rng = np.random.default_rng(3)
+    d = 2
+    h = _random_head(name, d, rng)
+    sink = Sink(mass=0.2, x=np.array([0.5, -0.1])) if name == "masked" else None
+    w = make_weights([h], sink=sink)
+    X = rng.standard_normal((10, d))
+    ref = kinds.part(name, "oracle").loop(X, h.effective, sink=sink)
+    got = field(X, w)
+    tol = 1e-8 if name == "sinkhorn" else 1e-12
+    assert np.max(np.abs(got - ref)) <= tol * max(1.0, np.max(np.abs(ref)))
+
+
+def _rational_point(symbols, rng):
+    return {s: sp.Rational(rng.randint(1, 9), rng.randint(2, 7)) * rng.choice((1, -1)) if not s.is_positive
+            else sp.Rational(rng.randint(1, 9), rng.randint(2, 7)) for s in symbols}
+
+
+@pytest.mark.parametrize("name", ["softmax", "l2", "custom"])
+def test_builtin_kernel_kinds_equal_derive_kernel_exactly(name):
+    """A normalised built-in kind re-expressed as a user kernel through derive_kernel gives the same
+    right-hand side as the registry path: exact rational comparison at random rational points."""
+    d = 2
+    reg = derive_gaussian_system((d, ((name, d),), False, False))
+    by_name = {s.name: s for s in reg.params}
+    prm = {}
+    for blk in reg.param_layout:
+        nm = blk.key[2]
+        if len(blk.shape) == 2:
+            prm[nm] = sp.Matrix(*blk.shape, lambda i, j: by_name[f"h0_{nm}_{i}_{j}"])
+        elif len(blk.shape) == 1:
+            prm[nm] = sp.Matrix([by_name[f"h0_{nm}_{i}"] for i in range(blk.shape[0])])
+        else:
+            prm[nm] = by_name[f"h0_{nm}"]
+    x = sp.Matrix(sp.symbols("u0:2", real=True))
+    y = sp.Matrix(sp.symbols("w0:2", real=True))
+    ell = kinds.part(name, "symbolic").log_kernel(prm, x, y)     # the definition, written as a user would
+    user = st.derive_kernel(ell, x, y, prm["V"])
+    assert {s.name for s in user.params} <= set(by_name)
+    rng = random.Random(11)
+    for _ in range(3):
+        pt = _rational_point([*reg.states, *reg.params], rng)
+        a, S = gaussian_symbols(d)
+        Sn = sp.Matrix(2, 2, lambda i, j: S[i, j].xreplace(pt))
+        if not Sn.is_positive_definite:
+            pt.update({S[0, 0]: 2, S[1, 1]: 2, S[0, 1]: sp.Rational(1, 3)})
+        by_n = {s.name: v for s, v in pt.items()}
+        r1 = [sp.nsimplify(e.xreplace(pt)) for e in reg.rhs]
+        r2 = [sp.nsimplify(e.xreplace({s: by_n[s.name] for s in (*user.states, *user.params)})) for e in user.rhs]
+        assert [sp.simplify(u - v) for u, v in zip(r1, r2)] == [0] * len(r1)
+
+
+def test_structured_head_equals_its_effective_head():
+    """Q, K (k = 1, low rank) and an output block WO: the moment ODE, the particle field and the closed form
+    equal those of the head with A = KᵀQ/√k and V = WO V given directly (float64 round-off, 1e-12)."""
+    rng = np.random.default_rng(5)
+    d, k, v = 3, 1, 2
+    Q, K = rng.standard_normal((k, d)), rng.standard_normal((k, d))
+    WO, V = rng.standard_normal((d, v)), rng.standard_normal((v, d))
+    hs = make_head("softmax", Q=Q, K=K, WO=WO, V=V)
+    he = make_head("softmax", A=K.T @ Q / math.sqrt(k), V=WO @ V)
+    sys_s = derive_gaussian_system(make_weights([hs]).structure())
+    assert len(sys_s.params) == 2 * k * d + d * v + v * d               # the factors, not A's d² entries
+    a = rng.standard_normal(d)
+    G = rng.standard_normal((d, d))
+    S = G @ G.T / d + 0.5 * np.eye(d)
+    o1 = st.GaussianODE.from_weights(make_weights([hs]), backend="numpy")
+    o2 = st.GaussianODE.from_weights(make_weights([he]), backend="numpy")
+    y0 = pack(a, S)
+    r1, r2 = o1.rhs(0.0, y0), o2.rhs(0.0, y0)
+    assert np.max(np.abs(r1 - r2)) <= 1e-12 * np.max(np.abs(r2))
+    X = rng.standard_normal((20, d))
+    f1, f2 = field(X, make_weights([hs])), field(X, make_weights([he]))
+    assert np.max(np.abs(f1 - f2)) <= 1e-12 * np.max(np.abs(f2))
+
+
+def test_heads_are_immutable_values():
+    A, V = np.eye(2), np.array([[1.0, 0.5], [0.0, 1.0]])
+    h1, h2 = make_head("softmax", A=A, V=V), make_head("softmax", A=A.copy(), V=V.copy())
+    assert h1 == h2 and hash(h1) == hash(h2) and len({h1, h2}) == 1
+    assert h1 != make_head("softmax", A=A, V=V + np.array([[0, 1e-15], [0, 0]]))    # exact, by bit pattern
+    with pytest.raises(AttributeError):
+        h1.kind = "l2"
+    with pytest.raises(TypeError):
+        h1.params["A"] = np.zeros((2, 2))
+    with pytest.raises(ValueError):
+        h1.params["A"][0, 0] = 3.0
+    assert make_weights([h1]) == make_weights([h2]) and hash(make_weights([h1])) == hash(make_weights([h2]))
+
+
+def test_validation_comes_from_the_registry():
+    with pytest.raises(st.InputError, match="tau: must be > 0"):
+        make_head("l2", Q=np.eye(2), K=np.eye(2), V=np.eye(2), tau=-1.0)
+    with pytest.raises(st.InputError, match="unknown variant"):
+        make_head("nosuch", A=np.eye(2), V=np.eye(2))
+    with pytest.raises(st.InputError, match="cannot be combined"):
+        make_head("softmax", A=np.eye(2), Q=np.eye(2), K=np.eye(2), V=np.eye(2))
+    with pytest.raises(st.InputError, match="missing parameter"):
+        make_head("sigmoid", A=np.eye(2), V=np.eye(2))
+    from symbolic_tpde.commands.derive import VARIANTS
+    from symbolic_tpde.scenario import attentions
+    assert set(VARIANTS) == set(attentions()) == set(kinds.kind_names()) | {"multihead"}
+
+
+@pytest.fixture
+def toy_kind():
+    """A new kind in its four parts: softmax with a temperature, log k = <Ax, y>/τ."""
+    from symbolic_tpde.numerics.fields import softmax_field
+    from symbolic_tpde.symbolic.kinds import SymbolicPart
+    from symbolic_tpde.validate.oracles import Oracle, ref_softmax
+
+    name = "softmax_temperature"
+    spec = kinds.KindSpec(name, (kinds.get("softmax").param("A"), kinds.get("softmax").param("V"),
+                                 kinds.ParamSpec("T", (), None, "positive", "T", "temperature")),
+                          "affine", "V ∫ y e^{<Ax,y>/T} dμ / ∫ e^{<Ax,y>/T} dμ")
+    kinds.KINDS[name] = spec                                                          # 1. spec/kinds.py
+    kinds.register(name, "symbolic")(SymbolicPart(                                    # 2. symbolic/kinds.py
+        log_kernel=lambda p, x, y: (y.T * p["A"] * x)[0, 0] / p["T"]))
+    kinds.register(name, "particle")(lambda X, p, c: softmax_field(X, p["A"] / p["T"], p["V"], **c.kw))  # 3.
+    kinds.register(name, "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"] / p["T"], p["V"]),
+                                          lambda p, a, S: (p["V"] @ a, p["V"] @ S @ p["A"] / p["T"])))  # 4.
+    yield name
+    del kinds.KINDS[name]
+
+
+def test_a_new_kind_needs_only_its_four_parts(toy_kind):
+    from symbolic_tpde.scenario import parse_scenario
+    from symbolic_tpde.validate.oracles import affine_field
+
+    rng = np.random.default_rng(2)
+    A, V = 0.4 * rng.standard_normal((2, 2)), np.eye(2) + 0.2 * rng.standard_normal((2, 2))
+    scn = parse_scenario({"attention": toy_kind, "A": A.tolist(), "V": V.tolist(), "T": 1.0,
+                          "alpha0": [0.1, -0.2], "Sigma0": [[1.0, 0.1], [0.1, 0.8]]})
+    w = scn.weights(0.0)
+    ode = st.GaussianODE.from_scenario(scn, backend="numpy")
+    b, J = affine_field(w, scn.alpha0, scn.Sigma0)
+    ref = pack(b + J @ scn.alpha0, J @ scn.Sigma0 + scn.Sigma0 @ J.T)
+    assert np.max(np.abs(ode.rhs(0.0, pack(scn.alpha0, scn.Sigma0)) - ref)) <= 1e-12 * np.max(np.abs(ref))
+    X = rng.standard_normal((8, 2))
+    assert np.allclose(field(X, w), kinds.part(toy_kind, "oracle").loop(X, w.heads[0].effective), rtol=0,
+                       atol=1e-12)
