@@ -19,22 +19,14 @@ cache.  No compiler / no cffi / no Python headers: :class:`CompilerUnavailable`.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.machinery
-import io
-import importlib.util
-import os
-import shlex
-import shutil
-import subprocess
-import sysconfig
-import tempfile
 from pathlib import Path
 
 from sympy.printing.c import C99CodePrinter
 
 from ..symbolic.system import OdeSystem
+from . import cbuild
 from .cache import Cache, make_key
+from .cbuild import CompilerUnavailable, find_compiler  # noqa: F401  (public names of this module)
 from .numpy_backend import NamedPrinterMixin, Prepared, prepare
 
 #: Flags are part of the cache key.  No -ffast-math: inf/nan must propagate (blow-up detection), and no
@@ -42,41 +34,13 @@ from .numpy_backend import NamedPrinterMixin, Prepared, prepare
 CFLAGS = ("-O2", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11")
 
 
-class CompilerUnavailable(RuntimeError):
-    """The C backend cannot be built here (no compiler, no cffi or no Python headers)."""
-
-
 class _CPrinter(NamedPrinterMixin, C99CodePrinter):
     pass
 
 
-def find_compiler() -> list[str] | None:
-    """The C compiler command: ``$CC`` if set (must exist), else ``gcc`` or ``cc`` on ``PATH``; else None."""
-    cc = os.environ.get("CC")
-    if cc:
-        parts = shlex.split(cc)
-        exe = shutil.which(parts[0]) if parts else None
-        return [exe, *parts[1:]] if exe else None
-    for name in ("gcc", "cc"):
-        exe = shutil.which(name)
-        if exe:
-            return [exe]
-    return None
-
-
 def availability() -> str | None:
-    """``None`` when the C backend can be built, else the reason it cannot."""
-    try:
-        import cffi  # noqa: F401
-    except ImportError:
-        return "cffi is not installed (pip install 'symbolic_tpde[c]')"
-    if find_compiler() is None:
-        cc = os.environ.get("CC")
-        return f"C compiler {cc!r} (from $CC) not found" if cc else "no C compiler (gcc/cc) on PATH"
-    inc = sysconfig.get_paths().get("include")
-    if not inc or not os.path.exists(os.path.join(inc, "Python.h")):
-        return "Python development headers (Python.h) not found"
-    return None
+    """``None`` when the C backend can be built, else the reason it cannot (see :func:`.cbuild.availability`)."""
+    return cbuild.availability(lambda: find_compiler())  # late lookup: tests may replace find_compiler
 
 
 def _body(prep: Prepared, out_index: str = "out") -> list[str]:
@@ -140,34 +104,15 @@ def c_source(system: OdeSystem, what: str = "rhs", staged: bool | None = None) -
 
 
 def _build(csrc: str, modname: str, what: str) -> bytes:
-    import cffi
-
     cc = find_compiler()
-    if cc is None or availability() is not None:
-        raise CompilerUnavailable(availability() or "no C compiler")
-    ffi = cffi.FFI()
-    ffi.cdef(DECLS[what])
-    ffi.set_source(modname, csrc)
-    with tempfile.TemporaryDirectory(prefix="tpde-cc-") as tmp:
-        cfile = Path(tmp) / f"{modname}.c"
-        sofile = Path(tmp) / f"{modname}.so"
-        with contextlib.redirect_stdout(io.StringIO()):  # cffi prints 'generating ...' on stdout
-            ffi.emit_c_code(str(cfile))
-        # relative file names + cwd=tmp (no chdir of this process): the random temp dir name does not end up
-        # in the object, so identical sources give identical bytes (same content-addressed artefact)
-        cmd = [*cc, *CFLAGS, "-I" + sysconfig.get_paths()["include"], cfile.name, "-o", sofile.name, "-lm"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
-        if proc.returncode != 0:
-            raise RuntimeError(f"C compilation failed ({' '.join(cmd[:2])} ...):\n{proc.stderr[-4000:]}")
-        return sofile.read_bytes()
+    reason = availability()
+    if cc is None or reason is not None:
+        raise CompilerUnavailable(reason or "no C compiler")
+    return cbuild.compile_extension(csrc, modname, DECLS[what], CFLAGS, cc)
 
 
 def _load(so_path: Path, modname: str):
-    loader = importlib.machinery.ExtensionFileLoader(modname, str(so_path))
-    spec = importlib.util.spec_from_file_location(modname, str(so_path), loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return cbuild.load_extension(so_path, modname)
 
 
 def build_module(csrc: str, what: str = "rhs", cache: Cache | None = None):

@@ -19,6 +19,7 @@ No global counters, no ``chdir``, no pickles: entries are text or shared objects
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -27,7 +28,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from .numpy_backend import CODEGEN_VERSION
+#: Version of the code generators; part of every cache key (re-exported by :mod:`.numpy_backend`).
+CODEGEN_VERSION = "1"
 
 _HEADER = "# symbolic_tpde-cache sha256="
 
@@ -43,18 +45,22 @@ def cache_dir() -> Path:
     return path
 
 
-def _versions() -> str:
-    import numpy
-    import sympy
+@functools.lru_cache(maxsize=None)
+def _dist_version(name: str) -> str:
+    """Installed version of a distribution, read from its metadata (no import: this module stays SymPy-free)."""
+    from importlib import metadata
 
     try:
-        import cffi
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:  # pragma: no cover - cffi is optional
+        return "none"
 
-        cffi_v = cffi.__version__
-    except ImportError:  # pragma: no cover - cffi is optional
-        cffi_v = "none"
-    return (f"python={sys.version.split()[0]};impl={sys.implementation.cache_tag};sympy={sympy.__version__};"
-            f"numpy={numpy.__version__};cffi={cffi_v};platform={platform.platform()};"
+
+def _versions() -> str:
+    import numpy
+
+    return (f"python={sys.version.split()[0]};impl={sys.implementation.cache_tag};sympy={_dist_version('sympy')};"
+            f"numpy={numpy.__version__};cffi={_dist_version('cffi')};platform={platform.platform()};"
             f"machine={platform.machine()};codegen={CODEGEN_VERSION}")
 
 

@@ -37,7 +37,7 @@ from sympy.printing.pycode import PythonCodePrinter
 from ..symbolic.system import OdeSystem
 
 #: Bump when the generated code changes shape, so cached artefacts of older versions are not reused.
-CODEGEN_VERSION = "1"
+from .cache import CODEGEN_VERSION  # noqa: E402,F401  (defined SymPy-free in .cache)
 #: Above this many outputs the CSE is staged per block of this many outputs.
 STAGE_THRESHOLD = 80
 STAGE_BLOCK = 24

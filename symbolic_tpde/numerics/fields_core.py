@@ -9,19 +9,29 @@ Everything here works on plain arrays.  The one primitive, :func:`attend`, evalu
 * ``mode="exp"``: ``out_i = (1/n_k) Σ_j exp(q_i·k_j) v_j`` (unnormalised softmax; computed as
   ``exp(m_i - log n_k) Σ_j exp(q_i·k_j - m_i) v_j`` so that only a genuinely overflowing result is ``inf``).
 
-The pairwise work is done over row blocks of queries, so the memory is ``O(block · n_k)`` and never
-``O(n_q · n_k)`` (``../shared/PERF_NOTES.md``).  All work happens in the dtype of the inputs (float32 or
-float64); ``exp`` is applied in place, and the softmax row sums come out of the same matrix product as the
-numerators (a column of ones is appended to the values).
+Two implementations, one semantics:
 
-BLAS threads: OpenBLAS's own threading is slower than single-threaded BLAS driven from two Python threads over
-row blocks, and catastrophic when the machine is busy (PERF_NOTES: up to 15x; measured here: 40-90 ns/pair
-instead of ~6 once a block crosses OpenBLAS's threading threshold).  Inside :func:`attend` BLAS is
-therefore limited to one thread *for the calling thread only*: with ``threadpoolctl`` when it is installed,
-otherwise through OpenBLAS's thread-local ``openblas_set_num_threads_local`` of numpy's bundled OpenBLAS
-(restored on exit), otherwise not at all (``BLAS_CONTROL`` says which).  Row blocks are then spread over
-``threads`` Python threads (default: 2 when the BLAS limit is available and the work is large; numpy's
-``exp`` and matmul release the GIL).  No SymPy here.
+* the fused C kernel of :mod:`.fused` (p < 32, d <= 64; all three modes, key bias, causal prefix, sink):
+  per query, row maximum then ``exp``-and-accumulate in one thread, queries spread over POSIX threads;
+  2-3x faster than the numpy path at d = 2 float64 (2.7-6x float32), 1.6-2x at d = 8, with 2 threads, on
+  an AVX-512 machine where numpy's exp is itself vectorised (``numerics/bench_fused.py``);
+* the blocked numpy path :func:`attend_numpy` (large p, or no compiler: announced once): row blocks of
+  queries, memory ``O(block · n_k)``, never ``O(n_q · n_k)``; ``exp`` in place, the softmax row sums out of
+  the same matrix product as the numerators (a column of ones appended to the values).
+
+All work happens in the dtype of the inputs (float32 or float64; the fused kernel accumulates float32 in
+float64).
+
+BLAS threads (numpy path): OpenBLAS's own threading is slower than single-threaded BLAS driven from two
+Python threads over row blocks, and catastrophic when the machine is busy (measured here: 40-90 ns/pair
+instead of ~6 once a block crosses OpenBLAS's threading threshold); and OpenBLAS's multi-threaded gemm sums
+in a different order, so a BLAS thread count that changes mid-run changes the bits of the result.  Inside
+:func:`attend_numpy` BLAS is therefore held at one thread for the whole call (:class:`_BlasControl`:
+OpenBLAS's thread-local ``openblas_set_num_threads_local`` of numpy's bundled OpenBLAS when present, else
+``threadpoolctl`` set once by the first caller and restored by the last; ``BLAS_CONTROL`` says which).  Each
+row block is computed by one thread with one-thread BLAS, so the result does not depend on ``threads``
+(default: 2 when the BLAS limit is available and the work is large; numpy's ``exp`` and matmul release the
+GIL).  No SymPy here.
 """
 
 from __future__ import annotations
@@ -43,49 +53,82 @@ BLOCK_ELEMENTS = 1 << 18
 THREADS_MIN_PAIRS = 1 << 20
 
 
-def _find_blas_control():
-    """``(name, enter, exit)`` for limiting BLAS to one thread in the calling thread, or ``(None, ...)``."""
-    try:
-        from threadpoolctl import threadpool_limits
+class _BlasControl:
+    """Single-threaded BLAS while the numpy path runs, without races between threads.
 
-        holder = {}
+    ``thread_local``: OpenBLAS's ``openblas_set_num_threads_local`` (numpy's bundled OpenBLAS): each thread
+    sets and restores its own limit, nothing else is affected.  Otherwise ``threadpoolctl`` (process-wide):
+    the limit is set by the first thread that enters and restored by the last one that leaves (a counter under
+    a lock), so no thread ever restores a limit while another is still computing.  (Before: every worker
+    thread called ``threadpool_limits`` itself; one worker's restore let the other's next product run with
+    two BLAS threads, and OpenBLAS's multi-threaded gemm sums in another order: run-to-run differences.)
+    """
 
-        def enter():
-            holder[threading.get_ident()] = threadpool_limits(limits=1, user_api="blas")
+    def __init__(self):
+        self.name, self.thread_local = None, False
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved = None
+        self._local = threading.local()
+        self._set_local = self._find_openblas_local()
+        if self._set_local is not None:
+            self.name, self.thread_local = "openblas-local", True
+            return
+        import importlib.util
 
-        def leave():
-            holder.pop(threading.get_ident()).restore_original_limits()
+        if importlib.util.find_spec("threadpoolctl") is not None:
+            self.name = "threadpoolctl"
 
-        return "threadpoolctl", enter, leave
-    except ImportError:
-        pass
-    try:
-        import ctypes
-        import glob
-        import os
+    @staticmethod
+    def _find_openblas_local():
+        try:
+            import ctypes
+            import glob
 
-        libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-        libs = sorted(glob.glob(os.path.join(libdir, "libscipy_openblas*.so*")))
-        if libs:
-            lib = ctypes.CDLL(libs[0])  # already loaded by numpy: this returns the same handle
-            set_local = lib.openblas_set_num_threads_local
-            set_local.restype = ctypes.c_int
-            set_local.argtypes = [ctypes.c_int]
-            previous = threading.local()
+            libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+            libs = sorted(glob.glob(os.path.join(libdir, "libscipy_openblas*.so*")))
+            if libs:
+                lib = ctypes.CDLL(libs[0])  # already loaded by numpy: this returns the same handle
+                set_local = lib.openblas_set_num_threads_local
+                set_local.restype = ctypes.c_int
+                set_local.argtypes = [ctypes.c_int]
+                return set_local
+        except (OSError, AttributeError):
+            pass
+        return None
 
-            def enter():
-                previous.value = set_local(1)
+    def enter(self) -> None:
+        """Limit BLAS to one thread (for this thread, or process-wide while anyone is inside)."""
+        if self.thread_local:
+            stack = getattr(self._local, "stack", None)
+            if stack is None:
+                stack = self._local.stack = []
+            stack.append(self._set_local(1))
+        elif self.name == "threadpoolctl":
+            with self._lock:
+                if self._depth == 0:
+                    from threadpoolctl import threadpool_limits
 
-            def leave():
-                set_local(previous.value)
+                    self._saved = threadpool_limits(limits=1, user_api="blas")
+                self._depth += 1
 
-            return "openblas-local", enter, leave
-    except (OSError, AttributeError):
-        pass
-    return None, (lambda: None), (lambda: None)
+    def exit(self) -> None:
+        if self.thread_local:
+            self._set_local(self._local.stack.pop())
+        elif self.name == "threadpoolctl":
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._saved.restore_original_limits()
+                    self._saved = None
 
 
-BLAS_CONTROL, _blas_enter, _blas_exit = _find_blas_control()
+_BLAS = _BlasControl()
+BLAS_CONTROL = _BLAS.name
+_blas_enter, _blas_exit = _BLAS.enter, _BLAS.exit
+
+#: Set to False to force the numpy path (benchmarks, tests); ``TPDE_FUSED=0`` in the environment does the same.
+USE_FUSED = True
 
 
 def default_block(n_keys: int, p: int = 2) -> int:
@@ -149,13 +192,34 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
            key_bias: np.ndarray | None = None, shift: float = 0.0, prefix: np.ndarray | None = None,
            sink_logit: np.ndarray | None = None, sink_value: np.ndarray | None = None,
            block: int | None = None, threads: int | None = None) -> np.ndarray:
-    """Blocked attention average (see the module docstring for the three modes).
+    """Attention average (see the module docstring for the three modes).
 
     ``q (n_q, p)``, ``k (n_k, p)``, ``values (n_k, d)``, all in one float dtype; ``key_bias (n_k,)``;
     ``prefix (n_q,)`` integer counts (query ``i`` sees keys ``0 .. prefix_i - 1``, must be >= 1 unless a
     sink is given); ``sink_logit (n_q,)`` and ``sink_value (d,)`` add one extra key to every query
     (softmax mode only).  Returns ``(n_q, d)`` in the input dtype.
+
+    Runs the fused C kernel (:mod:`.fused`) when it covers the call (``p < 32``, ``d <= 64``) and can be
+    built, else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to that path only).  Either
+    way the result is bitwise the same for every ``threads`` and from run to run.
     """
+    block = _check_block(block, k.shape[0], q.shape[1])
+    if USE_FUSED:
+        from .fused import attend_fused
+
+        out = attend_fused(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
+                           sink_logit=sink_logit, sink_value=sink_value, threads=threads)
+        if out is not None:
+            return out
+    return attend_numpy(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
+                        sink_logit=sink_logit, sink_value=sink_value, block=block, threads=threads)
+
+
+def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "softmax",
+                 key_bias: np.ndarray | None = None, shift: float = 0.0, prefix: np.ndarray | None = None,
+                 sink_logit: np.ndarray | None = None, sink_value: np.ndarray | None = None,
+                 block: int | None = None, threads: int | None = None) -> np.ndarray:
+    """The blocked numpy path of :func:`attend` (same arguments): row blocks, BLAS at one thread per thread."""
     dt = values.dtype
     n_q, n_k, d = q.shape[0], k.shape[0], values.shape[1]
     block = _check_block(block, n_k, q.shape[1])
@@ -218,16 +282,24 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
     n_threads = max(1, min(int(threads), len(starts)))
 
     def worker(chunk: range) -> None:
-        _blas_enter()
+        if _BLAS.thread_local:
+            _blas_enter()
         try:
             for lo in chunk:
                 one_block(lo)
         finally:
-            _blas_exit()
+            if _BLAS.thread_local:
+                _blas_exit()
 
-    if n_threads == 1:
-        worker(starts)
-    else:  # interleaved row blocks: thread r takes blocks r, r + T, r + 2T, ...
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(worker, [starts[r::n_threads] for r in range(n_threads)]))
+    # the calling thread holds the limit for the whole call (process-wide control: set once, not per worker)
+    _blas_enter()
+    try:
+        if n_threads == 1:
+            for lo in starts:
+                one_block(lo)
+        else:  # interleaved row blocks: thread r takes blocks r, r + T, r + 2T, ...
+            with ThreadPoolExecutor(n_threads) as pool:
+                list(pool.map(worker, [starts[r::n_threads] for r in range(n_threads)]))
+    finally:
+        _blas_exit()
     return out

@@ -1,0 +1,403 @@
+"""Fused compiled kernel behind :func:`symbolic_tpde.numerics.fields_core.attend` (softmax, sigmoid, exp).
+
+For each query ``i`` with logits ``l_ij = q_i·k_j + β_j`` over the visible keys ``j < K_i`` (``K_i = prefix_i``
+or ``n_k``), one thread computes, in a fixed order (so the result is bitwise independent of the thread count):
+
+* softmax: ``m_i = max(max_j l_ij, s_i)``, then ``out_i = (Σ_j e^{l_ij - m_i} v_j + e^{s_i - m_i} v_s) /
+  (Σ_j e^{l_ij - m_i} + e^{s_i - m_i})`` (two passes: row maximum, then ``exp``-and-accumulate; the sink
+  terms ``s_i, v_s`` only when a sink is given);
+* exp (unnormalised): ``out_i = e^{m_i - log n_k} Σ_j e^{l_ij - m_i} v_j``; a zero sum gives 0 (``0·inf = 0``)
+  and ``inf`` appears only when the true result overflows (the product is formed in float64, and when
+  ``e^{m_i - log n_k}`` alone overflows it is recomputed as ``±e^{m_i - log n_k + log|Σ|}``);
+* sigmoid: ``out_i = (1/n_k) Σ_j σ(q_i·k_j + b) v_j`` with ``σ(z) = 1/(1+e^{-z})`` for ``z ≥ 0`` and
+  ``e^{z}/(1+e^{z})`` for ``z < 0``, so ``exp`` only ever sees arguments ``≤ 0``.
+
+The C source is generated per (mode, dtype, p, d, key bias?, prefix?, sink?) with ``p`` and ``d`` as
+compile-time constants (loops fully unrolled), keys and values transposed to ``(p, n_k)`` / ``(d, n_k)`` so the
+inner loop over keys is unit-stride and vectorised with ``#pragma omp simd`` (``-fopenmp-simd``: no OpenMP
+runtime, hence no fork hazard in process pools).  Queries are spread over POSIX threads started per call
+(``threads``; default: the cores this process may use), each taking chunks of 16 queries from an atomic
+counter.  float32 sums run in blocks of 1024 keys in float32 (vectorised), block totals in float64.
+
+``exp`` is this module's own, not libm's and not ``-ffast-math`` (which would assume no inf/nan, and the
+integrators rely on non-finite fields to detect blow-up): for ``x ≤ 0``, ``k = rint(x/ln 2)``,
+``r = x - k ln2_hi - k ln2_lo`` (Cody-Waite, ``|r| ≤ ln2/2``), ``e^r`` by its Taylor polynomial of degree 13
+(float64; truncation ``≤ (ln2/2)^14/14! < 5e-18``) or 7 (float32; ``< 6e-9``), times ``2^k`` built in the
+exponent bits; ``x < -708`` (float32: ``-87``) returns 0 (the true value is below 3.3e-308, resp. 1.7e-38),
+NaN propagates.  Measured (tests/test_fused_kernel.py, against ``exp`` in long double at 2.1e6 arguments in
+[-745, 0] and [-1, 0]): max relative error 1.4e-16 = 0.61 eps in float64 (numpy's own: 0.58 eps) and
+7.4e-8 = 0.62 eps in float32 (numpy's: 1.65 eps); the test asserts < 1 eps.
+The field then agrees with the blocked numpy path to ~1e-14 relative (float64) and ~1e-6 (float32).
+
+Built through cffi API mode and the content-hash cache (:mod:`symbolic_tpde.codegen.cbuild`,
+:mod:`symbolic_tpde.codegen.cache`); compiled with ``-march=native``, so the CPU model and flags are part of
+the key.  Without a compiler or cffi (or when the build fails) :func:`attend_fused` returns ``None`` and the
+caller runs the numpy path; that is announced once per process (a :class:`FusedFallbackWarning` and one
+stderr line).  ``TPDE_FUSED=0`` disables the kernel.
+
+References: the particle field of Castin, Ablin, Carrillo, Peyré (arXiv 2501.18322) as written in
+``symbolic_tpde/numerics/fields.py``; the two-pass loop of issue 12 as the yardstick (one thread, n = 8000,
+d = 2, same run, shared 2-core box: this kernel takes 0.7-0.8x the time of the ``-ffast-math`` libmvec loop
+in float64 and float32); Cody & Waite's range reduction (Software Manual for the Elementary Functions, 1980); timings
+against the numpy path: ``numerics/bench_fused.py``.  No SymPy here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+from ..codegen import cbuild
+from ..codegen.cache import Cache, make_key
+
+__all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
+           "MAX_P", "MAX_D", "CFLAGS"]
+
+#: Feature dimensions from this size on stay with the BLAS-based numpy path (logits are a real matmul there).
+MAX_P = 32
+#: Largest value dimension the kernel is generated for.
+MAX_D = 64
+#: Below this many pairs a call runs in one thread (thread start-up, ~20 µs, would dominate).
+THREADS_MIN_PAIRS = 1 << 16
+#: Compiler flags (part of the cache key, together with the CPU signature because of -march=native).
+#: No -ffast-math: inf/nan must propagate.  -fopenmp-simd honours the simd pragmas without an OpenMP runtime.
+CFLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd", "-std=gnu11",
+          "-pthread")
+CHUNK = 16
+
+
+class FusedFallbackWarning(UserWarning):
+    """The fused C kernel is unavailable; the numpy path runs instead (issued once per process)."""
+
+
+_EXP = {
+    "double": """
+/* e^x for x <= 0 (see the module docstring of symbolic_tpde.numerics.fused): max rel. error ~1.1 ulp. */
+static inline double tpde_exp(double x) {
+    const double xc = x < -708.0 ? -708.0 : x;
+    const double t = xc * 1.4426950408889634 + 0x1.8p52;
+    const double kf = t - 0x1.8p52;
+    double r = xc - kf * 6.93147180369123816490e-01;
+    r = r - kf * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;  p = p * r + 1.0 / 39916800.0;  p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;     p = p * r + 1.0 / 40320.0;     p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;        p = p * r + 1.0 / 120.0;       p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;          p = p * r + 0.5;               p = p * r + 1.0;
+    p = p * r + 1.0;
+    union { double f; uint64_t u; } tb = { t }, sb;
+    sb.u = (tb.u + 1023u) << 52;
+    const double y = p * sb.f;
+    return x < -708.0 ? 0.0 : y;
+}
+""",
+    "float": """
+/* e^x for x <= 0 (see the module docstring of symbolic_tpde.numerics.fused): max rel. error ~1 ulp. */
+static inline float tpde_exp(float x) {
+    const float xc = x < -87.0f ? -87.0f : x;
+    const float t = xc * 1.44269504f + 0x1.8p23f;
+    const float kf = t - 0x1.8p23f;
+    float r = xc - kf * 0.693145751953125f;
+    r = r - kf * 1.428606765330187045e-06f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;  p = p * r + 1.0f / 120.0f;  p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;    p = p * r + 0.5f;           p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union { float f; uint32_t u; } tb = { t }, sb;
+    sb.u = (tb.u + 127u) << 23;
+    const float y = p * sb.f;
+    return x < -87.0f ? 0.0f : y;
+}
+""",
+}
+
+
+def _cdecl(T: str) -> str:
+    return (f"void tpde_exp_array(long n, const {T} *x, {T} *y);\n"
+            f"int tpde_attend(long nq, long nk, const {T} *q, const {T} *kT, const {T} *vT, const {T} *bias, "
+            f"const int64_t *prefix, const {T} *sink_logit, const {T} *sink_value, double shift, {T} *out, "
+            f"int threads);")
+
+
+def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool = False,
+             sink: bool = False) -> str:
+    """C translation unit of one kernel variant (exported function ``tpde_attend``, see :func:`_cdecl`).
+
+    Arguments of ``tpde_attend``, in order: ``nq, nk``; ``q (nq, p)``; ``kT (p, nk)``; ``vT (d, nk)``;
+    ``bias (nk,)`` or NULL; ``prefix (nq,)`` int64 or NULL; ``sink_logit (nq,)``, ``sink_value (d,)`` or NULL;
+    ``shift`` (sigmoid); ``out (nq, d)``; ``threads``.  Returns the number of threads that ran (at most
+    ``threads`` and the number of 16-query chunks), or -1 when a work buffer could not be allocated.
+    """
+    T = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(dtype)]
+    if mode not in ("softmax", "exp", "sigmoid"):
+        raise ValueError(f"unknown mode {mode!r}")
+    fused = d <= 8  # fused exp-and-accumulate; above that the weights go to a buffer first (registers)
+    A = "double"
+    accs = [f"a{c}" for c in range(d)]
+    dot = " + ".join(f"q{a} * k{a}[j]" for a in range(p))
+    L = [f"/* Generated by symbolic_tpde.numerics.fused; do not edit.  mode={mode} dtype={T} p={p} d={d}",
+         f" * bias={int(bias)} prefix={int(prefix)} sink={int(sink)}.  Formula: see the module docstring.",
+         " * " + _cdecl(T).replace("*/", "* /"), " */",
+         "#include <math.h>", "#include <stdint.h>", "#include <stdlib.h>", "#include <pthread.h>", "",
+         f"#define P {p}", f"#define D {d}", f"#define CHUNK {CHUNK}", f"typedef {T} T;",
+         "#define JB " + ("1024" if T == "float" else "(1L << 62)") + "  /* keys per T-precision partial sum */",
+         _EXP[T],
+         "typedef struct {",
+         "    long nq, nk; const T *q, *kT, *vT, *bias; const int64_t *prefix;",
+         "    const T *sink_logit, *sink_value; double shift; T *out; long next; int failed;",
+         "} tpde_args;", "",
+         "static void tpde_row(const tpde_args *restrict a, long i, T *restrict buf) {",
+         "    const long nk = a->nk;"]
+    L += [f"    const T q{c} = a->q[i * P + {c}];" for c in range(p)]
+    L += [f"    const T *restrict k{c} = a->kT + {c} * nk;" for c in range(p)]
+    L += [f"    const T *restrict v{c} = a->vT + {c} * nk;" for c in range(d)]
+    if bias:
+        L.append("    const T *restrict bj = a->bias;")
+    L.append(f"    {A} " + ", ".join(f"{x} = 0" for x in accs) + ";")
+    if prefix:
+        L += ["    long kmax = (long)a->prefix[i];",
+              "    kmax = kmax < 0 ? 0 : (kmax > nk ? nk : kmax);"]
+    else:
+        L.append("    const long kmax = nk;")
+
+    def acc_loop(names, body):
+        """Sum ``body``'s terms over the visible keys into the float64 accumulators ``names``: in blocks of JB
+        keys summed in T (vectorised), each block total added in float64 (float32: error ~JB/lanes ulp)."""
+        parts = ", ".join(f"s_{x} = 0" for x in names)
+        return (["    for (long j0 = 0; j0 < kmax; j0 += JB) {",
+                 "        const long j1 = j0 + JB < kmax ? j0 + JB : kmax;",
+                 f"        T {parts};",
+                 f"        #pragma omp simd reduction(+:{','.join('s_' + x for x in names)})",
+                 "        for (long j = j0; j < j1; ++j) {"]
+                + ["            " + line for line in body]
+                + ["        }"] + [f"        {x} += ({A})s_{x};" for x in names] + ["    }"])
+
+    if mode == "sigmoid":
+        L.append("    const T shift = (T)a->shift;")
+        sig = [f"const T z = {dot} + shift;", "const T t = tpde_exp(-fabs(z));",
+               "const T s = (z >= 0 ? (T)1 : t) / ((T)1 + t);"]
+        if fused:
+            L += acc_loop(accs, sig + [f"s_a{c} += s * v{c}[j];" for c in range(d)])
+        else:
+            L += ["    #pragma omp simd", "    for (long j = 0; j < kmax; ++j) {"]
+            L += ["        " + x for x in sig] + ["        buf[j] = s;", "    }"]
+            for c in range(d):
+                L += acc_loop([f"a{c}"], [f"s_a{c} += buf[j] * v{c}[j];"])
+        L += [f"    a->out[i * D + {c}] = (T)(a{c} / ({A})nk);" for c in range(d)]
+        L.append("}")
+    else:
+        L += ["    T m = -INFINITY;", "    #pragma omp simd reduction(max:m)",
+              "    for (long j = 0; j < kmax; ++j) {",
+              f"        const T l = {dot}" + (" + bj[j];" if bias else ";"),
+              "        buf[j] = l;", "        m = l > m ? l : m;", "    }"]
+        if sink:
+            L += ["    const T sl = a->sink_logit[i];", "    m = sl > m ? sl : m;"]
+        L.append(f"    {A} den = 0;")
+        if fused:
+            L += acc_loop(["den", *accs], ["const T w = tpde_exp(buf[j] - m);", "s_den += w;"]
+                          + [f"s_a{c} += w * v{c}[j];" for c in range(d)])
+        else:
+            L += acc_loop(["den"], ["const T w = tpde_exp(buf[j] - m);", "buf[j] = w;", "s_den += w;"])
+            for c in range(d):
+                L += acc_loop([f"a{c}"], [f"s_a{c} += buf[j] * v{c}[j];"])
+        if mode == "softmax":
+            if sink:
+                L += [f"    const {A} ws = ({A})tpde_exp(sl - m);", "    den += ws;"]
+                L += [f"    a{c} += ws * ({A})a->sink_value[{c}];" for c in range(d)]
+            L += [f"    a->out[i * D + {c}] = (T)(a{c} / den);" for c in range(d)]
+        else:  # exp: e^{m - log n_k} * sum, formed in double; 0 * inf = 0; inf only on true overflow
+            L += ["    const double ls = (double)m - log((double)nk), sc = exp(ls);", "    double v;"]
+            for c in range(d):
+                L += [f"    v = a{c} == 0 ? 0.0 : sc * (double)a{c};",
+                      f"    if (isinf(sc) && a{c} != 0 && isfinite(a{c}))  /* e^ls overflows, the product may not */",
+                      f"        v = copysign(exp(ls + log(fabs((double)a{c}))), (double)a{c});",
+                      f"    a->out[i * D + {c}] = (T)v;"]
+        L.append("}")
+    need_buf = not (mode == "sigmoid" and fused)
+    L += ["", "static void *tpde_worker(void *arg) {", "    tpde_args *a = (tpde_args *)arg;",
+          "    T *buf = NULL;"]
+    if need_buf:
+        L += ["    buf = (T *)malloc(sizeof(T) * (size_t)(a->nk > 0 ? a->nk : 1));",
+              "    if (!buf) { __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED); return NULL; }"]
+    L += ["    for (;;) {",
+          "        const long lo = __atomic_fetch_add(&a->next, CHUNK, __ATOMIC_RELAXED);",
+          "        if (lo >= a->nq) break;",
+          "        const long hi = lo + CHUNK < a->nq ? lo + CHUNK : a->nq;",
+          "        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);", "    }",
+          "    free(buf);", "    return NULL;", "}", "",
+          "void tpde_exp_array(long n, const T *x, T *y) {  /* the kernel's exp, vectorised as in the loops */",
+          "    #pragma omp simd", "    for (long j = 0; j < n; ++j) y[j] = tpde_exp(x[j]);", "}", "",
+          _cdecl(T).splitlines()[-1][:-1] + " {",
+          "    tpde_args a = { nq, nk, q, kT, vT, bias, prefix, sink_logit, sink_value, shift, out, 0, 0 };",
+          "    const long chunks = (nq + CHUNK - 1) / CHUNK;",
+          "    if (threads > 64) threads = 64;", "    if (threads > chunks) threads = (int)chunks;",
+          "    pthread_t tid[64];", "    int started = 0;",
+          "    for (int t = 1; t < threads; ++t) {",
+          "        if (pthread_create(&tid[started], NULL, tpde_worker, &a) != 0) break;",
+          "        ++started;", "    }",
+          "    tpde_worker(&a);  /* the calling thread works too; fewer threads only cost time */",
+          "    for (int t = 0; t < started; ++t) pthread_join(tid[t], NULL);",
+          "    return a.failed ? -1 : started + 1;", "}", ""]
+    return "\n".join(L)
+
+
+class _State:
+    """Per-process registry of loaded kernels and of the one fallback announcement."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.modules: dict[tuple, object] = {}
+        self.failed: dict[tuple, str] = {}
+        self.announced = False
+        self.last_threads = 0  # threads used by the latest call (diagnostics, tests)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.modules.clear()
+            self.failed.clear()
+            self.announced = False
+
+
+STATE = _State()
+
+
+def available() -> str | None:
+    """``None`` when the fused kernel can be built here, else the reason (``TPDE_FUSED=0`` included)."""
+    if os.environ.get("TPDE_FUSED", "1").strip() == "0":
+        return "disabled by TPDE_FUSED=0"
+    return cbuild.availability()
+
+
+def _announce(reason: str) -> None:
+    if STATE.announced:
+        return
+    STATE.announced = True
+    msg = f"fused particle kernel unavailable ({reason}); using the numpy path"
+    warnings.warn(msg, FusedFallbackWarning, stacklevel=4)
+    print(f"symbolic_tpde: {msg}", file=sys.stderr)
+
+
+def _module(variant: tuple):
+    """The loaded cffi module of a variant, building (or fetching from the cache) on first use; or None."""
+    mod = STATE.modules.get(variant)
+    if mod is not None:
+        return mod
+    with STATE.lock:
+        if variant in STATE.modules:
+            return STATE.modules[variant]
+        if variant in STATE.failed:
+            reason = STATE.failed[variant]
+        else:
+            reason = available()
+            if reason is None:
+                try:
+                    mod = _build(variant)
+                except (cbuild.CompilerUnavailable, RuntimeError, OSError, ImportError) as exc:
+                    reason = f"build failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            if mod is not None:
+                STATE.modules[variant] = mod
+                return mod
+            if not reason.startswith("disabled"):
+                STATE.failed[variant] = reason
+    if not reason.startswith("disabled"):
+        _announce(reason)
+    return None
+
+
+def _key(csrc: str, cc) -> str:
+    """Cache key: source, backend, compiler, flags and (because of -march=native) the CPU signature."""
+    return make_key(csrc, "fused-attend-cffi-api", (*cc, *CFLAGS, cbuild.cpu_signature()))
+
+
+def _build(variant: tuple):
+    mode, dt, p, d, bias, prefix, sink = variant
+    csrc = c_source(mode, dt, p, d, bias, prefix, sink)
+    cc = cbuild.find_compiler()
+    if cc is None:
+        raise cbuild.CompilerUnavailable(cbuild.availability() or "no C compiler")
+    key = _key(csrc, cc)
+    modname = f"_tpde_fused_{key[:20]}"
+    cache = Cache()
+    path = cache.get_file(key, ".so")
+    if path is not None:
+        try:
+            return cbuild.load_extension(path, modname)
+        except ImportError as exc:  # checksum ok but unloadable: rebuild
+            warnings.warn(f"cached fused kernel {path} failed to load ({exc}); rebuilding", stacklevel=2)
+    T = "double" if np.dtype(dt) == np.float64 else "float"
+    data = cbuild.compile_extension(csrc, modname, _cdecl(T), CFLAGS, cc, libs=("-lm",))
+    path = cache.put_file(key, ".so", data)
+    return cbuild.load_extension(cache.get_file(key, ".so") or path, modname)
+
+
+def kernel_exp(x: np.ndarray) -> np.ndarray | None:
+    """The kernel's own ``exp`` applied to ``x`` (float32 or float64, entries ``≤ 0``); None if unavailable.
+
+    For measuring its accuracy (tests/test_fused_kernel.py); the kernel calls the same inline function.
+    """
+    x = np.ascontiguousarray(x)
+    mod = _module(("softmax", x.dtype.str, 1, 1, False, False, False))
+    if mod is None:
+        return None
+    T = "double[]" if x.dtype == np.float64 else "float[]"
+    y = np.empty_like(x)
+    mod.lib.tpde_exp_array(x.size, mod.ffi.from_buffer(T, x), mod.ffi.from_buffer(T, y, require_writable=True))
+    return y
+
+
+def default_threads(pairs: int) -> int:
+    """Threads for a call with ``pairs`` query-key pairs: the usable cores, or 1 below ``THREADS_MIN_PAIRS``."""
+    if pairs < THREADS_MIN_PAIRS:
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sink_value, threads):
+    """The fused kernel's result for :func:`~symbolic_tpde.numerics.fields_core.attend`, or ``None`` when this
+    call is not covered (``p ≥ MAX_P``, ``d > MAX_D``, mixed dtypes, sigmoid with bias/prefix/sink, exp with a
+    sink) or the kernel is unavailable (announced once)."""
+    dt = values.dtype
+    if dt not in (np.float32, np.float64) or q.dtype != dt or k.dtype != dt:
+        return None
+    n_q, p = q.shape
+    n_k, d = values.shape
+    if not (1 <= p < MAX_P and 1 <= d <= MAX_D and n_k >= 1 and n_q >= 1):
+        return None
+    if mode == "sigmoid" and (key_bias is not None or prefix is not None or sink_logit is not None):
+        return None
+    if mode == "exp" and sink_logit is not None:
+        return None
+    if mode not in ("softmax", "exp", "sigmoid") or (sink_logit is None) != (sink_value is None):
+        return None
+    variant = (mode, dt.str, p, d, key_bias is not None, prefix is not None, sink_logit is not None)
+    mod = _module(variant)
+    if mod is None:
+        return None
+    ffi, lib = mod.ffi, mod.lib
+    T = "double[]" if dt == np.float64 else "float[]"
+
+    def buf(a, cdecl=T):
+        return ffi.NULL if a is None else ffi.from_buffer(cdecl, a)
+
+    qc = np.ascontiguousarray(q)
+    kT = np.ascontiguousarray(k.T)
+    vT = np.ascontiguousarray(values.T)
+    kb = None if key_bias is None else np.ascontiguousarray(key_bias, dtype=dt).reshape(n_k)
+    pf = None if prefix is None else np.ascontiguousarray(prefix, dtype=np.int64).reshape(n_q)
+    sl = None if sink_logit is None else np.ascontiguousarray(sink_logit, dtype=dt).reshape(n_q)
+    sv = None if sink_value is None else np.ascontiguousarray(sink_value, dtype=dt).reshape(d)
+    out = np.empty((n_q, d), dtype=dt)
+    nt = default_threads(n_q * n_k) if threads is None else max(1, int(threads))
+    rc = lib.tpde_attend(n_q, n_k, buf(qc), buf(kT), buf(vT), buf(kb), buf(pf, "int64_t[]"), buf(sl), buf(sv),
+                         float(shift), ffi.from_buffer(T, out, require_writable=True), nt)
+    STATE.last_threads = rc
+    if rc < 0:
+        raise MemoryError(f"fused attention kernel: could not allocate a work buffer of {n_k} entries")
+    return out

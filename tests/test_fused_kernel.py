@@ -1,0 +1,268 @@
+"""The fused C attention kernel (symbolic_tpde/numerics/fused.py) against a long-double loop reference and
+the blocked numpy path; its exp accuracy; its fallback; bitwise determinism of both paths across runs and
+thread counts (issue 11, "same seed, different answer").
+
+Tolerances, from float round-off (eps = 2.2e-16 in float64, 1.2e-7 in float32): logits of size <= L ~ 6 carry
+absolute error ~ (p + 1) L eps, which is the relative error of each weight; the kernel's exp adds < 1 eps
+(measured 0.61/0.62 eps below); sums of n <= 200 terms add <= n eps in float64 (float32 sums run in blocks
+of 1024 keys in float32 with float64 totals: ~n/16 eps).  Bounds: float64 ~ (17·6 + 1 + 200) eps < 1e-13,
+float32 ~ (17·6 + 1 + 13) eps ~ 1.4e-5 < 3e-5 relative to the scale sum_j w_ij |v_j|.  (Measured worst
+over the grid below: 1.3e-15 float64, 4.9e-7 float32; the numpy path: 1.7e-15, 7.3e-7.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from symbolic_tpde.codegen import cbuild
+from symbolic_tpde.numerics import fields_core, fused
+from symbolic_tpde.numerics.fields_core import attend, attend_numpy
+
+needs_c = pytest.mark.skipif(fused.available() is not None, reason=str(fused.available()))
+TOL = {np.float64: 1e-13, np.float32: 3e-5}  # see the module docstring
+EPS = {np.float64: 2.0 ** -52, np.float32: 2.0 ** -23}
+
+
+def reference(q, k, v, mode, bias=None, shift=0.0, prefix=None, sink_logit=None, sink_value=None):
+    """Row-by-row loop in long double: ``(out, scale)`` with scale_i = the same average of |v| (for tolerances)."""
+    q, k, v = (np.asarray(a, np.longdouble) for a in (q, k, v))
+    n_q, n_k, d = q.shape[0], k.shape[0], v.shape[1]
+    out, scale = np.zeros((n_q, d), np.longdouble), np.zeros((n_q, d), np.longdouble)
+    for i in range(n_q):
+        kmax = n_k if prefix is None else int(prefix[i])
+        l = k[:kmax] @ q[i] + (0 if bias is None else np.asarray(bias, np.longdouble)[:kmax])
+        if mode == "sigmoid":
+            w = 1 / (1 + np.exp(-(l + shift)))
+            out[i], scale[i] = w @ v[:kmax] / n_k, w @ np.abs(v[:kmax]) / n_k
+            continue
+        if mode == "exp":
+            w = np.exp(l)
+            out[i], scale[i] = w @ v[:kmax] / n_k, w @ np.abs(v[:kmax]) / n_k
+            continue
+        m = max(l.max(initial=-np.inf), -np.inf if sink_logit is None else sink_logit[i])
+        w = np.exp(l - m)
+        num, den, sc = w @ v[:kmax], w.sum(), w @ np.abs(v[:kmax])
+        if sink_logit is not None:
+            ws = np.exp(np.longdouble(sink_logit[i]) - m)
+            sv = np.asarray(sink_value, np.longdouble)
+            num, den, sc = num + ws * sv, den + ws, sc + ws * np.abs(sv)
+        out[i], scale[i] = num / den, sc / den
+    return out, scale
+
+
+def case(rng, n_q, n_k, p, d, dt, mode, opts):
+    q = (rng.standard_normal((n_q, p)) * 1.5 / np.sqrt(p)).astype(dt)
+    k = rng.standard_normal((n_k, p)).astype(dt)
+    v = rng.standard_normal((n_k, d)).astype(dt)
+    kw = {}
+    if "bias" in opts:
+        kw["key_bias"] = (rng.standard_normal(n_k) - 1).astype(dt)
+    if "prefix" in opts:  # query i sees keys 0..prefix_i - 1; zeros only when a sink is present
+        kw["prefix"] = rng.integers(0 if "sink" in opts else 1, n_k + 1, n_q)
+    if "sink" in opts:
+        kw["sink_logit"] = rng.standard_normal(n_q).astype(dt)
+        kw["sink_value"] = rng.standard_normal(d).astype(dt)
+    if mode == "sigmoid":
+        kw["shift"] = -0.7
+    return q, k, v, kw
+
+
+CASES = [("softmax", ()), ("softmax", ("bias",)), ("softmax", ("prefix",)), ("softmax", ("sink",)),
+         ("softmax", ("bias", "prefix", "sink")), ("sigmoid", ()), ("exp", ()), ("exp", ("bias", "prefix"))]
+
+
+# every case at (p, d) = (2, 2) in the fast suite; (4, 12) (d > 8: the buffered accumulation) and a spanning
+# subset elsewhere under the slow marker (each variant is one compilation, ~0.5 s cold)
+GRID = ([(m, o, 2, 2) for m, o in CASES]
+        + [pytest.param(m, o, p, d, marks=pytest.mark.slow) for m, o in CASES for p, d in [(4, 12)]]
+        + [pytest.param(m, o, p, d, marks=pytest.mark.slow)
+           for m, o in [CASES[0], CASES[4], CASES[5], CASES[7]] for p, d in [(1, 1), (3, 5), (8, 8)]])
+
+
+@needs_c
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+@pytest.mark.parametrize("mode,opts,p,d", GRID)
+def test_fused_matches_reference_and_numpy(mode, opts, p, d, dt):
+    rng = np.random.default_rng([p, d, len(opts), sum(map(ord, mode))])   # stable across processes
+    q, k, v, kw = case(rng, 37, 200, p, d, dt, mode, opts)
+    got = fused.attend_fused(q, k, v, mode=mode, threads=2, **{
+        "key_bias": None, "shift": 0.0, "prefix": None, "sink_logit": None, "sink_value": None, **kw})
+    assert got is not None and got.dtype == dt and got.shape == (37, d)
+    ref, scale = reference(q, k, v, mode, kw.get("key_bias"), kw.get("shift", 0.0), kw.get("prefix"),
+                           kw.get("sink_logit"), kw.get("sink_value"))
+    err = np.abs(got.astype(np.longdouble) - ref) / scale
+    assert float(err.max()) < TOL[dt], (mode, opts, float(err.max()))
+    slow = attend_numpy(q, k, v, mode=mode, **kw)
+    assert float((np.abs(slow.astype(np.longdouble) - got) / scale).max()) < 2 * TOL[dt]
+
+
+@needs_c
+@pytest.mark.parametrize("dt,cut", [(np.float64, -708.0), (np.float32, -87.0)])
+def test_kernel_exp_accuracy(dt, cut):
+    """The kernel's exp within 1 eps relative (measured 0.61 eps float64, 0.62 eps float32) on x <= 0,
+    exactly 0 below the cut (true value < 3.3e-308 / 1.7e-38), exp(0) = 1, exp(-inf) = 0, NaN propagates."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-745, 0, 10 ** 6), rng.uniform(-1, 0, 10 ** 6),
+                        -np.logspace(-30, 0, 10 ** 5)]).astype(dt)
+    y = fused.kernel_exp(x)
+    ref = np.exp(x.astype(np.longdouble))
+    ok = x >= cut
+    rel = float((np.abs(y[ok] - ref[ok]) / ref[ok]).max())
+    assert rel < EPS[dt], rel / EPS[dt]
+    assert (y[~ok] == 0).all()
+    special = fused.kernel_exp(np.array([0.0, -0.0, -np.inf, np.nan], dt))
+    assert special[0] == 1 and special[1] == 1 and special[2] == 0 and np.isnan(special[3])
+
+
+@needs_c
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_exp_mode_overflow_semantics(dt):
+    """Unnormalised mode: inf only when the true value overflows; a zero sum gives 0 (0·inf = 0)."""
+    big = 710.0 if dt == np.float64 else 89.0  # e^big overflows the dtype, e^big / 2 does not
+    q = np.array([[1.0], [1.0], [1.0], [big + 10]], dt)
+    k = np.array([[big]], dt)
+    out = attend(q, k, np.array([[0.5]], dt), mode="exp")
+    assert np.isfinite(out[:3]).all() and np.isinf(out[3, 0])
+    true = np.exp(np.longdouble(big)) / 2
+    assert abs(out[0, 0] / true - 1) < 1000 * EPS[dt]  # log/exp round trip at |ls| ~ 710: ~|ls| eps
+    zero = attend(q[:1], k, np.zeros((1, 1), dt), mode="exp")
+    assert zero[0, 0] == 0
+    neg = attend(q[:1], k, np.array([[-0.5]], dt), mode="exp")
+    assert neg[0, 0] == -out[0, 0]
+
+
+@needs_c
+@pytest.mark.parametrize("mode", ["softmax", "exp", "sigmoid"])
+def test_overflowing_logits_behave_as_in_the_numpy_path(mode):
+    """A logit that overflows to inf must stay visible as a non-finite field (the integrators report blow-up)
+    in softmax/exp mode, exactly as in the numpy path; sigmoid saturates at σ(inf) = 1 in both."""
+    q = np.array([[1e200, 0.0], [0.0, 1.0]])
+    k = np.array([[1e200, 0.0], [0.0, 1.0]])
+    v = np.ones((2, 2))
+    fast = fused.attend_fused(q, k, v, mode=mode, key_bias=None, shift=0.0, prefix=None, sink_logit=None,
+                              sink_value=None, threads=1)
+    with np.errstate(all="ignore"):
+        slow = attend_numpy(q, k, v, mode=mode)
+    np.testing.assert_array_equal(np.isfinite(fast), np.isfinite(slow))
+    assert np.isfinite(fast[0]).all() == (mode == "sigmoid")
+    np.testing.assert_allclose(fast[1], slow[1], rtol=1e-15)
+
+
+@needs_c
+def test_thread_count_respected_and_bitwise_identical():
+    rng = np.random.default_rng(3)
+    q, k, v, kw = case(rng, 1000, 700, 2, 2, np.float64, "softmax", ("bias", "prefix", "sink"))
+    runs = {}
+    for threads in (1, 2, 3, 1, 2):
+        runs.setdefault(threads, []).append(fused.attend_fused(q, k, v, mode="softmax", shift=0.0,
+                                                               threads=threads, **kw))
+        assert fused.STATE.last_threads == threads  # 63 chunks of 16 queries: every thread gets work
+    first = runs[1][0]
+    assert all(np.array_equal(first, r) for rs in runs.values() for r in rs)
+    fused.attend_fused(q[:20], k, v, mode="softmax", shift=0.0, threads=8, **{
+        **kw, "prefix": kw["prefix"][:20], "sink_logit": kw["sink_logit"][:20]})
+    assert fused.STATE.last_threads == 2  # only 2 chunks of 16 queries
+    assert fused.default_threads(100) == 1 and fused.default_threads(10 ** 8) >= 1
+
+
+@pytest.mark.parametrize("control", ["as-found", "threadpoolctl"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_numpy_path_bitwise_deterministic(control, dt, monkeypatch):
+    """256-row blocks x 3000 keys are above OpenBLAS's threading threshold, where its 2-thread gemm sums
+    differently from its 1-thread gemm: the per-worker toggling of a process-wide limit made runs differ."""
+    if control == "threadpoolctl":
+        pytest.importorskip("threadpoolctl")
+        monkeypatch.setattr(fields_core._BLAS, "thread_local", False)
+        monkeypatch.setattr(fields_core._BLAS, "name", "threadpoolctl")
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((3000, 2)).astype(dt)
+    ref = attend_numpy(X, X, X, block=256, threads=1)
+    for threads in (2, 2, 2, None, 1):
+        assert np.array_equal(attend_numpy(X, X, X, block=256, threads=threads), ref)
+
+
+def test_field_evaluation_bitwise_repeatable():
+    """The same field evaluation, repeated and with threads = 1 / 2 / default: bitwise equal (issue 11)."""
+    from symbolic_tpde.numerics.fields import softmax_field
+
+    rng = np.random.default_rng(42)
+    for dt in (np.float32, np.float64):
+        X = rng.standard_normal((3000, 2)).astype(dt)
+        A, V = np.array([[1.0, 0.3], [0.0, 0.8]]), np.eye(2)
+        ref = softmax_field(X, A, V, threads=1)
+        for threads in (2, None, 2, 1):
+            assert np.array_equal(softmax_field(X, A, V, threads=threads), ref)
+
+
+@needs_c
+def test_large_p_and_unsupported_calls_use_the_numpy_path():
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((10, 40)), rng.standard_normal((12, 40)), rng.standard_normal((12, 3))
+    none = dict(key_bias=None, shift=0.0, prefix=None, sink_logit=None, sink_value=None, threads=1)
+    assert fused.attend_fused(q, k, v, mode="softmax", **none) is None  # p >= MAX_P
+    assert fused.attend_fused(q[:, :3], k[:, :3], v, mode="sigmoid", **{**none, "key_bias": np.zeros(12)}) is None
+    assert fused.attend_fused(q[:, :3].astype(np.float32), k[:, :3], v, mode="softmax", **none) is None
+    np.testing.assert_array_equal(attend(q, k, v), attend_numpy(q, k, v))
+
+
+@pytest.fixture
+def fresh_state(monkeypatch, tmp_path):
+    monkeypatch.setenv("TPDE_CACHE_DIR", str(tmp_path / "cache"))
+    fused.STATE.reset()
+    yield
+    fused.STATE.reset()  # later tests reload their kernels from the cache
+
+
+def test_fallback_without_compiler_is_announced_once(fresh_state, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    assert "not found" in fused.available()
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((50, 2))
+    with pytest.warns(fused.FusedFallbackWarning, match="numpy path") as rec:
+        a = attend(X, X, X)
+        b = attend(X, X, X, mode="sigmoid")
+    assert len([w for w in rec if issubclass(w.category, fused.FusedFallbackWarning)]) == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if "fused particle kernel" in line]
+    assert len(lines) == 1 and "no-such-compiler" in lines[0]
+    np.testing.assert_array_equal(a, attend_numpy(X, X, X))
+    np.testing.assert_array_equal(b, attend_numpy(X, X, X, mode="sigmoid"))
+
+
+@needs_c
+def test_fallback_when_the_build_fails(fresh_state, monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise RuntimeError("C compilation failed (simulated)")
+
+    monkeypatch.setattr(cbuild, "compile_extension", broken)
+    X = np.random.default_rng(2).standard_normal((40, 3))
+    with pytest.warns(fused.FusedFallbackWarning, match="simulated"):
+        np.testing.assert_array_equal(attend(X, X, X), attend_numpy(X, X, X))
+    assert "simulated" in capsys.readouterr().err
+
+
+def test_disabled_by_environment(fresh_state, monkeypatch, recwarn):
+    monkeypatch.setenv("TPDE_FUSED", "0")
+    X = np.random.default_rng(3).standard_normal((30, 2))
+    np.testing.assert_array_equal(attend(X, X, X), attend_numpy(X, X, X))
+    assert not [w for w in recwarn if issubclass(w.category, fused.FusedFallbackWarning)]
+
+
+def test_cache_key_carries_cpu_and_flags(monkeypatch):
+    src = fused.c_source("softmax", np.float64, 2, 2)
+    key = fused._key(src, ["gcc"])
+    assert "-march=native" in fused.CFLAGS and cbuild.cpu_signature()
+    monkeypatch.setattr(cbuild, "cpu_signature", lambda: "vendor_id=other;flags=sse2")
+    assert fused._key(src, ["gcc"]) != key
+    assert "tpde_attend" in src and "Generated by symbolic_tpde.numerics.fused" in src
+
+
+def test_fused_path_stays_sympy_free():
+    code = ("import sys, numpy as np; from symbolic_tpde.numerics.fields_core import attend;"
+            "X = np.random.default_rng(0).standard_normal((64, 2)); attend(X, X, X);"
+            "print('sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
