@@ -23,14 +23,22 @@ import sympy as sp
 
 from ..spec.kinds import register
 from . import sinkhorn as sk
+from .kernels import ExpQuadKernel, l2_kernel_matrix, softmax_kernel
 from .tilt import sym_vector
 
 
 @dataclass(frozen=True)
 class SymbolicPart:
+    """A kind's symbolic part.  Entrywise (concrete ``d``): ``log_kernel(prm, x, y)`` or
+    ``field(prm, alpha, Sigma)``; general ``d`` (``MatrixSymbol``s): ``matrix_kernel(syms)`` (an
+    :class:`~.kernels.ExpQuadKernel` of matrix expressions) or ``matrix_field(syms, alpha, Sigma, d) ->
+    (b, J, Cᵀ or None, assumptions)``; or ``witness(sink)`` for a kind that does not preserve Gaussians."""
+
     log_kernel: Callable | None = None
     field: Callable | None = None
     witness: Callable | None = None
+    matrix_kernel: Callable | None = None
+    matrix_field: Callable | None = None
     entrywise_max_d: int | None = None   # above it the entrywise form needs a matrix square root
 
 
@@ -39,7 +47,8 @@ def _bilinear(A, x, y):
     return (y.T * A * x)[0, 0]
 
 
-register("softmax", "symbolic")(SymbolicPart(log_kernel=lambda p, x, y: _bilinear(p["A"], x, y)))
+register("softmax", "symbolic")(SymbolicPart(log_kernel=lambda p, x, y: _bilinear(p["A"], x, y),
+                                             matrix_kernel=lambda s: softmax_kernel(s["A"])))
 
 
 def _l2_log_kernel(p, x, y):
@@ -48,7 +57,8 @@ def _l2_log_kernel(p, x, y):
     return -sum((v[i] ** 2 for i in range(v.shape[0])), sp.S.Zero) / p["tau"]
 
 
-register("l2", "symbolic")(SymbolicPart(log_kernel=_l2_log_kernel))
+register("l2", "symbolic")(SymbolicPart(log_kernel=_l2_log_kernel,
+                                        matrix_kernel=lambda s: l2_kernel_matrix(s["Q"], s["K"], s["tau"])))
 
 
 def _custom_log_kernel(p, x, y):
@@ -57,7 +67,9 @@ def _custom_log_kernel(p, x, y):
             + (p["p"].T * x)[0, 0] + (p["r"].T * y)[0, 0])
 
 
-register("custom", "symbolic")(SymbolicPart(log_kernel=_custom_log_kernel))
+register("custom", "symbolic")(SymbolicPart(
+    log_kernel=_custom_log_kernel,
+    matrix_kernel=lambda s: ExpQuadKernel(B=s["B"], P=s["P"], R=s["R"], p=s["p"], r=s["r"])))
 
 
 def _linear_field(p, alpha, Sigma):
@@ -77,7 +89,13 @@ def _linear_field(p, alpha, Sigma):
     return HeadField("linear", b + J * alpha, J * Sigma, b, J, ())
 
 
-register("linear", "symbolic")(SymbolicPart(field=_linear_field))
+def _linear_matrix(s, alpha, Sigma, d):
+    """``Γ(x) = V ∫ <Ax,y> y dμ = V (∫ y yᵀ dμ) A x`` and ``∫ y yᵀ dμ = Σ + ααᵀ`` (definition of the covariance);
+    the entrywise form derives the same moment from the Gaussian MGF and the verify rows compare the two."""
+    return sp.ZeroMatrix(d, 1), s["V"] * (Sigma + alpha * alpha.T) * s["A"], None, ()
+
+
+register("linear", "symbolic")(SymbolicPart(field=_linear_field, matrix_field=_linear_matrix))
 
 
 def _sinkhorn_field(p, alpha, Sigma):
@@ -90,7 +108,15 @@ def _sinkhorn_field(p, alpha, Sigma):
                       "(eigenvalues >= 1 for SPD Sigma)",))
 
 
-register("sinkhorn", "symbolic")(SymbolicPart(field=_sinkhorn_field, entrywise_max_d=2))
+def _sinkhorn_matrix(s, alpha, Sigma, d):
+    """``E_π[y|x] = α + CᵀΣ⁻¹(x - α)`` with the closed-form ``Cᵀ`` (:mod:`.sinkhorn`), ``A -> A/ε``."""
+    Ct = sk.closed_form_matrix(d).xreplace({sp.MatrixSymbol("A", d, d): s["A"] / s["epsilon"]})
+    J = s["V"] * Ct * Sigma.I
+    return s["V"] * (alpha - Ct * Sigma.I * alpha), J, Ct, ("Sinkhorn: principal square root",)
+
+
+register("sinkhorn", "symbolic")(SymbolicPart(field=_sinkhorn_field, matrix_field=_sinkhorn_matrix,
+                                              entrywise_max_d=2))
 
 
 def _witness(kind: str):

@@ -40,7 +40,7 @@ import sympy as sp
 from ..errors import NotGaussianPreserving
 from ..spec import kinds
 from . import sinkhorn as sk
-from .kernels import ExpQuadKernel, softmax_kernel
+from .kernels import ExpQuadKernel
 from .system import OdeSystem, ParamBlock, Step
 from .tilt import sym_matrix, sym_vector, tilt_explicit
 
@@ -358,45 +358,38 @@ def mexpand(expr):
     return sp.expand(expr).doit()
 
 
+def _mat_symbols(kind: str, sfx: str, d, m):
+    """``MatrixSymbol``s (and scalar Symbols) for the registry parameters of ``kind`` at general ``d``."""
+    dims = {"d": d, "m": m if m is not None else sp.Symbol("m", integer=True, positive=True)}
+    out: dict[str, Any] = {}
+    for p in kinds.get(kind).params:
+        if p.block == "scalar":
+            out[p.name] = sp.Symbol(p.name + sfx, positive=True) if p.constraint == "positive" else \
+                sp.Symbol(p.name + sfx, real=True)
+        else:
+            shape = tuple(dims[s] for s in p.shape) + ((1,) if len(p.shape) == 1 else ())
+            out[p.name] = sp.MatrixSymbol(p.name + sfx, *shape)
+    return out
+
+
 def _mat_head(kind: str, h: int | None, d, m=None) -> tuple[dict, object, object, object, tuple]:
-    """Symbols and (b, J or None, sinkhorn Cᵀ or None, assumptions) for one head in matrix form."""
-    from .kernels import l2_kernel_matrix
+    """Symbols and (b, J or None, sinkhorn Cᵀ or None, assumptions) for one head in matrix form, from the
+    kind's registered symbolic part: normalised kinds through their matrix kernel and the tilt, the others
+    through their matrix field."""
     from .tilt import tilt_matrix
 
     sfx = "" if h is None else f"_{h}"
     alpha = sp.MatrixSymbol("alpha", d, 1)
     Sigma = sp.MatrixSymbol("Sigma", d, d)
-    V = sp.MatrixSymbol("V" + sfx, d, d)
-    syms: dict[str, Any] = {"V": V}
-    if kind in ("softmax", "linear", "sinkhorn"):
-        syms["A"] = sp.MatrixSymbol("A" + sfx, d, d)
-    if kind == "softmax":
-        t = tilt_matrix(softmax_kernel(syms["A"]), alpha, Sigma)
-        return syms, V * t.m0, V * t.M, None, t.assumptions
-    if kind == "l2":
-        m = m if m is not None else sp.Symbol("m", integer=True, positive=True)
-        syms.update(Q=sp.MatrixSymbol("Q" + sfx, m, d), K=sp.MatrixSymbol("K" + sfx, m, d),
-                    tau=sp.Symbol("tau" + sfx, positive=True))
-        t = tilt_matrix(l2_kernel_matrix(syms["Q"], syms["K"], syms["tau"]), alpha, Sigma)
-        return syms, V * t.m0, V * t.M, None, t.assumptions
-    if kind == "custom":
-        syms.update({n: sp.MatrixSymbol(n + sfx, d, d) for n in ("B", "P", "R")})
-        syms.update({n: sp.MatrixSymbol(n + sfx, d, 1) for n in ("p", "r")})
-        kern = ExpQuadKernel(B=syms["B"], P=syms["P"], R=syms["R"], p=syms["p"], r=syms["r"])
-        t = tilt_matrix(kern, alpha, Sigma)
-        return syms, V * t.m0, V * t.M, None, t.assumptions
-    if kind == "linear":
-        # Γ(x) = V ∫ <Ax,y> y dμ = V ∫ y yᵀ dμ · A x and ∫ y yᵀ dμ = Σ + ααᵀ (definition of the covariance);
-        # the entrywise form derives the same moment from the Gaussian MGF and the tests compare the two.
-        return syms, sp.ZeroMatrix(d, 1), V * (Sigma + alpha * alpha.T) * syms["A"], None, ()
-    if kind == "sinkhorn":
-        syms["epsilon"] = sp.Symbol("epsilon" + sfx, positive=True)
-        Ct = sk.closed_form_matrix(d).xreplace({sp.MatrixSymbol("A", d, d): syms["A"] / syms["epsilon"]})
-        J = V * Ct * Sigma.I                        # E_π[y|x] = α + CᵀΣ⁻¹(x - α)
-        return syms, V * (alpha - Ct * Sigma.I * alpha), J, Ct, ("Sinkhorn: principal square root",)
-    from .witness import NotGaussianPreserving, witness_for
-
-    raise NotGaussianPreserving(witness_for(kind))
+    sym = kinds.part(kind, "symbolic")
+    if sym.witness is not None:
+        raise NotGaussianPreserving(sym.witness())
+    syms = _mat_symbols(kind, sfx, d, m)
+    if sym.matrix_kernel is not None:
+        t = tilt_matrix(sym.matrix_kernel(syms), alpha, Sigma)
+        return syms, syms["V"] * t.m0, syms["V"] * t.M, None, t.assumptions
+    b, J, Ct, ass = sym.matrix_field(syms, alpha, Sigma, d)
+    return syms, b, J, Ct, ass
 
 
 def matrix_form(kinds: tuple[str, ...] = ("softmax",), ffn: bool = False, d=None) -> MatrixForm:

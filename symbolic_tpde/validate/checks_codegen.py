@@ -30,17 +30,26 @@ from .verify import result
 LAMBDIFY_MAX_TREE = 50000
 BASIS = "float64 round-off: 4(2k+8)u, k = op depth, rel. to Σ|terms|"
 
-#: (label, structure builder) for the Gaussian-preserving variants.
-VARIANTS = {
-    "softmax": lambda d: (d, (("softmax", d),), False, False),
-    "l2": lambda d: (d, (("l2", d),), False, False),
-    "linear": lambda d: (d, (("linear", d),), False, False),
+#: composite rows beside one row per Gaussian-preserving registry kind
+COMPOSITES = {
     "multihead": lambda d: (d, (("softmax", d), ("softmax", d)), False, False),
-    "sinkhorn": lambda d: (d, (("sinkhorn", d),), False, False),
-    "custom": lambda d: (d, (("custom", d),), False, False),
     "softmax+ffn": lambda d: (d, (("softmax", d),), True, False),
     "l2+linear+ffn": lambda d: (d, (("l2", max(1, d - 1)), ("linear", d)), True, False),
 }
+
+
+def variants(d: int) -> dict:
+    """``label -> structure`` at ``d``: every Gaussian-preserving kind of the registry that has an entrywise
+    form at this ``d`` (Sinkhorn only up to d = 2: matrix square root), then the composites."""
+    from ..spec import kinds
+
+    out = {}
+    for name, spec in kinds.KINDS.items():
+        lim = kinds.part(name, "symbolic").entrywise_max_d if spec.preserves_gaussians else None
+        if spec.preserves_gaussians and (lim is None or d <= lim):
+            out[name] = (d, ((name, d),), False, False)
+    out.update({k: build(d) for k, build in COMPOSITES.items()})
+    return out
 
 
 def random_point(system: OdeSystem, rng: np.random.Generator) -> tuple[float, np.ndarray, np.ndarray]:
@@ -141,10 +150,8 @@ def checks(quick: bool) -> Iterator:
     have_c = c_backend.availability() is None
     dims = (2,) if quick else (2, 3)
     for d in dims:
-        for variant, build in VARIANTS.items():
-            if variant == "sinkhorn" and d >= 3:
-                continue
-            system = derive_gaussian_system(build(d))
+        for variant, structure in variants(d).items():
+            system = derive_gaussian_system(structure)
             backends = [compile_system(system, "numpy")]
             if have_c:
                 backends.append(compile_system(system, "c"))

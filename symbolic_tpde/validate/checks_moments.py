@@ -35,49 +35,51 @@ TOL_T = 5.0
 
 
 def variant_weights(variant: str, d: int, rng: np.random.Generator) -> Weights:
-    """Seeded weights for a named variant, scaled so the moments move well beyond Monte-Carlo noise."""
-    g = lambda *s: rng.normal(size=s)  # noqa: E731
-    V = 0.4 * g(d, d) + 0.3 * np.eye(d)
-    # Moderate interaction: the particle estimate of the tilted mean is a self-normalised importance sample
-    # with weights e^{<Ax, y>}; its effective sample size is ~ n exp(-κ), κ = E_x[(Ax)ᵀΣ(Ax)] (see
-    # :func:`tilt_strength`), so a strong A makes the finite-n bias exceed the n^{-1/2} noise (measured:
-    # κ ~ 50-85 gave 12-700 SE of bias at n = 500-2000).  These scales keep κ <= ~0.5 on [0, T].
-    A = 0.2 * g(d, d)
-    if variant == "softmax":
-        heads = [make_head("softmax", A=A, V=V)]
-    elif variant == "l2":
-        heads = [make_head("l2", Q=0.3 * g(d, d), K=0.3 * g(d, d), V=V, tau=1.0)]
-    elif variant == "linear":
-        heads = [make_head("linear", A=A, V=V)]
-    elif variant == "multihead":
-        heads = [make_head("softmax", A=0.7 * A, V=V), make_head("softmax", A=0.15 * g(d, d), V=0.4 * g(d, d))]
-    elif variant == "sinkhorn":
-        heads = [make_head("sinkhorn", A=A, V=V, epsilon=1.0)]
-    elif variant == "custom":
-        heads = [make_head("custom", B=A, V=V, P=g(d, d), R=0.02 * g(d, d), p=g(d), r=0.2 * g(d))]
-    elif variant == "softmax+ffn":
-        return make_weights([make_head("softmax", A=A, V=V)], ffn={"W": 0.3 * g(d, d), "c": 0.3 * g(d)})
-    elif variant == "sigmoid":
-        heads = [make_head("sigmoid", A=3.0 * np.eye(d), V=np.eye(d), b=0.0)]
-    else:
-        raise ValueError(variant)
-    return make_weights(heads)
+    """Seeded weights for a registry kind (its oracle's ``example`` parameters) or one of the composite rows
+    ``"multihead"`` / ``"softmax+ffn"``, scaled so the moments move well beyond Monte-Carlo noise.
+
+    Moderate interaction: the particle estimate of the tilted mean is a self-normalised importance sample
+    with weights e^{<Ax, y>}; its effective sample size is ~ n exp(-κ), κ = E_x[(Ax)ᵀΣ(Ax)] (see
+    :func:`tilt_strength`), so a strong A makes the finite-n bias exceed the n^{-1/2} noise (measured:
+    κ ~ 50-85 gave 12-700 SE of bias at n = 500-2000).  The example scales keep κ <= ~0.5 on [0, T]."""
+    from ..spec import kinds
+
+    if variant == "multihead":
+        p = kinds.part("softmax", "oracle").example(d, rng)
+        return make_weights([make_head("softmax", A=0.7 * p["A"], V=p["V"]),
+                             make_head("softmax", A=0.15 * rng.normal(size=(d, d)), V=0.4 * rng.normal(size=(d, d)))])
+    if variant == "softmax+ffn":
+        p = kinds.part("softmax", "oracle").example(d, rng)
+        return make_weights([make_head("softmax", **p)],
+                            ffn={"W": 0.3 * rng.normal(size=(d, d)), "c": 0.3 * rng.normal(size=d)})
+    try:
+        example = kinds.part(variant, "oracle").example
+    except KeyError:
+        raise ValueError(variant) from None
+    return make_weights([make_head(variant, **example(d, rng))])
 
 
-VARIANTS = ("softmax", "l2", "linear", "multihead", "sinkhorn", "custom", "softmax+ffn")
+def _variants() -> tuple[str, ...]:
+    """Rows: every Gaussian-preserving kind of the registry, then the composite rows."""
+    from ..spec import kinds
+
+    return tuple(k for k, s in kinds.KINDS.items() if s.preserves_gaussians) + ("multihead", "softmax+ffn")
 
 
 def tilt_strength(weights: Weights, alpha: np.ndarray, Sigma: np.ndarray) -> float:
     """``κ = max_heads tr(BᵀΣBΣ) + αᵀBᵀΣBα`` = ``E_x[(Bx)ᵀΣ(Bx)]`` for ``x ~ N(α, Σ)``, with ``B`` the kernel's
-    query-key matrix (``A``; ``B`` for custom; ``2QᵀK/τ`` for ℓ2); linear heads count 0 (no exponential).
+    query-key matrix (the oracle's ``query_key``: ``A``; ``B`` for custom; ``2QᵀK/τ`` for ℓ2); kinds without
+    an exponential kernel (linear) count 0.
     The log importance weights of the particle softmax have this variance, so particle moments approach the
     mean-field ODE at the n^{-1/2} rate with a small constant only when κ is O(1) or less."""
+    from ..spec import kinds
+
     k = 0.0
     for h in weights.heads:
-        p = h.params
-        if h.kind == "linear":
+        qk = kinds.part(h.kind, "oracle").query_key
+        if qk is None:
             continue
-        B = p["B"] if h.kind == "custom" else (2 * p["Q"].T @ p["K"] / p["tau"] if h.kind == "l2" else p["A"])
+        B = qk(h.effective)
         k = max(k, float(np.trace(B.T @ Sigma @ B @ Sigma) + alpha @ B.T @ Sigma @ B @ alpha))
     return k
 
@@ -155,7 +157,7 @@ def checks(quick: bool) -> Iterator:
     sens_min = 6.0 if quick else 10.0  # quick: fewer, smaller runs, so larger SE and a lower bar
     basis = (f"t-stat of seed mean, SE from {runs} runs of n={n}; |t_{runs - 1}|>5 "
              f"p~{2e-3 if runs == 8 else 7e-3:.0e}")
-    for i, variant in enumerate(VARIANTS):
+    for i, variant in enumerate(_variants()):
         w = variant_weights(variant, 2, np.random.default_rng(100 + i))
         # Sinkhorn particle fields iterate to convergence at every evaluation: fewer particles, same test
         n_v = min(n, 300) if variant == "sinkhorn" else n

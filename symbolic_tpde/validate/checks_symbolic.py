@@ -110,23 +110,14 @@ def random_point(system, rng: np.random.Generator, scale: sp.Rational = sp.Ratio
 # ---------------------------------------------------------------- the MATH.md claims (explicit matrices)
 
 def claim_field(kind: str, P: dict, alpha: sp.Matrix, Sigma: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix]:
-    """``(b, J)`` claimed by MATH.md §3 for one head (exact rational matrices; not for Sinkhorn)."""
-    d = Sigma.shape[0]
-    Si = Sigma.inv()
-    V = P["V"]
-    if kind == "softmax":                        # E[y|x] = α + ΣAx
-        return V * alpha, V * Sigma * P["A"]
-    if kind == "l2":                             # (Σ⁻¹ + (2/τ)KᵀK)⁻¹(Σ⁻¹α + (2/τ)KᵀQx)
-        tau, Q, K = P["tau"], P["Q"], P["K"]
-        S = (Si + 2 / tau * K.T * K).inv()
-        return V * S * Si * alpha, V * S * (2 / tau) * K.T * Q
-    if kind == "custom":                         # S = (Σ⁻¹ - 2R)⁻¹, m = S(Σ⁻¹α + Bᵀx + r), R symmetric
-        R = (P["R"] + P["R"].T) / 2
-        S = (Si - 2 * R).inv()
-        return V * S * (Si * alpha + P["r"]), V * S * P["B"].T
-    if kind == "linear":                         # J = V(Σ + ααᵀ)A, b = 0
-        return sp.zeros(d, 1), V * (Sigma + alpha * alpha.T) * P["A"]
-    raise ValueError(kind)
+    """``(b, J)`` claimed by the paper for one head: the kind's oracle ``claim`` (exact rational matrices;
+    :mod:`symbolic_tpde.validate.oracles`; none for Sinkhorn)."""
+    from ..spec import kinds
+
+    claim = kinds.part(kind, "oracle").claim
+    if claim is None:
+        raise ValueError(f"no exact closed-form claim for {kind!r}")
+    return claim(P, alpha, Sigma)
 
 
 def claim_rhs(system, arrays: dict) -> list:
@@ -359,16 +350,19 @@ def sinkhorn_entrywise_vs_mp(rng: np.random.Generator, dps: int = 50) -> float:
 # ---------------------------------------------------------------- rows
 
 def checks(quick: bool = False) -> Iterator[CheckResult]:
+    from ..spec import kinds
+
     rng = np.random.default_rng(20250131)
-    for kinds, ffn in [(("softmax",), False), (("softmax",), True), (("softmax", "softmax"), False),
-                       (("l2",), False), (("custom",), False), (("linear",), False), (("sinkhorn",), False)]:
-        name = "+".join(kinds) + ("+ffn" if ffn else "")
-        yield result("matrix form = MATH.md closed form", name, None, matrix_form_residual(kinds, ffn), 0,
+    for hk, ffn in [(("softmax",), False), (("softmax",), True), (("softmax", "softmax"), False),
+                    (("l2",), False), (("custom",), False), (("linear",), False), (("sinkhorn",), False)]:
+        name = "+".join(hk) + ("+ffn" if ffn else "")
+        yield result("matrix form = paper's closed form", name, None, matrix_form_residual(hk, ffn), 0,
                      "exact symbolic (count of identities not reduced to 0)")
     dims = (1, 2) if quick else (1, 2, 3)
     for d in dims:
-        for heads, ffn in [((("softmax", d),), False), ((("l2", max(1, d - 1)),), False), ((("custom", d),), False),
-                           ((("linear", d),), False), ((("softmax", d), ("l2", d), ("linear", d)), True)]:
+        claimed = [k for k in kinds.kind_names() if kinds.part(k, "oracle").claim is not None]
+        singles = [(((k, max(1, d - 1)),), False) for k in claimed]   # m = d - 1: non-square l2 heads
+        for heads, ffn in singles + [((("softmax", d), ("l2", d), ("linear", d)), True)]:
             name = "+".join(k for k, _ in heads) + ("+ffn" if ffn else "")
             err = entrywise_vs_claim((d, heads, ffn, False), rng, n_points=1 if quick else 2)
             yield result("entrywise = closed form (random rationals)", name, d, float(err), 0, EXACT)
@@ -395,10 +389,9 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
                      "50-digit arithmetic", passed=res < 1e-45 and lam > 0)
     yield result("Sinkhorn entrywise d=2 vs mpmath sqrtm", "sinkhorn", 2, sinkhorn_entrywise_vs_mp(rng), 1e-40,
                  "50-digit evaluation of both")
-    from ..symbolic.witness import witness_for
-
-    for kind, sink in (("sigmoid", False), ("softmax_unnormalized", False), ("masked", False), ("masked", True)):
-        w = witness_for(kind, sink=sink)
+    witness_rows = [(k, False) for k, sp_ in kinds.KINDS.items() if not sp_.preserves_gaussians] + [("masked", True)]
+    for kind, sink in witness_rows:
+        w = kinds.part(kind, "symbolic").witness(sink=sink)
         yield result(f"witness d2Gamma/dx2 != 0 (|value| {abs(w.value):.3g})", kind + ("+sink" if sink else ""), 1,
                      w.discrepancy, 1e-6 * abs(w.value),
                      "two independent 30-digit evaluations", passed=w.certified and w.value != 0)

@@ -8,9 +8,13 @@ Each kind's ``oracle`` part (:mod:`symbolic_tpde.spec.kinds`) is an :class:`Orac
 * ``affine(prm, alpha, Sigma)`` (Gaussian-preserving kinds): numeric ``(b, J)`` with ``Γ(x) = b + Jx`` on
   ``N(α, Σ)`` from the closed forms (tilt ``k(x, y) N(y; α, Σ) ∝ N(y; m(x), S)``,
   ``S = (Σ⁻¹ - R - Rᵀ)⁻¹``, ``m(x) = S(Σ⁻¹α + r + Bᵀx)``; linear ``J = V(Σ + ααᵀ)A``; Sinkhorn
-  ``E[y|x] = α + CᵀΣ⁻¹(x - α)``), an independent route for the SymPy-derived moment ODEs.
+  ``E[y|x] = α + CᵀΣ⁻¹(x - α)``), an independent route for the SymPy-derived moment ODEs;
+* ``claim(prm, alpha, Sigma)``: the same closed forms as the paper states them, on exact rational SymPy
+  matrices (softmax ``E[y|x] = α + ΣAx``; ℓ2 ``(Σ⁻¹ + (2/τ)KᵀK)⁻¹(Σ⁻¹α + (2/τ)KᵀQx)``; custom with symmetric
+  ``R``: ``S = (Σ⁻¹ - 2R)⁻¹``, ``m = S(Σ⁻¹α + Bᵀx + r)``; linear), for the exact ``tpde verify`` rows;
+* ``example(d, rng)``: parameters of a moderate head (verify rows and tests draw their heads from it).
 
-``prm`` holds the kind's canonical parameters (``Head.effective``).
+``prm`` holds the kind's canonical parameters (``Head.effective``, or SymPy matrices for ``claim``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from ..spec.kinds import register
 class Oracle:
     loop: Callable
     affine: Callable | None = None
+    claim: Callable | None = None
+    example: Callable | None = None
+    query_key: Callable | None = None     # the kernel's query-key matrix (None: no exponential kernel)
 
 
 def dot(u, v):
@@ -234,13 +241,79 @@ def loop_field(X, weights) -> np.ndarray:
     return out
 
 
-register("softmax", "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"], p["V"]), _softmax_affine))
-register("l2", "oracle")(Oracle(lambda X, p, sink=None: ref_l2(X, p["Q"], p["K"], p["V"], p["tau"]), _l2_affine))
+# ------------------------------------------------------------------ exact claims (rational SymPy matrices)
+def _softmax_claim(P, alpha, Sigma):                   # E[y|x] = α + ΣAx
+    return P["V"] * alpha, P["V"] * Sigma * P["A"]
+
+
+def _l2_claim(P, alpha, Sigma):                        # (Σ⁻¹ + (2/τ)KᵀK)⁻¹(Σ⁻¹α + (2/τ)KᵀQx)
+    Si = Sigma.inv()
+    S = (Si + 2 / P["tau"] * P["K"].T * P["K"]).inv()
+    return P["V"] * S * Si * alpha, P["V"] * S * (2 / P["tau"]) * P["K"].T * P["Q"]
+
+
+def _custom_claim(P, alpha, Sigma):                    # S = (Σ⁻¹ - 2R)⁻¹, m = S(Σ⁻¹α + Bᵀx + r), R symmetric
+    R = (P["R"] + P["R"].T) / 2
+    S = (Sigma.inv() - 2 * R).inv()
+    return P["V"] * S * (Sigma.inv() * alpha + P["r"]), P["V"] * S * P["B"].T
+
+
+def _linear_claim(P, alpha, Sigma):                    # J = V(Σ + ααᵀ)A, b = 0
+    return alpha * 0, P["V"] * (Sigma + alpha * alpha.T) * P["A"]
+
+
+def _A(p):
+    return p["A"]
+
+
+# ------------------------------------------------------------------------------ example parameters
+# V, A first (the same draws for every kind), then the kind's own: moderate interactions (the tilt strength
+# κ = E[(Ax)ᵀΣ(Ax)] stays <= ~0.5 on [0, 1], so particle moments approach the ODE at the n^-1/2 rate,
+# symbolic_tpde/validate/checks_moments.py).
+def _va(d, rng):
+    V = 0.4 * rng.normal(size=(d, d)) + 0.3 * np.eye(d)
+    return V, 0.2 * rng.normal(size=(d, d))
+
+
+def _ex_av(d, rng):
+    V, A = _va(d, rng)
+    return {"A": A, "V": V}
+
+
+def _ex_l2(d, rng):
+    V, _ = _va(d, rng)
+    return {"Q": 0.3 * rng.normal(size=(d, d)), "K": 0.3 * rng.normal(size=(d, d)), "V": V, "tau": 1.0}
+
+
+def _ex_sinkhorn(d, rng):
+    return {**_ex_av(d, rng), "epsilon": 1.0}
+
+
+def _ex_custom(d, rng):
+    V, A = _va(d, rng)
+    g = lambda *s: rng.normal(size=s)  # noqa: E731
+    return {"B": A, "V": V, "P": g(d, d), "R": 0.02 * g(d, d), "p": g(d), "r": 0.2 * g(d)}
+
+
+def _ex_sigmoid(d, rng):
+    _va(d, rng)
+    return {"A": 3.0 * np.eye(d), "V": np.eye(d), "b": 0.0}   # strong enough to leave Gaussians visibly
+
+
+register("softmax", "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"], p["V"]), _softmax_affine,
+                                     _softmax_claim, _ex_av, _A))
+register("l2", "oracle")(Oracle(lambda X, p, sink=None: ref_l2(X, p["Q"], p["K"], p["V"], p["tau"]), _l2_affine,
+                                _l2_claim, _ex_l2, lambda p: 2 * p["Q"].T @ p["K"] / p["tau"]))
 register("sinkhorn", "oracle")(Oracle(lambda X, p, sink=None: ref_sinkhorn(X, p["A"], p["V"], p["epsilon"])[0],
-                                      _sinkhorn_affine))
-register("sigmoid", "oracle")(Oracle(lambda X, p, sink=None: ref_sigmoid(X, p["A"], p["V"], p["b"])))
-register("linear", "oracle")(Oracle(lambda X, p, sink=None: ref_linear(X, p["A"], p["V"]), _linear_affine))
-register("softmax_unnormalized", "oracle")(Oracle(lambda X, p, sink=None: ref_unnormalized(X, p["A"], p["V"])))
-register("masked", "oracle")(Oracle(lambda X, p, sink=None: ref_masked(X, p["A"], p["V"], sink=sink)))
+                                      _sinkhorn_affine, None, _ex_sinkhorn, _A))
+register("sigmoid", "oracle")(Oracle(lambda X, p, sink=None: ref_sigmoid(X, p["A"], p["V"], p["b"]),
+                                     example=_ex_sigmoid, query_key=_A))
+register("linear", "oracle")(Oracle(lambda X, p, sink=None: ref_linear(X, p["A"], p["V"]), _linear_affine,
+                                    _linear_claim, _ex_av))
+register("softmax_unnormalized", "oracle")(Oracle(lambda X, p, sink=None: ref_unnormalized(X, p["A"], p["V"]),
+                                                  example=_ex_av, query_key=_A))
+register("masked", "oracle")(Oracle(lambda X, p, sink=None: ref_masked(X, p["A"], p["V"], sink=sink),
+                                    example=_ex_av, query_key=_A))
 register("custom", "oracle")(Oracle(lambda X, p, sink=None: ref_custom(X, p["B"], p["P"], p["R"], p["p"], p["r"],
-                                                                       p["V"]), _custom_affine))
+                                                                       p["V"]), _custom_affine, _custom_claim,
+                                    _ex_custom, lambda p: p["B"]))
