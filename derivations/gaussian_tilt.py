@@ -1,11 +1,11 @@
 # %% [markdown]
 # # The Gaussian tilt and the moment ODEs of softmax-type attention
 #
-# Claim (MATH.md §3): for an exponential-quadratic kernel
+# Claim (README Mathematics §3): for an exponential-quadratic kernel
 # `log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy` and `μ = N(α, Σ)`, the normalised measure
 # `k(x, y) N(y; α, Σ) dy` is Gaussian with an affine mean in `x`; hence the field `Γ = V E[y | x]` is affine
 # and Gaussians are preserved.  This script derives it with SymPy, step by step, and asserts the
-# closed forms of MATH.md §3 -- nothing below is typed in except the claims being checked.
+# closed forms of README Mathematics §3 -- nothing below is typed in except the claims being checked.
 #
 # Run: `python derivations/gaussian_tilt.py`
 
@@ -53,7 +53,7 @@ print("E[y|x] = m0 + M x with m0 =", t.m0, " M =", t.M)
 assert t.m0 == alpha and t.M == Sigma * A          # the Gaussian tilt N(α + ΣAx, Σ)
 
 # %% [markdown]
-# ## 3. Moment ODEs, general d, and the closed forms of MATH.md §3
+# ## 3. Moment ODEs, general d, and the closed forms of README Mathematics §3
 
 # %%
 mf = matrix_form(("softmax",))
@@ -112,7 +112,7 @@ rng = np.random.default_rng(0)
 for dd in (1, 2, 3):
     for heads in ((("softmax", dd),), (("l2", dd),), (("custom", dd),), (("linear", dd),)):
         assert cs.entrywise_vs_claim((dd, heads, True, False), rng, n_points=1) == 0
-    print(f"d = {dd}: entrywise engine == MATH.md closed forms at random rational points (exact)")
+    print(f"d = {dd}: entrywise engine == README Mathematics closed forms at random rational points (exact)")
 for kind in ("custom", "l2"):
     err = cs.tilt_vs_quadrature(kind)
     print(f"tilted mean vs mpmath quadrature ({kind}): relative error {err:.1e}")

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Softmax attention is the gradient flow of the interaction energy (MATH.md §5)
+# # Softmax attention is the gradient flow of the interaction energy (README Mathematics §5)
 #
 # Castin, Ablin, Carrillo, Peyré (arXiv 2501.18322): with `G = -A V⁻¹` symmetric positive definite and `A`
 # symmetric, the softmax field is `Γ = -grad_g E` for `E(μ) = ½∬e^{<Ax,y>}dμdμ` and the twisted metric

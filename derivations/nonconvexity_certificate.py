@@ -1,5 +1,5 @@
 # %% [markdown]
-# # The interaction energy is not geodesically convex: a certificate (MATH.md §5)
+# # The interaction energy is not geodesically convex: a certificate (README Mathematics §5)
 #
 # `V = I`, `A = -I` (so `G = I`).  Three statements, each proved or certified without trusting floats:
 # 1. at `δ₀` (all particles at 0, a critical point) `d²/ds² E(δ_{sv}) = -|v|²` (symbolic);

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Second variation of the energy: Christoffel symbols and the Riemannian Hessian (MATH.md §5)
+# # Second variation of the energy: Christoffel symbols and the Riemannian Hessian (README Mathematics §5)
 #
 # On the n-particle restriction, `g_X = (1/n) diag(Z_i) ⊗ G`.  The second derivative of `E` along a geodesic
 # `γ` (`γ(0) = X`, `γ̇(0) = U`) is the Riemannian Hessian

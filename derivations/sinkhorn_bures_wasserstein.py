@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Sinkhorn attention on Gaussians is a Bures-Wasserstein gradient flow (MATH.md §3, §5)
+# # Sinkhorn attention on Gaussians is a Bures-Wasserstein gradient flow (README Mathematics §3, §5)
 #
 # Symmetric `A`, `V = A`, ε = 1.  Claim: the covariance ODE `dΣ/dt = VCᵀ + CVᵀ` (C: cross-covariance of the
 # Gaussian entropic plan) equals `dΣ/dt = -2(∇F Σ + Σ ∇F)` for
@@ -47,4 +47,4 @@ for d in (2, 3):
           f"|BW|/|ODE| = {mpmath.nstr(res['ratio'], 25)}")
     assert res["fixed_point_residual"] < mpmath.mpf(10) ** -44
     assert res["error"] / res["scale"] < mpmath.mpf(10) ** -30  # 4th-order FD, h = 1e-10: ~1e-40
-print("The MATH.md §5 statement (factor -2, F with ½ log det terms) is confirmed.")
+print("The README Mathematics §5 statement (factor -2, F with ½ log det terms) is confirmed.")

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Sinkhorn attention on Gaussians: the entropic plan's cross-covariance
 #
-# Claims (MATH.md §3): the entropic plan of `N(α, Σ)` with itself for the cost `-<Ax, y>` (ε = 1) is Gaussian
+# Claims (README Mathematics §3): the entropic plan of `N(α, Σ)` with itself for the cost `-<Ax, y>` (ε = 1) is Gaussian
 # with cross-covariance `C` solving `C = ΣAᵀ(Σ - CᵀΣ⁻¹C)`, closed form
 # `Cᵀ = ½A^{-ᵀ}((I + 4AᵀΣAΣ)^{1/2} - I)`, and `dα/dt = Vα`, `dΣ/dt = VCᵀ + CVᵀ`.
 # Below: the condition is derived from the density-ratio form, solved in d = 1, an A⁻¹-free form is derived,
@@ -60,7 +60,7 @@ with mp.workdps(50):
         forms = {f: sk.mp_cross_covariance(Sigma, A, f) for f in ("inverse_free", "a_inverse", "symmetric")}
         gap = max(abs(v) for v in (forms["inverse_free"] - forms["symmetric"]))
         r1, r2, lam = sk.mp_condition_residuals(Sigma, A, forms["inverse_free"])
-        print(f"d = {d}: |inverse-free - MATH.md form| = {mp.nstr(gap, 3)}, condition residual {mp.nstr(r1, 3)}, "
+        print(f"d = {d}: |inverse-free - README Mathematics form| = {mp.nstr(gap, 3)}, condition residual {mp.nstr(r1, 3)}, "
               f"joint-precision residual {mp.nstr(r2, 3)}, min joint eigenvalue {mp.nstr(lam, 5)}")
         assert gap < mp.mpf(10) ** -45 and max(r1, r2) < mp.mpf(10) ** -45 and lam > 0
 

@@ -1,4 +1,4 @@
-"""Figure family 'collapse' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only collapse`.
+"""Figure family 'collapse' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only collapse`.
 
 Usage: python numerics/fig_collapse.py [OUT_DIR]   (default ./figures)
 """

@@ -1,4 +1,4 @@
-"""Figure family 'explosion' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only explosion`.
+"""Figure family 'explosion' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only explosion`.
 
 Usage: python numerics/fig_explosion.py [OUT_DIR]   (default ./figures)
 """

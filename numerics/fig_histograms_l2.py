@@ -1,4 +1,4 @@
-"""Figure family 'histograms_l2' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only histograms_l2`.
+"""Figure family 'histograms_l2' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only histograms_l2`.
 
 Usage: python numerics/fig_histograms_l2.py [OUT_DIR]   (default ./figures)
 """

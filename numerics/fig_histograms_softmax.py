@@ -1,4 +1,4 @@
-"""Figure family 'histograms_softmax' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only histograms_softmax`.
+"""Figure family 'histograms_softmax' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only histograms_softmax`.
 
 Usage: python numerics/fig_histograms_softmax.py [OUT_DIR]   (default ./figures)
 """

@@ -1,4 +1,4 @@
-"""Figure family 'initial_data' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only initial_data`.
+"""Figure family 'initial_data' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only initial_data`.
 
 Usage: python numerics/fig_initial_data.py [OUT_DIR]   (default ./figures)
 """

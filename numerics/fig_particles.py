@@ -1,4 +1,4 @@
-"""Figure family 'particles' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only particles`.
+"""Figure family 'particles' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only particles`.
 
 Usage: python numerics/fig_particles.py [OUT_DIR]   (default ./figures)
 """

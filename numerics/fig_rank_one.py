@@ -1,4 +1,4 @@
-"""Figure family 'rank_one' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only rank_one`.
+"""Figure family 'rank_one' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only rank_one`.
 
 Usage: python numerics/fig_rank_one.py [OUT_DIR]   (default ./figures)
 """

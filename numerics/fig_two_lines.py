@@ -1,4 +1,4 @@
-"""Figure family 'two_lines' of the dynamics atlas (MATH.md §7); thin wrapper of `tpde figures --only two_lines`.
+"""Figure family 'two_lines' of the dynamics atlas (README Mathematics §7); thin wrapper of `tpde figures --only two_lines`.
 
 Usage: python numerics/fig_two_lines.py [OUT_DIR]   (default ./figures)
 """

@@ -206,7 +206,7 @@ class Sink(_ByValue):
     """Attention sink for masked heads: an atom of mass ``mass`` at position ``s = 0`` located at ``x``.
 
     Every query attends to it with total weight ``mass`` (the remaining ``1 - mass`` is shared by the tokens),
-    which keeps the causal normaliser away from zero (MATH.md §2).
+    which keeps the causal normaliser away from zero (README Mathematics §2).
     """
 
     mass: float

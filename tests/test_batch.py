@@ -9,7 +9,7 @@ from symbolic_tpde.analysis.batch import (BLOWUP, CONVERGED, DONE, NONFINITE, do
 
 
 def softmax_batch(A, V):
-    """Hand-written reference (MATH.md §3): dα = V(α + ΣAα), dΣ = VΣAΣ + (.)ᵀ, d = 2, layout (α, Σ00, Σ01, Σ11).
+    """Hand-written reference (README Mathematics §3): dα = V(α + ΣAα), dΣ = VΣAΣ + (.)ᵀ, d = 2, layout (α, Σ00, Σ01, Σ11).
 
     A, V: (N, 2, 2) per-row parameters passed as batch args.
     """

@@ -1,4 +1,4 @@
-"""Blow-up detection vs the symbolically derived closed forms (MATH.md §4), and the `tpde gaussian` command."""
+"""Blow-up detection vs the symbolically derived closed forms (README Mathematics §4), and the `tpde gaussian` command."""
 
 import json
 
@@ -10,7 +10,7 @@ from symbolic_tpde.analysis.blowup import gaussian_size, integrate_blowup, trace
 
 
 def softmax_rhs(A, V):
-    """Independent hand-written reference RHS (MATH.md §3) in the packed Gaussian layout."""
+    """Independent hand-written reference RHS (README Mathematics §3) in the packed Gaussian layout."""
     d = A.shape[0]
     iu = np.triu_indices(d)
 
@@ -71,7 +71,7 @@ def test_blowup_time_matches_closed_form_vi(d, seed):
     rng = np.random.default_rng(seed)
     S0 = spd(rng, d)
     A = rng.normal(size=(d, d)) + 0.5 * np.eye(d)
-    # three routes to T*: derived polynomial (d <= 2), generalized eigenproblem, MATH.md's symmetric form
+    # three routes to T*: derived polynomial (d <= 2), generalized eigenproblem, the paper's symmetric form
     w, Q = np.linalg.eigh(S0)
     R = Q @ np.diag(np.sqrt(w)) @ Q.T
     lam = np.linalg.eigvalsh(R @ (A + A.T) @ R).max()

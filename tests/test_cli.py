@@ -53,7 +53,7 @@ def test_rhs_json_on_builtin_scenario():
     proc = tpde("rhs", "--scenario", "softmax_2d", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    # independent route: the softmax Riccati formula of MATH.md §3 evaluated by hand in numpy
+    # independent route: the softmax Riccati formula of README Mathematics §3 evaluated by hand in numpy
     from symbolic_tpde.scenario import load_scenario
 
     scn = load_scenario("softmax_2d")

@@ -1,4 +1,4 @@
-"""Clustering classification on constructed cases with known answers (MATH.md §4), identities, growth bounds."""
+"""Clustering classification on constructed cases with known answers (README Mathematics §4), identities, growth bounds."""
 
 import numpy as np
 import pytest

@@ -35,7 +35,7 @@ def adversarial_system() -> OdeSystem:
 
 
 def softmax_fixture(d: int) -> OdeSystem:
-    """Hand-built softmax moment system from MATH.md's matrix formula (a test fixture, not product code)."""
+    """Hand-built softmax moment system from the paper's matrix formula (a test fixture, not product code)."""
     al = sp.Matrix(d, 1, lambda i, j: sp.Symbol(f"alpha_{i}"))
     S = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"Sigma_{min(i, j)}_{max(i, j)}"))
     A = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"A_{i}_{j}"))

@@ -1,4 +1,4 @@
-"""Energy, first variation, twisted metric, gradient-flow and dissipation identities (MATH.md §5)."""
+"""Energy, first variation, twisted metric, gradient-flow and dissipation identities (README Mathematics §5)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Particle fields vs direct loop-based evaluation of the MATH.md §2 formulas, invariances, blocking, dtypes.
+"""Particle fields vs direct loop-based evaluation of the README Mathematics §2 formulas, invariances, blocking, dtypes.
 
 Tolerances: float64 results agree with a pure-Python double loop up to round-off; sums of n <= 12 terms of
 size O(1)-O(10) give errors of order 1e-15 relative, so 1e-11 (relative to the largest entry) leaves a

@@ -77,7 +77,7 @@ def test_sinkhorn_cross_covariance_solves_first_order_condition(d):
     for singular in (False, True):
         A = rng.normal(size=(d, d))
         if singular:
-            A[:, 0] = 0.0  # A not invertible: MATH.md's A^{-T} form would fail, ours must not
+            A[:, 0] = 0.0  # A not invertible: the paper's A^{-T} form would fail, ours must not
         S, eps = rand_spd(rng, d), 0.7
         Ct = sinkhorn_cross_cov(A, S, eps)
         C = Ct.T
@@ -96,7 +96,7 @@ def test_sinkhorn_d3_numeric_matrix_mean_is_expm():
     sol = ode.integrate(a0, S0, 1.0, method="DOP853", rtol=1e-11, atol=1e-13)
     assert sol.status == "ok" and sol.backend == "numeric-matrix"
     V = w.heads[0].params["V"]
-    # MATH.md §4: the Sinkhorn mean decouples, alpha(t) = e^{tV} alpha0 (DOP853 order 8 at rtol 1e-11)
+    # README Mathematics §4: the Sinkhorn mean decouples, alpha(t) = e^{tV} alpha0 (DOP853 order 8 at rtol 1e-11)
     assert np.max(np.abs(sol.alpha[-1] - expm(V) @ a0)) <= 1e-9
 
 
@@ -109,7 +109,7 @@ def test_softmax_identity_value_closed_form_and_blowup():
     ode = GaussianODE.from_weights(w)
     assert np.linalg.eigvalsh(A + A.T).max() > 0
     lam_max = np.linalg.eigvalsh(np.linalg.cholesky(S0).T @ (A + A.T) @ np.linalg.cholesky(S0)).max()
-    Tstar = 1 / lam_max  # MATH.md §4 (λ of S0^{1/2}(A+Aᵀ)S0^{1/2}, same spectrum as Lᵀ(A+Aᵀ)L)
+    Tstar = 1 / lam_max  # README Mathematics §4 (λ of S0^{1/2}(A+Aᵀ)S0^{1/2}, same spectrum as Lᵀ(A+Aᵀ)L)
     T = 0.5 * Tstar
     sol = ode.integrate(np.zeros(d), S0, T)
     S_exact = np.linalg.inv(np.linalg.inv(S0) - T * (A + A.T))
@@ -203,7 +203,7 @@ def test_tpde_rhs_not_gaussian_preserving(tmp_path, capsys):
 
 
 def test_d1_closed_form():
-    """MATH.md §4, d = 1: s(t) = s0/(1 - 2vas0 t), α(t) = α0 e^{vt} (1 - 2vas0 t)^{-1/2}."""
+    """README Mathematics §4, d = 1: s(t) = s0/(1 - 2vas0 t), α(t) = α0 e^{vt} (1 - 2vas0 t)^{-1/2}."""
     a, v, s0, al0, T = 0.7, 0.9, 0.5, 0.3, 0.6
     ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=[[a]], V=[[v]])]))
     sol = ode.integrate([al0], [[s0]], T, t_eval=[T])

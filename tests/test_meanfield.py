@@ -1,6 +1,6 @@
 """Mean-field convergence and stability experiments (symbolic_tpde.analysis.meanfield / .stability).
 
-Independent routes: the Gaussian moment ODE written here from MATH.md §3 (softmax) and integrated with
+Independent routes: the Gaussian moment ODE written here from README Mathematics §3 (softmax) and integrated with
 scipy.integrate.solve_ivp; closed-form particle solutions for A = 0 (every particle moves with the mean).
 """
 
@@ -15,7 +15,7 @@ A0 = np.array([[1.0, 0.5], [-0.5, 0.6]]) / np.linalg.norm([[1.0, 0.5], [-0.5, 0.
 
 
 def softmax_moments(A, V, alpha0, Sigma0, T):
-    """MATH.md §3: dα/dt = V(α + ΣAα), dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ (rtol 1e-11)."""
+    """README Mathematics §3: dα/dt = V(α + ΣAα), dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ (rtol 1e-11)."""
     d = len(alpha0)
 
     def rhs(t, y):

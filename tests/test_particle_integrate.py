@@ -103,7 +103,7 @@ def test_blowup_raises_with_time():
 
 
 def test_sinkhorn_particle_mean_is_exactly_linear():
-    """Sinkhorn: Σ_i P_ij = 1 (columns), so the particle mean obeys x̄' = V x̄ exactly at every n (MATH.md §4:
+    """Sinkhorn: Σ_i P_ij = 1 (columns), so the particle mean obeys x̄' = V x̄ exactly at every n (README Mathematics §4:
     mean e^{tV} α0), and RK4 of the particles is RK4 of the mean.  Tolerance: Sinkhorn marginal error 1e-9 per
     stage x 80 stages x |V||x| ~ 1e-7, plus the RK4 error on x̄' = Vx̄ with h = 0.05, ~(h|V|)^5/120 x 20 < 1e-8.
     Exercises warm-started Sinkhorn inside the integrator."""
@@ -167,7 +167,7 @@ def test_bad_arguments(kw):
         simulate(X0, w, T, **kw)
 
 
-# ------------------------------------------------------------- Gaussian moment ODE (MATH.md §3) -----------
+# ------------------------------------------------------------- Gaussian moment ODE (README Mathematics §3) -----------
 A_REF = np.array([[-0.4, 0.3], [-0.2, -0.5]])
 V_REF = np.array([[1.0, 0.3], [-0.4, 0.6]])
 ALPHA0 = np.array([0.5, -0.2])
@@ -175,7 +175,7 @@ SIGMA0 = np.array([[1.0, 0.3], [0.3, 0.5]])
 
 
 def reference_moments(T, alpha0=ALPHA0, Sigma0=SIGMA0):
-    """Softmax Gaussian ODE written here from MATH.md §3, integrated with solve_ivp (the independent route):
+    """Softmax Gaussian ODE written here from README Mathematics §3, integrated with solve_ivp (the independent route):
     dα/dt = V(α + ΣAα),  dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ."""
     def rhs(t, y):
         a, S = y[:2], y[2:].reshape(2, 2)

@@ -7,7 +7,7 @@ from symbolic_tpde.analysis.sweep import PHASES, SweepSpec, run_sweep, save_swee
 
 
 def expected_phase(s1, s2):
-    """V = I (MATH.md §4): any positive eigenvalue of A + Aᵀ -> blow-up; both negative -> collapse; one zero
+    """V = I (README Mathematics §4): any positive eigenvalue of A + Aᵀ -> blow-up; both negative -> collapse; one zero
     and one negative -> rank 1; both zero -> Σ constant (full rank)."""
     if max(s1, s2) > 0:
         return "blow-up"

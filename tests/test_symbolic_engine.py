@@ -1,4 +1,4 @@
-"""Derivation engine: closed forms of MATH.md §3 reproduced, two derivations agree, quadrature agrees."""
+"""Derivation engine: closed forms of README Mathematics §3 reproduced, two derivations agree, quadrature agrees."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def test_rhs_uses_only_states_params():
 
 
 def test_sinkhorn_in_multihead_numeric_vs_scipy_sqrtm():
-    """softmax + Sinkhorn (ε = 0.6) + FFN at d = 2, float64, against numpy/scipy with MATH.md's A⁻¹ form."""
+    """softmax + Sinkhorn (ε = 0.6) + FFN at d = 2, float64, against numpy/scipy with the paper's A⁻¹ form."""
     from scipy.linalg import sqrtm
 
     rng = np.random.default_rng(21)

@@ -1,8 +1,8 @@
 """Closed forms of the softmax covariance dynamics, derived and verified with SymPy, then lambdified.
 
-Softmax Gaussian moment ODE (MATH.md §3): ``dα/dt = V(α + ΣAα)``, ``dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ``.
+Softmax Gaussian moment ODE (README Mathematics §3): ``dα/dt = V(α + ΣAα)``, ``dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ``.
 
-``V = I`` (MATH.md §4).  With ``S = A + Aᵀ`` the Riccati equation ``dΣ/dt = ΣSΣ`` is linearised by the
+``V = I`` (README Mathematics §4).  With ``S = A + Aᵀ`` the Riccati equation ``dΣ/dt = ΣSΣ`` is linearised by the
 precision ``P = Σ⁻¹``: ``dP/dt = -P (dΣ/dt) P = -S``, hence ``P(t) = Σ₀⁻¹ - tS`` and ``Σ(t) = (Σ₀⁻¹ - tS)⁻¹``.
 :func:`vi_solution` does not take this on trust: it builds ``Σ(t)`` with explicit symbols, differentiates
 it and checks entrywise, by rational cancellation, that it solves the ODE and starts at ``Σ₀``.  The solution
@@ -13,7 +13,7 @@ exists while ``det P(t) > 0``; the blow-up time is the first positive root of ``
 ``Σ(t) → Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ`` (``U`` orthonormal basis of ``ker S``); :func:`vi_limit_d2` verifies this with
 ``sympy.limit`` for ``d = 2``, ``S = -c qqᵀ``.
 
-``d = 1`` (MATH.md §4).  ``ds/dt = 2vas²``, ``dα/dt = vα(1 + as)``; :func:`d1_solution` solves both with
+``d = 1`` (README Mathematics §4).  ``ds/dt = 2vas²``, ``dα/dt = vα(1 + as)``; :func:`d1_solution` solves both with
 ``sympy.dsolve`` (initial conditions ``s(0) = s₀``, ``α(0) = α₀``), checks them with ``checkodesol`` and
 solves ``1 - 2vas₀t = 0`` for the blow-up time (when ``vas₀ > 0``).
 
@@ -147,7 +147,7 @@ def blowup_time_vi(Sigma0: np.ndarray, A: np.ndarray, *, use_polynomial: bool | 
 def sigma_star_vi(Sigma0: np.ndarray, A: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
     """``Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ`` with ``U`` an orthonormal basis of ``ker(A + Aᵀ)`` (eigenvalues ``≤ rtol·‖S‖``).
 
-    Returns ``(Σ*, U)``.  Only meaningful when ``A + Aᵀ ⪯ 0`` (MATH.md §4); raises ``ValueError`` otherwise.
+    Returns ``(Σ*, U)``.  Only meaningful when ``A + Aᵀ ⪯ 0`` (README Mathematics §4); raises ``ValueError`` otherwise.
     """
     S = np.asarray(A, float) + np.asarray(A, float).T
     w, Q = np.linalg.eigh(S)

@@ -1,6 +1,6 @@
 """Long-time behaviour of the covariance ``Σ(t)``: collapse, rank-r limit, divergence, blow-up.
 
-Classification at a horizon ``T`` (MATH.md §4).  The state is integrated to ``t_mid = T/10`` and ``T``
+Classification at a horizon ``T`` (README Mathematics §4).  The state is integrated to ``t_mid = T/10`` and ``T``
 (with the blow-up detector of :mod:`.blowup`).  With ``Σ(T) = Σ_i λ_i u_i u_iᵀ``, direction ``u_i`` is
 *persistent* if ``λ_i ≥ persist·u_iᵀΣ(t_mid)u_i`` (default ``persist = 0.8``) and
 ``λ_i > floor·max(tr Σ₀, tr Σ(T))``; it *decays* if the ratio is ``≤ decay`` (default 0.4).  An eigenvalue
@@ -21,12 +21,12 @@ slowest decaying direction between ``t_mid`` and ``T`` (``≈ -1`` for the ``O(1
 Every time loop here runs on the package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`,
 scipy's DOP853 stepper; :func:`classify_batch` on the batched Dormand-Prince of :mod:`symbolic_tpde.numerics.rk`).
 
-Identities checked along trajectories (MATH.md §4; augmented quadrature, independent of the end state):
+Identities checked along trajectories (README Mathematics §4; augmented quadrature, independent of the end state):
 
 * volume: ``log det Σ(T) - log det Σ₀ = ∫₀ᵀ tr(Σ(AV + VᵀAᵀ)) dt`` (softmax, any ``V``);
 * Lyapunov (``V`` SPD): ``tr(V⁻¹Σ(T)) - tr(V⁻¹Σ₀) = ∫₀ᵀ tr(Σ(A + Aᵀ)Σ) dt``, non-increasing if ``A + Aᵀ ⪯ 0``.
 
-Growth bounds (no blow-up): Sinkhorn ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖t}`` (MATH.md §4).  ℓ2 with square invertible
+Growth bounds (no blow-up): Sinkhorn ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖t}`` (README Mathematics §4).  ℓ2 with square invertible
 ``K``: the tilted covariance ``(Σ⁻¹ + (2/τ)KᵀK)⁻¹ ⪯ (τ/2)(KᵀK)⁻¹``, so ``‖J‖ = ‖V(Σ⁻¹ + (2/τ)KᵀK)⁻¹(2/τ)KᵀQ‖
 ≤ ‖V‖‖K⁻¹Q‖`` and ``dΣ/dt = JΣ + ΣJᵀ`` gives ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖‖K⁻¹Q‖t}`` (Grönwall).
 """

@@ -1,4 +1,4 @@
-"""Covariance-trajectory figures of MATH.md §7 (see ``shared/FIGURES.md``), made with our own integrator and seeds.
+"""Covariance-trajectory figures of README Mathematics §7, made with our own integrator and seeds.
 
 All in ``d = 2``, mean 0 (invariant; the covariance ODE of these variants does not involve the mean), from the
 trace-one grid ``Σ₀ = [[(1+u)/2, w/2], [w/2, (1-u)/2]]``, ``u² + w² < 0.95``.  Trajectories come from the
@@ -13,7 +13,7 @@ blow-up monitor; blown-up rows are classified (finite-time singularity vs expone
 3. ``tr Σ(t)`` against ``t`` on log-log axes: collapse decays like ``1/t``, blow-up shoots up at ``T*``,
    divergence grows exponentially.
 
-Parameter conventions (as the authors' figures, FIGURES.md): ``A = KᵀQ/√d`` for softmax and multi-head; ℓ2 uses
+Parameter conventions (as the authors' figures, README Mathematics §7): ``A = KᵀQ/√d`` for softmax and multi-head; ℓ2 uses
 the same ``Q, K`` with ``τ = 2√d`` so that its cross term ``(2/τ)KᵀQ`` equals that ``A``; Sinkhorn uses
 ``A = KᵀQ``, ``ε = 1``.  Seeds are fixed per family (``FAMILIES``) and drawn with ``numpy.random.default_rng``.
 """

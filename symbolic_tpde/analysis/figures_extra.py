@@ -1,4 +1,4 @@
-"""Rank histograms (d = 3, 4, 5) and token clouds next to the Gaussian ODE (MATH.md §6-7, FIGURES.md).
+"""Rank histograms (d = 3, 4, 5) and token clouds next to the Gaussian ODE (README Mathematics §6-7, README Mathematics §7).
 
 Rank histograms (horizon ``T = 10⁶``: with ``V = BᵀB`` the smallest eigenvalue of ``V`` can be ``~10⁻⁴``, which
 slows the ``O(1/t)`` decay so much that at ``T = 10⁴`` some draws still look full rank): ``A = -QᵀQ/√d`` with ``Q ∈ R^{⌊d/2⌋×d}`` (so ``dim ker(A + Aᵀ) = ⌈d/2⌉``), rows ``V = I`` and

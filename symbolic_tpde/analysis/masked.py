@@ -1,5 +1,5 @@
 """Masked (causal) attention, measured: the Lipschitz blow-up at ``s = 0``, the attention sink, and the loss
-of Gaussianity (MATH.md §2, §3, §6).
+of Gaussianity (README Mathematics §2, §3, §6).
 
 Tokens ``x_i`` carry positions ``s_i = i / n`` (index order); a query attends to keys with ``s_j ≤ s_i``.
 In the mean-field picture the field at position ``s`` is a softmax average over ``μ`` restricted to
@@ -16,7 +16,7 @@ to first order in time, ``≈ T ‖V‖ w_{i0} δ`` with attention weight
 :func:`token_sensitivity` measures ``|δx_i(T)| / |δ|`` per position by finite differences of two runs
 (forward difference, ``δ = 1e-6``: truncation ``O(δ)``, round-off ``O(eps/δ) ~ 1e-10``, both far below the
 effects measured).  :func:`gaussian_witness` shows that masked attention does not preserve Gaussian data
-(MATH.md §3: the field is not affine in ``x``) with Mardia's skewness test (and kurtosis z-score), the
+(README Mathematics §3: the field is not affine in ``x``) with Mardia's skewness test (and kurtosis z-score), the
 unmasked softmax flow (which preserves Gaussians in the mean-field limit) of the same tokens serving as
 control.
 """

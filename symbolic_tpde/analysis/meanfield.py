@@ -1,6 +1,6 @@
-"""Mean-field limit, measured: n-particle systems against their limit (MATH.md §6), plus shared statistics.
+"""Mean-field limit, measured: n-particle systems against their limit (README Mathematics §6), plus shared statistics.
 
-Claim (MATH.md §6): for compactly supported (or Gaussian) initial data the particle system converges to the
+Claim (README Mathematics §6): for compactly supported (or Gaussian) initial data the particle system converges to the
 Transformer PDE as ``n → ∞``; empirical moments of ``n`` particles started from ``N(α₀, Σ₀)`` approach the
 Gaussian moment ODE at rate ``n^{-1/2}`` (central limit theorem + propagation of chaos; the ``O(1/n)`` bias
 of the finite system is below the fluctuations for the ``n`` used here).
@@ -111,7 +111,7 @@ def uniform_ball(n: int, d: int, radius: float, rng: np.random.Generator, center
 
 def gaussian_mixture(n: int, centers, scale: float, radius: float, rng: np.random.Generator) -> np.ndarray:
     """Mixture of isotropic Gaussians (equal weights) truncated to the ball ``B(0, radius)`` (rejection), so
-    the data stay compactly supported as MATH.md §6 requires."""
+    the data stay compactly supported as README Mathematics §6 requires."""
     centers = np.atleast_2d(np.asarray(centers, dtype=float))
     out = np.empty((0, centers.shape[1]))
     while len(out) < n:

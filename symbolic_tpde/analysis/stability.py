@@ -1,4 +1,4 @@
-"""Dobrushin-type stability of the Transformer PDE, measured (MATH.md §6).
+"""Dobrushin-type stability of the Transformer PDE, measured (README Mathematics §6).
 
 Claim: for data supported in ``B(0, R₀)``, ``W_p(μ_t, ν_t) ≤ C(t, R₀) W_p(μ₀, ν₀)`` with a constant growing
 like ``e^{c‖A‖R₀²}``; the support stays in ``B(0, R₀ e^{‖V‖t})``.

@@ -12,7 +12,7 @@ Generated C functions (``NS`` = number of states, ``NP`` = number of parameters)
 (``p_stride = 0``: one shared parameter set) at time ``t[k*t_stride]``.
 
 Why cffi API mode: it calls straight into the extension without libffi's per-call marshalling (ctypes adds
-3-5 µs per call, PERF_NOTES).  Build: ``cffi.FFI.emit_c_code`` writes the wrapper, the compiler found by
+3-5 µs per call, measured (README, Benchmarks)).  Build: ``cffi.FFI.emit_c_code`` writes the wrapper, the compiler found by
 :func:`find_compiler` builds it with :data:`CFLAGS`, and the shared object is stored in the content-hash
 cache.  No compiler / no cffi / no Python headers: :class:`CompilerUnavailable`.
 """

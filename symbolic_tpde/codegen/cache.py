@@ -1,4 +1,4 @@
-"""Content-addressed on-disk cache of generated code (STYLE.md habit 8).
+"""Content-addressed on-disk cache of generated code (README (Layout) habit 8).
 
 Key: SHA-256 of the generating content (symbolic source or generated source) + backend + compiler flags +
 versions of Python, SymPy, numpy, cffi + platform + codegen version.  Location: ``$TPDE_CACHE_DIR`` or

@@ -1,6 +1,6 @@
 """Front door of code generation: ``compile_system(system, backend) -> CompiledRHS``.
 
-Every backend has the same call signatures (STYLE.md habit 2)::
+Every backend has the same call signatures (README (Layout) habit 2)::
 
     crhs.f(t, y, p)        -> ndarray (n_states,)         # solve_ivp(lambda t, y: crhs.f(t, y, p), ...)
     crhs.jac(t, y, p)      -> ndarray (n_states, n_states) # generated lazily on first use

@@ -13,8 +13,8 @@ The generated module defines, with the argument order listed in its docstrings:
 * optionally ``jac(t, y, p) -> (n_states, n_states)`` and ``jac_batch(t, Y, P) -> (..., n, n)``: the
   symbolic Jacobian ``∂ rhs_i / ∂ y_j`` (SymPy ``Matrix.jacobian``), generated the same way.
 
-Expression shaping (STYLE.md habit 7): common-subexpression elimination with ``sympy.cse(order="none")``;
-for large systems (PERF_NOTES: global CSE cost grows fast with d) CSE is *staged*: outputs are split in
+Expression shaping (README (Layout) habit 7): common-subexpression elimination with ``sympy.cse(order="none")``;
+for large systems (measured (README, Benchmarks): global CSE cost grows fast with d) CSE is *staged*: outputs are split in
 blocks of ``STAGE_BLOCK`` expressions and each block gets its own temporaries.  No ``expand``/``simplify``.
 
 Symbol names are never printed as given (the printers look names up in a map, so the expression DAG is never

@@ -1,4 +1,4 @@
-"""``tpde convexity``: certify that the interaction energy is not geodesically convex (MATH.md §5).
+"""``tpde convexity``: certify that the interaction energy is not geodesically convex (README Mathematics §5).
 
 Prints ``{"certified_negative": bool, "interval": [lo, hi], "point": X, "direction": U, "dps": N, ...}``:
 ``interval`` encloses ``Hess E(U, U)`` (Riemannian Hessian of the n-particle energy for the twisted metric)

@@ -8,7 +8,7 @@ NAMES = ("collapse", "rank_one", "two_lines", "explosion", "initial_data", "hist
 
 
 def register(sub) -> None:
-    p = sub.add_parser("figures", help="make the dynamics-atlas figures (MATH.md §7) as PNG and PDF")
+    p = sub.add_parser("figures", help="make the dynamics-atlas figures (README Mathematics §7) as PNG and PDF")
     p.add_argument("--out", default="figures", metavar="DIR", help="output directory (default ./figures)")
     p.add_argument("--only", nargs="+", choices=NAMES, metavar="NAME", help=f"subset of {list(NAMES)}")
     p.set_defaults(func=run)

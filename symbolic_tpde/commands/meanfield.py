@@ -1,4 +1,4 @@
-"""``tpde meanfield``: stability, mean-field convergence and masked attention, measured (MATH.md §2, §6).
+"""``tpde meanfield``: stability, mean-field convergence and masked attention, measured (README Mathematics §2, §6).
 
 Writes to ``--out`` (default ``meanfield_out``):
 

@@ -18,7 +18,7 @@ Routes, chosen by :func:`wasserstein`:
   bracket ``OT_ε - ε log min(n, m) ≤ W_p^p ≤ OT_ε``, and the debiased Sinkhorn divergence).
 
 Also: :func:`bures_wasserstein` between Gaussians and :func:`conditional_wasserstein` ``W_p^c`` for measures
-on ``[0, 1] × R^d`` sharing their position marginal (MATH.md §2).
+on ``[0, 1] × R^d`` sharing their position marginal (README Mathematics §2).
 """
 
 from __future__ import annotations
@@ -476,7 +476,7 @@ def bures_wasserstein(m1: Any, S1: Any, m2: Any, S2: Any) -> float:
 # ----------------------------------------------------------------------------------------- conditional
 def conditional_wasserstein(X: Any, Y: Any, positions: Any, p: float = 2.0, *, positions_y: Any = None,
                             bins: int | None = None) -> float:
-    """Conditional Wasserstein ``W_p^c(μ, ν)^p = ∫ W_p(μ_s, ν_s)^p dλ(s)`` (MATH.md §2).
+    """Conditional Wasserstein ``W_p^c(μ, ν)^p = ∫ W_p(μ_s, ν_s)^p dλ(s)`` (README Mathematics §2).
 
     ``μ = (1/n) Σ δ_{(s_i, X_i)}``, ``ν = (1/n) Σ δ_{(s'_j, Y_j)}``, with the same position marginal ``λ``.
     For discrete positions, ``μ_s`` is the uniform measure on the tokens at position ``s`` and ``λ(s)`` the

@@ -1,6 +1,6 @@
 """Interaction energy, twisted metric and Riemannian Hessian: numpy, any number of particles.
 
-Conventions (MATH.md §5; kernel ``exp(<A x, y>) = exp(yᵀ A x)``, ``x`` the query).  Particles are the rows of
+Conventions (README Mathematics §5; kernel ``exp(<A x, y>) = exp(yᵀ A x)``, ``x`` the query).  Particles are the rows of
 ``X`` (shape ``(n, d)``), tangent vectors ``U`` have the same shape.
 
 * ``E_n(X) = (1/2n²) Σ_ij e_ij``,  ``e_ij = exp(m_ij)``,  ``m_ij = <A x_i, x_j> = x_jᵀ A x_i``;
@@ -93,7 +93,7 @@ def check_gradient_structure(A, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     asym = float(np.max(np.abs(A - A.T)))
     if asym > 1e-12 * max(1.0, float(np.max(np.abs(A)))):
         raise InputError("A", f"not symmetric (max |A - Aᵀ| = {asym:.3g}); softmax attention is a gradient "
-                         "flow of E only for symmetric A (MATH.md §5)")
+                         "flow of E only for symmetric A (README Mathematics §5)")
     return A, V, twisted_G(A, V)
 
 

@@ -15,7 +15,7 @@ Conventions.  A cloud ``X (n, d)`` is the empirical measure ``μ_n = (1/n) Σ δ
   (Fisher 1930; D'Agostino & Pearson 1973), i.e. ``sqrt(6/n)`` and ``sqrt(24/n)`` for large ``n``, and
   ``E[g2] = -6/(n+1)``.  The witness reports the z-scores ``g1/SE``, ``(g2 - E g2)/SE``; values far beyond a few
   units (with a Bonferroni allowance for the number of directions) show that the cloud is not Gaussian,
-  e.g. under sigmoid attention (MATH.md §3).
+  e.g. under sigmoid attention (README Mathematics §3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Particle velocity fields ``dx_i/dt = Γ_{μ_n}(x_i)`` of every attention variant (MATH.md §2).
+"""Particle velocity fields ``dx_i/dt = Γ_{μ_n}(x_i)`` of every attention variant (README Mathematics §2).
 
 Conventions (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322, §2): ``X`` has shape
 ``(n, d)``, row ``i`` is token ``x_i``; the kernel is ``exp(<A x_i, x_j>) = exp(x_jᵀ A x_i)`` with ``x_i`` the
@@ -229,7 +229,7 @@ def _head_field(X: np.ndarray, head, sink, cache, idx, kw) -> np.ndarray:
 
 
 def field(X, weights: Weights, *, block=None, dtype=None, threads=None, cache: dict | None = None) -> np.ndarray:
-    """Total velocity ``Σ_h Γ^h(x_i) + W x_i + c`` for all heads of ``weights`` (MATH.md §2, multi-head).
+    """Total velocity ``Σ_h Γ^h(x_i) + W x_i + c`` for all heads of ``weights`` (README Mathematics §2, multi-head).
 
     The sink of ``weights`` (if any) applies to its masked heads.  ``cache`` (a dict owned by the caller,
     e.g. the integrator) carries Sinkhorn potentials from one call to the next as warm starts.

@@ -1,4 +1,4 @@
-"""Particle integrators for ``dx_i/dt = Γ_{μ_t}(x_i)`` with time-dependent weights (MATH.md §1-2).
+"""Particle integrators for ``dx_i/dt = Γ_{μ_t}(x_i)`` with time-dependent weights (README Mathematics §1-2).
 
 :func:`simulate` evolves a cloud ``X0 (n, d)`` from ``t = 0`` to ``T`` under a schedule of weights
 (:class:`~symbolic_tpde.model.Schedule`, a constant :class:`~symbolic_tpde.model.Weights`, or any callable

@@ -1,4 +1,4 @@
-"""Log-domain, row-blocked Sinkhorn for the Sinkhorn-attention particle field (MATH.md §2).
+"""Log-domain, row-blocked Sinkhorn for the Sinkhorn-attention particle field (README Mathematics §2).
 
 The entropic plan of the empirical measure ``μ = (1/n) Σ δ_{x_i}`` with itself for the cost ``-<A x, y>`` and
 regularisation ``ε`` is ``π_ij = P_ij / n`` with

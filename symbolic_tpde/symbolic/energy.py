@@ -1,4 +1,4 @@
-"""Interaction energy of the n-particle restriction and the gradient-flow identity, symbolically (MATH.md §5).
+"""Interaction energy of the n-particle restriction and the gradient-flow identity, symbolically (README Mathematics §5).
 
 ``E_n(X) = (1/2n²) Σ_ij exp(<A x_i, x_j>)``, ``<A x, y> = yᵀ A x``; first variation ``Z_i = (1/n) Σ_j e_ij``;
 twisted metric ``g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>``, ``G = -A V⁻¹`` (:mod:`.metric`).

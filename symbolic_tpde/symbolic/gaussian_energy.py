@@ -1,4 +1,4 @@
-"""Interaction energy of Gaussians, derived by completing the square (MATH.md §5, Gaussian family).
+"""Interaction energy of Gaussians, derived by completing the square (README Mathematics §5, Gaussian family).
 
 The one lemma everything rests on (proved symbolically in :func:`complete_square`): for ``z ~ N(m, S)``,
 
@@ -16,7 +16,7 @@ Applications, with ``μ = N(α, Σ)`` and the kernel ``exp(<Ax, y>) = exp(yᵀAx
 * tilt ``Z_μ(x) N(x; α, Σ) = 2E · N(x; m̃, Σ̃)``, ``Σ̃ = (Σ⁻¹ - AᵀΣA)⁻¹``, ``m̃ = Σ̃(Σ⁻¹ + Aᵀ)α`` (``Q = AᵀΣA``,
   ``b = Aᵀα``), which gives the metric on affine fields in :mod:`symbolic_tpde.symbolic.metric`.
 
-Everything is built on explicit matrices of ``Symbol``s (PERF_NOTES: no ``MatrixSymbol.as_explicit``).
+Everything is built on explicit matrices of ``Symbol``s (measured (README, Benchmarks): no ``MatrixSymbol.as_explicit``).
 """
 
 from __future__ import annotations

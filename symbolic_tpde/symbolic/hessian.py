@@ -1,4 +1,4 @@
-"""Christoffel symbols and the Riemannian Hessian of the energy (second variation, MATH.md §5).
+"""Christoffel symbols and the Riemannian Hessian of the energy (second variation, README Mathematics §5).
 
 For a metric ``g_ij(θ)`` and a function ``f(θ)``:
 
@@ -16,7 +16,7 @@ Two users:
 * :func:`gaussian_hessian`: the Gaussian manifold ``θ = (α, Σ_{i≤j})`` with the metric of
   :func:`.metric.gaussian_coordinate_metric`, ``d = 1, 2``.  The expressions are *staged*: the tilt
   quantities (``2E``, ``m̃``, ``Σ̃``) are named atoms with their own expressions, and derivatives go through them
-  by the chain rule (:class:`Staged`), which keeps ``d = 2`` small (PERF_NOTES: stage, don't expand).
+  by the chain rule (:class:`Staged`), which keeps ``d = 2`` small (measured (README, Benchmarks): stage, don't expand).
   First-kind symbols are symbolic (in the coordinates and the named atoms); ``g⁻¹`` is applied by an mpmath
   linear solve at the evaluation point (any precision), in ``d = 1`` and ``d = 2`` alike.
 """

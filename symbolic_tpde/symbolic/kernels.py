@@ -1,7 +1,7 @@
 """Exponential-quadratic attention kernels.
 
 A kernel of the class handled by the Gaussian-tilt engine has a logarithm that is a polynomial of degree two
-in the query ``x`` and the key ``y`` (``../shared/MATH.md`` §2-3)::
+in the query ``x`` and the key ``y`` (README, Mathematics §2-3)::
 
     log k(x, y) = xᵀ B y + xᵀ P x + yᵀ R y + pᵀ x + rᵀ y          (+ a constant, irrelevant after normalising)
 

@@ -1,4 +1,4 @@
-"""The twisted Wasserstein metric ``g_μ(v, w) = ∫ Z_μ <v, G w> dμ``, ``G = -A V⁻¹`` (MATH.md §5), symbolically.
+"""The twisted Wasserstein metric ``g_μ(v, w) = ∫ Z_μ <v, G w> dμ``, ``G = -A V⁻¹`` (README Mathematics §5), symbolically.
 
 * :func:`exact_matrix` turns user matrices (numbers, nested lists, numpy arrays, SymPy matrices) into exact
   SymPy matrices: integers stay integers, a float becomes the exact rational it encodes (no guessing, no

@@ -1,4 +1,4 @@
-"""Gaussian moment ODEs: from an affine field to ``dα/dt``, ``dΣ/dt`` (``../shared/MATH.md`` §3).
+"""Gaussian moment ODEs: from an affine field to ``dα/dt``, ``dΣ/dt`` (README, Mathematics §3).
 
 If ``μ_t = N(α, Σ)`` and the field is affine, ``Γ_μ(x) = b + J x``, the flow map is affine and
 

@@ -1,4 +1,4 @@
-"""Sinkhorn attention on Gaussians: the entropic plan's cross-covariance (``../shared/MATH.md`` §2-3).
+"""Sinkhorn attention on Gaussians: the entropic plan's cross-covariance (README, Mathematics §2-3).
 
 The entropic plan of ``μ = N(α, Σ)`` with itself for the cost ``-<Ax, y>`` (``ε = 1``) is
 ``dπ = exp(f(x) + g(y) + <Ax, y>) dμ(x) dμ(y)`` with both marginals ``μ``.  Seek ``π`` Gaussian with joint
@@ -10,7 +10,7 @@ covariance ``[[Σ, C], [Cᵀ, Σ]]`` (``C = Cov_π(x, y)``).  Derivation carried
 2. Block inversion (``sympy.block_collapse``, Schur complement) gives ``Π_xy = -Σ⁻¹C(Σ - CᵀΣ⁻¹C)⁻¹``;
    multiplying by ``Σ`` on the left and by the Schur complement on the right yields the fixed-point condition
    ``C = ΣAᵀ(Σ - CᵀΣ⁻¹C)``   (:func:`condition_matrix`; entrywise for ``d = 1, 2`` by :func:`condition_explicit`).
-3. Closed form (claimed in MATH.md, *checked* here): ``Cᵀ = ½A^{-ᵀ}((I + 4AᵀΣAΣ)^{1/2} - I)``, principal
+3. Closed form (claimed in README Mathematics, *checked* here): ``Cᵀ = ½A^{-ᵀ}((I + 4AᵀΣAΣ)^{1/2} - I)``, principal
    square root.  Because ``(X^{1/2} - I)(X^{1/2} + I) = X - I`` and functions of ``X`` commute, with
    ``X = I + 4AᵀΣAΣ``:  ``Cᵀ = 2ΣAΣ(I + X^{1/2})⁻¹``  -- **no A⁻¹**, valid for singular ``A`` too (``X`` is
    similar to ``I + 4Σ^{1/2}AᵀΣAΣ^{1/2} ⪰ I``, so ``I + X^{1/2}`` is always invertible).  This is the form used.
@@ -135,7 +135,7 @@ def mp_cross_covariance(Sigma, A, form: str = "inverse_free"):
     """``Cᵀ`` as an mpmath matrix (current ``mp.dps``), from ``Sigma``, ``A`` (mpmath matrices).
 
     ``form``: ``"inverse_free"`` (``2ΣAΣ(I + X^{1/2})⁻¹``), ``"a_inverse"`` (``½A^{-ᵀ}(X^{1/2} - I)``) or
-    ``"symmetric"`` (``½A^{-ᵀ}(Σ^{-1/2}(I + 4Σ^{1/2}AᵀΣAΣ^{1/2})^{1/2}Σ^{1/2} - I)``, MATH.md's form).
+    ``"symmetric"`` (``½A^{-ᵀ}(Σ^{-1/2}(I + 4Σ^{1/2}AᵀΣAΣ^{1/2})^{1/2}Σ^{1/2} - I)``, the paper's form).
     """
     import mpmath as mp
 

@@ -1,4 +1,4 @@
-"""Sinkhorn attention on Gaussians is a Bures-Wasserstein gradient flow (MATH.md §3, §5), ε = 1.
+"""Sinkhorn attention on Gaussians is a Bures-Wasserstein gradient flow (README Mathematics §3, §5), ε = 1.
 
 Claims checked here (symmetric ``A``, ``V = A``):
 

@@ -1,4 +1,4 @@
-"""The Gaussian tilt: completing the square in the key ``y`` (``../shared/MATH.md`` §3).
+"""The Gaussian tilt: completing the square in the key ``y`` (README, Mathematics §3).
 
 For ``μ = N(α, Σ)`` and ``log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy`` the tilted measure
 ``k(x, y) N(y; α, Σ) dy`` (normalised) is the Gaussian ``N(m(x), S)``.  Nothing below types that result in:

@@ -1,4 +1,4 @@
-"""Witnesses that an attention variant does not preserve Gaussians (``../shared/MATH.md`` §3, last items).
+"""Witnesses that an attention variant does not preserve Gaussians (README, Mathematics §3, last items).
 
 Gaussians are preserved when the field ``Γ_μ(x)`` is affine in ``x`` for ``μ = N(α, Σ)``.  A witness is a
 concrete, certified non-zero value of ``∂²Γ/∂x²`` in ``d = 1``:

@@ -1,5 +1,5 @@
 """``tpde verify`` rows for the dynamics atlas: blow-up times vs closed forms, Σ* limit, rank bound, volume
-and Lyapunov identities, ℓ2/Sinkhorn no-blow-up with their growth bounds (MATH.md §4)."""
+and Lyapunov identities, ℓ2/Sinkhorn no-blow-up with their growth bounds (README Mathematics §4)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def checks(quick: bool = False):
                        Gs @ Gs.T + 0.1 * np.eye(d), T=1e4)
         worst = max(worst, (res.rank if res.rank is not None else 99) - (d - m))
     yield result(f"rank bound rank Sigma* <= dim ker(A+A^T) ({n_rank} draws)", "softmax V SPD", 3, max(worst, 0),
-                 0, "exact integer bound (MATH.md §4)")
+                 0, "exact integer bound (README Mathematics §4)")
 
     A = np.array([[-0.6, 0.4], [-0.1, -0.3]])
     V = np.array([[0.9, 0.2], [0.2, 0.5]])

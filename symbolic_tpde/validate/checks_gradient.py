@@ -1,4 +1,4 @@
-"""``tpde verify`` rows for the gradient-flow structure (MATH.md §5).
+"""``tpde verify`` rows for the gradient-flow structure (README Mathematics §5).
 
 Rows: gradient identity (symbolic, and numeric at large n), energy-dissipation identity (RK4 order and a
 tight-tolerance run), Riemannian Hessian vs finite differences along integrated geodesics (particles and

@@ -177,3 +177,9 @@ def checks(quick: bool) -> Iterator:
     ctl = sigmoid_witness(nw, seed=7, variant="softmax")  # κ <= 0.3 weights (see variant_weights)
     yield result("control: softmax stays Gaussian: max|z|", "softmax", 2, ctl["max_abs_z"], ctl["threshold"],
                  f"Bonferroni normal quantile (level 1e-3), n={nw}")
+
+
+def __getattr__(name: str):
+    if name == "VARIANTS":   # computed from the registry at each access (a newly registered kind is included)
+        return _variants()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

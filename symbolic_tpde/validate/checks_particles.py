@@ -2,7 +2,7 @@
 
 Every row compares the production code with an independent route: each registry kind's oracle, a
 pure-Python double loop over pairs evaluating the definition of the field (arXiv 2501.18322, §2), plain (non-log) Sinkhorn matrix scaling, exact solutions of a linear
-case, and the Gaussian moment ODE of MATH.md §3 integrated by scipy.
+case, and the Gaussian moment ODE of README Mathematics §3 integrated by scipy.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     yield result("sinkhorn particle mean = RK4 of x' = V x", "sinkhorn", 2, mean_err, 1e-8,
                  "column sums 1 +- 1e-9 (tol): ~h|V||x| 1e-9 per step, 10 steps, x5 margin")
 
-    # particles vs Gaussian moment ODE (MATH.md §3, written here), control variate, K seeds
+    # particles vs Gaussian moment ODE (README Mathematics §3, written here), control variate, K seeds
     yield _moment_ode_row(quick, simulate, moments, make_weights, make_head)
 
 

@@ -2,7 +2,7 @@
 
 Independent routes used here:
 
-* **Closed forms (MATH.md §3) as claims.**  The formulas typed in this module are the *claims* to check,
+* **Closed forms (README Mathematics §3) as claims.**  The formulas typed in this module are the *claims* to check,
   never used by the engine.  Matrix form: ``derived - claim`` reduced to zero by targeted matrix algebra
   (distribute, collapse ``Σ⁻¹Σ``).  Entrywise: the engine's ``OdeSystem`` and the claim evaluated at seeded
   random *rational* points in exact arithmetic (error exactly 0).
@@ -107,7 +107,7 @@ def random_point(system, rng: np.random.Generator, scale: sp.Rational = sp.Ratio
     return vals, arrays
 
 
-# ---------------------------------------------------------------- the MATH.md claims (explicit matrices)
+# ---------------------------------------------------------------- the README Mathematics claims (explicit matrices)
 
 def claim_field(kind: str, P: dict, alpha: sp.Matrix, Sigma: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix]:
     """``(b, J)`` claimed by the paper for one head: the kind's oracle ``claim`` (exact rational matrices;
@@ -171,7 +171,7 @@ def matrix_claims(mf) -> list[tuple[str, object, object]]:
         out += [("b", mf.b, s["V"] * S * Sigma.I * alpha), ("J", mf.J, s["V"] * S * (2 / s["tau"]) * s["K"].T * s["Q"])]
     elif kinds == ["custom"]:
         s = mf.heads[0]["symbols"]
-        sym = {s["R"].T: s["R"]}                 # the MATH.md/brief formula assumes R symmetric
+        sym = {s["R"].T: s["R"]}                 # the paper's formula assumes R symmetric
         S = (Sigma.I - 2 * s["R"]).I
         out += [("b (R sym.)", mf.b.xreplace(sym), s["V"] * S * (Sigma.I * alpha + s["r"])),
                 ("J (R sym.)", mf.J.xreplace(sym), s["V"] * S * s["B"].T)]
@@ -329,7 +329,7 @@ def sinkhorn_condition_residual(d: int, rng: np.random.Generator, dps: int = 50,
 
 def sinkhorn_entrywise_vs_mp(rng: np.random.Generator, dps: int = 50) -> float:
     """Entrywise d = 2 Sinkhorn right-hand side vs ``VCᵀ + CVᵀ``, ``Vα`` with ``C`` from mpmath's ``sqrtm`` in
-    the A⁻¹ form of MATH.md (relative, at ``dps`` digits), with ``ε ≠ 1``."""
+    the A⁻¹ form of README Mathematics (relative, at ``dps`` digits), with ``ε ≠ 1``."""
     import mpmath as mp
 
     system = derive_gaussian_system((2, (("sinkhorn", 2),), False, False))

@@ -1,6 +1,6 @@
 """Certified (non-)convexity of the interaction energy: signs of ``Hess E(U, U)`` proved with ``mpmath.iv``.
 
-Route (MATH.md §5, "Non-convexity"):
+Route (README Mathematics §5, "Non-convexity"):
 
 1. the Riemannian Hessian of the n-particle energy is derived symbolically
    (:func:`symbolic_tpde.symbolic.hessian.particle_hessian`: Christoffel symbols of ``g_X``, no numerics);
