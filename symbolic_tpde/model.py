@@ -25,25 +25,12 @@ import numpy as np
 
 from .errors import InputError
 from .spec import kinds as _kinds
+from .spec.checks import check_shape as _check_shape
+from .spec.checks import finite_array, spd
 
 
 def _finite_array(value: Any, field_name: str, ndim: int) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InputError(field_name, f"not a numeric array ({exc})") from None
-    if arr.ndim != ndim:
-        kind = {0: "a number", 1: "a vector", 2: "a matrix"}[ndim]
-        raise InputError(field_name, f"expected {kind}, got an array of shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise InputError(field_name, "contains NaN or Inf")
-    arr.setflags(write=False)
-    return arr
-
-
-def _check_shape(arr: np.ndarray, shape: tuple[int, ...], field_name: str) -> None:
-    if arr.shape != shape:
-        raise InputError(field_name, f"expected shape {shape}, got {arr.shape}")
+    return finite_array(value, field_name, ndim)
 
 
 def _freeze(value: Any):
@@ -349,21 +336,7 @@ class Scenario:
 
 
 def check_gaussian(alpha: Any, Sigma: Any, d: int, names: tuple[str, str] = ("alpha0", "Sigma0")) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a mean vector and an SPD covariance; returns read-only float arrays.
-
-    Symmetry is checked to a relative tolerance of 1e-10 of ``max|Sigma|`` (JSON round-trips are exact, so
-    anything larger is a real asymmetry); definiteness by a Cholesky factorisation.
-    """
-    a = _finite_array(alpha, names[0], 1)
-    _check_shape(a, (d,), names[0])
-    S = _finite_array(Sigma, names[1], 2)
-    _check_shape(S, (d, d), names[1])
-    asym = float(np.max(np.abs(S - S.T))) if d else 0.0
-    if asym > 1e-10 * max(1.0, float(np.max(np.abs(S)))):
-        raise InputError(names[1], f"not symmetric (max |S - Sᵀ| = {asym:.3g})")
-    try:
-        np.linalg.cholesky(S)
-    except np.linalg.LinAlgError:
-        lam = float(np.linalg.eigvalsh(S).min())
-        raise InputError(names[1], f"not positive definite (smallest eigenvalue {lam:.3g})") from None
-    return a, S
+    """Validate a mean vector and an SPD covariance (:func:`symbolic_tpde.spec.checks.spd`); returns
+    read-only float arrays."""
+    a = finite_array(alpha, names[0], 1, shape=(d,))
+    return a, spd(Sigma, d, names[1])

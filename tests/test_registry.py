@@ -191,3 +191,21 @@ def test_a_new_kind_needs_only_its_four_parts(toy_kind):
     X = rng.standard_normal((8, 2))
     assert np.allclose(field(X, w), kinds.part(toy_kind, "oracle").loop(X, w.heads[0].effective), rtol=0,
                        atol=1e-12)
+
+
+def test_one_gaussian_layout_and_one_set_of_state_symbols():
+    """The moment ODE, the Gaussian energy and the spec layout name the state alike (a subs between an energy
+    and a moment ODE acts; before, Σ_00 was positive in one and real in the other, so it silently did not)."""
+    from symbolic_tpde.spec.layout import state_names, unpack
+    from symbolic_tpde.symbolic import gaussian_energy as ge
+
+    a1, S1 = gaussian_symbols(3)
+    a2, S2 = ge.gaussian_symbols(3)
+    assert a1 == a2 and S1 == S2
+    sysm = derive_gaussian_system((3, (("softmax", 3),), False, False))
+    assert [s.name for s in sysm.states] == state_names(3)
+    y = np.arange(9.0)
+    al, S = unpack(y, 3)
+    assert np.array_equal(pack(al, S), y) and np.array_equal(S, S.T)
+    batch = np.stack([y, 2 * y])
+    assert np.array_equal(pack(*unpack(batch, 3)), batch)

@@ -29,12 +29,12 @@ for :func:`dopri5_batch`, the cubic Hermite interpolant through ``(y, f)`` at bo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..numerics.rk import BLOWUP, CONVERGED, DONE, MAXSTEPS, NONFINITE, RUNNING, rk_solve
+from ..numerics.rk import BLOWUP, CONVERGED, DONE, MAXSTEPS, NONFINITE, RUNNING, RKResult, rk_solve
 
 __all__ = ["RUNNING", "DONE", "BLOWUP", "CONVERGED", "NONFINITE", "MAXSTEPS", "STATUS_NAMES", "BatchResult",
            "rk4_batch", "dopri5_batch", "trace_monitor"]
@@ -44,23 +44,12 @@ STATUS_NAMES = {RUNNING: "running", DONE: "ok", BLOWUP: "blowup", CONVERGED: "co
 
 
 @dataclass
-class BatchResult:
-    """End states and bookkeeping of a batched integration.
-
-    ``t[i]``, ``y[i]``: the last accepted time and state of row ``i`` (``T`` unless the row was stopped);
-    ``status[i]``: a code (``STATUS_NAMES``); ``n_steps``/``n_rejected`` per row; ``nfev`` = batched calls;
-    ``t_eval``/``ys``: dense output ``(len(t_eval), N, n)``, NaN after a row stopped.
+class BatchResult(RKResult):
+    """End states and bookkeeping of a batched integration (the fields of :class:`~symbolic_tpde.numerics.rk.
+    RKResult`): ``t[i]``, ``y[i]`` the last accepted time and state of row ``i`` (``T`` unless the row was
+    stopped); ``status[i]`` a code (``STATUS_NAMES``); ``n_steps``/``n_rejected`` per row; ``nfev`` = batched
+    calls; ``t_eval``/``ys``: dense output ``(len(t_eval), N, n)``, NaN after a row stopped.
     """
-
-    t: np.ndarray
-    y: np.ndarray
-    status: np.ndarray
-    n_steps: np.ndarray
-    n_rejected: np.ndarray
-    nfev: int
-    t_eval: np.ndarray | None = None
-    ys: np.ndarray | None = None
-    f: np.ndarray | None = field(default=None, repr=False)
 
     def status_names(self) -> list[str]:
         return [STATUS_NAMES[int(s)] for s in self.status]
@@ -73,7 +62,7 @@ def _adapt(monitor):
 
 
 def _result(r) -> BatchResult:
-    return BatchResult(r.t, r.y, r.status, r.n_steps, r.n_rejected, r.nfev, r.t_eval, r.ys, r.f)
+    return BatchResult(r.t, r.y, r.status, r.n_steps, r.n_rejected, r.nfev, r.t_eval, r.ys, r.f, r.err)
 
 
 def _as_float(Y0):

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+
+from ..spec import layout
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
 from ..numerics.solve import Status, integrate
@@ -137,8 +139,7 @@ def classify_batch(F: Callable, Sigma0s: np.ndarray, T: float = 1e4, *, alpha0s:
     S0 = np.asarray(Sigma0s, float)
     N, d, _ = S0.shape
     a0 = np.zeros((N, d)) if alpha0s is None else np.asarray(alpha0s, float)
-    iu = np.triu_indices(d)
-    Y0 = np.concatenate([a0, S0[:, iu[0], iu[1]]], axis=1)
+    Y0 = layout.pack(a0, S0)
     tr0 = np.trace(S0, axis1=1, axis2=2)
     mon = trace_monitor(d, d, blowup_factor=blowup_factor, base=tr0)
     res = dopri5_batch(F, 0.0, Y0, T, rtol=rtol, atol=atol, args=args, monitor=mon, t_eval=[T / 10, T],

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment, linprog
 
 from ..errors import ConvergenceError, InputError
+from .linalg import logsumexp_rows, sqrtm_psd
 
 __all__ = [
     "wasserstein", "w1", "w2", "wasserstein_1d", "SlicedResult", "sliced_wasserstein", "EntropicResult",
@@ -303,12 +304,7 @@ class EntropicResult:
         return max(self.upper, 0.0) ** (1.0 / self.p)
 
 
-def _lse_rows(Z: np.ndarray) -> np.ndarray:
-    """Stable ``log Σ_j exp(Z_ij)`` per row (Z is overwritten)."""
-    mx = Z.max(axis=1)
-    Z -= mx[:, None]
-    np.exp(Z, out=Z)
-    return np.log(Z.sum(axis=1)) + mx
+_lse_rows = logsumexp_rows
 
 
 def _softmin(Xq: np.ndarray, Yk: np.ndarray, logw: np.ndarray, G: np.ndarray, p: float, eps: float,
@@ -420,9 +416,7 @@ def entropic_wasserstein(X: Any, Y: Any, p: float = 2.0, *, eps: float, a: Any =
 
 # ------------------------------------------------------------------------------------ Bures-Wasserstein
 def _sym_sqrt(S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lam, U = np.linalg.eigh(0.5 * (S + S.T))
-    lam = np.clip(lam, 0.0, None)
-    return U @ (np.sqrt(lam)[:, None] * U.T), lam, U
+    return sqrtm_psd(S, return_eig=True)
 
 
 def _bw2_one_side(S1: np.ndarray, S2: np.ndarray) -> float:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BlowupError, InputError
+from ..spec import layout
 from .linalg import sqrtm_psd
 
 __all__ = [
@@ -419,10 +420,7 @@ def gaussian_coordinate_metric(alpha, Sigma, A, V) -> np.ndarray:
 
 
 def _theta_to_gaussian(theta, d: int) -> tuple[np.ndarray, np.ndarray]:
-    a = np.asarray(theta[:d], float)
-    S = np.zeros((d, d))
-    S[np.triu_indices(d)] = theta[d:]
-    return a, S + np.triu(S, 1).T
+    return layout.unpack(theta, d)
 
 
 def gaussian_hessian_along_geodesic(alpha, Sigma, A, V, U, h: float = 2e-2, delta: float = 1e-5):
@@ -438,7 +436,7 @@ def gaussian_hessian_along_geodesic(alpha, Sigma, A, V, U, h: float = 2e-2, delt
     a = np.asarray(alpha, float)
     S = np.asarray(Sigma, float)
     d = len(a)
-    th0 = np.concatenate([a, S[np.triu_indices(d)]])
+    th0 = layout.pack(a, S)
     N = len(th0)
 
     def gm(th):

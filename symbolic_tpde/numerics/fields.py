@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..model import Schedule, Sink, Weights
+from ..spec.checks import positive_number
 from ..spec.kinds import part, register
 from .fields_core import as_matrix, as_points, attend
 from .sinkhorn import SinkhornInfo, raise_if_not_converged, sinkhorn_potentials
@@ -60,9 +61,7 @@ def l2_field(X, Q, K, V, tau, *, block=None, dtype=None, threads=None) -> np.nda
     Q = as_matrix(Q, (Q.shape[0], d), X.dtype, "Q")
     K = as_matrix(K, Q.shape, X.dtype, "K")
     V = as_matrix(V, (d, d), X.dtype, "V")
-    tau = float(tau)
-    if not (math.isfinite(tau) and tau > 0):
-        raise InputError("tau", f"must be finite and > 0, got {tau}")
+    tau = positive_number(tau, "tau")
     k = X @ K.T
     bias = -np.einsum("ij,ij->i", k, k) / X.dtype.type(tau)
     q = (X @ Q.T) * X.dtype.type(2.0 / tau)

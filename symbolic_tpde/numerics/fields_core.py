@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import InputError
+from ..spec.checks import finite_array, positive_int
 
 #: Target number of logits per row block at feature dimension <= 8 (2^18: 2 MB in float64; cache-sized),
 #: scaled by p/8 above that so matrix products keep a good shape; see :func:`default_block`.
@@ -169,23 +170,13 @@ def as_points(X, dtype=None, name: str = "X") -> np.ndarray:
 
 def as_matrix(M, shape: tuple[int, ...], dtype: np.dtype, name: str) -> np.ndarray:
     """A parameter as a C-contiguous array of the given shape in the work dtype (InputError otherwise)."""
-    try:
-        arr = np.ascontiguousarray(M, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise InputError(name, f"not a numeric array ({exc})") from None
-    if arr.shape != shape:
-        raise InputError(name, f"expected shape {shape}, got {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise InputError(name, "contains NaN or Inf")
-    return arr
+    return np.ascontiguousarray(finite_array(M, name, shape=shape, dtype=dtype, readonly=False))
 
 
 def _check_block(block, n_keys: int, p: int = 2) -> int:
     if block is None:
         return default_block(n_keys, p)
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
-        raise InputError("block", f"must be a positive integer, got {block!r}")
-    return int(block)
+    return positive_int(block, "block")
 
 
 def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "softmax",

@@ -36,6 +36,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import BlowupError, ConvergenceError, InputError
+from ..spec.checks import positive_int, positive_number
 from ..model import Schedule, Weights
 from .fields import as_schedule, field
 from . import rk
@@ -100,15 +101,11 @@ class _Progress:
 def _check_args(T, steps, method, save_every, rtol, atol):
     if method not in METHODS:
         raise InputError("method", f"unknown method {method!r}; expected one of {list(METHODS)}")
-    T = float(T)
-    if not (math.isfinite(T) and T >= 0):
-        raise InputError("T", f"must be finite and >= 0, got {T}")
-    for name, val in (("steps", steps), ("save_every", save_every)):
-        if val is not None and (isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1):
-            raise InputError(name, f"must be a positive integer, got {val!r}")
-    for name, val in (("rtol", rtol), ("atol", atol)):
-        if not (math.isfinite(val) and val > 0):
-            raise InputError(name, f"must be finite and > 0, got {val}")
+    T = positive_number(T, "T", allow_zero=True)
+    positive_int(steps, "steps", allow_none=True)
+    positive_int(save_every, "save_every", allow_none=True)
+    positive_number(rtol, "rtol")
+    positive_number(atol, "atol")
     return T
 
 

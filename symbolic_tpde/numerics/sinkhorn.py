@@ -29,8 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConvergenceError, InputError
+from ..errors import ConvergenceError
+from ..spec.checks import positive_int, positive_number
 from .fields_core import _blas_enter, _blas_exit, _check_block, as_matrix, as_points
+from .linalg import logsumexp_rows
 
 
 @dataclass(frozen=True)
@@ -55,22 +57,16 @@ def lse_rows(q: np.ndarray, k: np.ndarray, bias: np.ndarray, block: int) -> np.n
         for lo in range(0, n_q, block):
             L = q[lo:lo + block] @ kT
             L += bias
-            m = L.max(axis=1)
-            L -= m[:, None]
-            np.exp(L, out=L)
-            out[lo:lo + block] = m + np.log(L.sum(axis=1))
+            out[lo:lo + block] = logsumexp_rows(L)
     finally:
         _blas_exit()
     return out
 
 
 def _validate(epsilon: float, tol: float, max_iter: int) -> None:
-    if not (np.isfinite(epsilon) and epsilon > 0):
-        raise InputError("epsilon", f"must be finite and > 0, got {epsilon}")
-    if not (np.isfinite(tol) and tol > 0):
-        raise InputError("tol", f"must be finite and > 0, got {tol}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise InputError("max_iter", f"must be a positive integer, got {max_iter!r}")
+    positive_number(epsilon, "epsilon")
+    positive_number(tol, "tol")
+    positive_int(max_iter, "max_iter")
 
 
 def sinkhorn_potentials(X: np.ndarray, A: np.ndarray, epsilon: float = 1.0, *, tol: float = 1e-9,

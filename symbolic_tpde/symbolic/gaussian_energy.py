@@ -31,14 +31,12 @@ __all__ = ["gaussian_symbols", "gaussian_coords", "complete_square", "GaussianEn
 
 
 def gaussian_symbols(d: int, prefix: str = "") -> tuple[sp.Matrix, sp.Matrix]:
-    """Mean ``alpha_i`` and symmetric covariance ``Sigma_i_j`` (``i <= j``) as explicit symbol matrices."""
-    alpha = sp.Matrix([sp.Symbol(f"{prefix}alpha_{i}", real=True) for i in range(d)])
-    Sig = sp.zeros(d, d)
-    for i in range(d):
-        for j in range(i, d):
-            s = sp.Symbol(f"{prefix}Sigma_{i}_{j}", positive=True) if i == j else sp.Symbol(f"{prefix}Sigma_{i}_{j}", real=True)
-            Sig[i, j] = Sig[j, i] = s
-    return alpha, Sig
+    """Mean ``alpha_i`` and symmetric covariance ``Sigma_i_j`` (``i <= j``): without ``prefix`` exactly the
+    symbols of the moment ODEs (:func:`symbolic_tpde.symbolic.moments.gaussian_symbols`, the one Gaussian
+    layout), so a ``subs`` between an energy and a moment ODE acts; ``prefix`` gives a second, distinct set."""
+    from .tilt import sym_matrix, sym_vector
+
+    return sym_vector(f"{prefix}alpha", d), sym_matrix(f"{prefix}Sigma", d, symmetric=True)
 
 
 def _inv(M: sp.Matrix) -> sp.Matrix:

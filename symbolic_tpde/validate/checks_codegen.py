@@ -23,6 +23,7 @@ from typing import Iterator
 import numpy as np
 import sympy as sp
 
+from ..spec import layout
 from ..symbolic.system import OdeSystem
 from .mp import U64, mp_eval, op_depth, tree_size
 from .verify import result
@@ -61,7 +62,7 @@ def random_point(system: OdeSystem, rng: np.random.Generator) -> tuple[float, np
     L = rng.normal(size=(d, d)) * 0.5
     Sigma = np.eye(d) + L @ L.T / d
     alpha = rng.normal(size=d)
-    y = np.concatenate([alpha, Sigma[np.triu_indices(d)]])
+    y = layout.pack(alpha, Sigma)
     p = rng.normal(size=system.n_params) * 0.4
     for blk in system.param_layout:
         name = blk.key[-1]

@@ -27,6 +27,7 @@ from typing import Iterator
 import numpy as np
 
 from ..model import Weights, make_head, make_weights
+from ..spec import layout
 from .verify import result
 
 T_DEFAULT = 1.0
@@ -94,8 +95,7 @@ def _deviation(X: np.ndarray, alpha: np.ndarray, Sigma: np.ndarray) -> np.ndarra
     m = X.mean(axis=0)
     C = X - m
     cov = C.T @ C / X.shape[0]
-    iu = np.triu_indices(X.shape[1])
-    return np.concatenate([m - alpha, (cov - Sigma)[iu]])
+    return layout.pack(m - alpha, cov - Sigma)
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,7 @@ def particles_vs_ode(weights: Weights, n: int, runs: int, seed: int, T: float = 
         devs.append(_deviation(np.asarray(run.X, dtype=float), aT, ST))
     V = np.array(devs)
     se = V.std(axis=0, ddof=1) / math.sqrt(runs)
-    iu = np.triu_indices(d)
-    moved = np.concatenate([aT - a0, (ST - S0)[iu]])
+    moved = layout.pack(aT - a0, ST - S0)
     return Comparison(float(np.max(np.abs(V.mean(axis=0)) / se)),
                       float(np.sqrt(np.mean(np.sum(V ** 2, axis=1)))),
                       float(np.max(np.abs(moved) / se)), se, n, runs, kappa)
