@@ -17,14 +17,14 @@ Flat parameters: ``system.param_layout`` (``("heads", h, name)``, ``("ffn", "W")
 from __future__ import annotations
 
 import math
-import threading
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from .errors import InputError, NotGaussianPreserving
 from .model import Scenario, Schedule, Weights
 from .spec import kinds, layout
+from .spec.memo import Memo
 
 #: Blow-up threshold used by the simple size event: ``tr Σ + |α|²`` above this multiple of its start.
 BLOWUP_FACTOR = 1e12
@@ -112,25 +112,7 @@ def params_from_values(system, values) -> np.ndarray:
     return p
 
 
-# ---------------------------------------------------------------------------------------------- memo
-class _Memo:
-    """The one in-memory memo of this layer, keyed by value (structure / backend), thread-safe."""
-
-    def __init__(self):
-        self._d: dict = {}
-        self._lock = threading.Lock()
-
-    def get(self, key, make: Callable):
-        with self._lock:
-            hit = self._d.get(key)
-        if hit is None:
-            hit = make()
-            with self._lock:
-                hit = self._d.setdefault(key, hit)
-        return hit
-
-
-_MEMO = _Memo()
+_MEMO = Memo("compiled right-hand sides by weights structure and backend")
 
 
 def system_for(weights: Weights):

@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..spec.memo import Memo
 from ..symbolic.system import OdeSystem
 from . import c_backend
 from .c_backend import CompilerUnavailable
@@ -124,8 +125,7 @@ class CompiledRHS:
                 f"variant={dict(self.system.origin).get('variant', '?')!r})")
 
 
-_MEMO: dict[tuple, CompiledRHS] = {}
-_MEMO_LOCK = threading.Lock()
+_MEMO = Memo("compiled right-hand sides by content key")
 
 
 def _numpy_module(system: OdeSystem, what: str, cache: Cache, key: str) -> tuple[dict, str]:
@@ -241,8 +241,7 @@ def compile_system(system: OdeSystem, backend: str = "auto", *, cache: Cache | N
         if reason is not None:
             raise CompilerUnavailable(f"backend='c' requested but unavailable: {reason}")
     memo_key = (key, backend, str(cache.root))
-    with _MEMO_LOCK:
-        hit = _MEMO.get(memo_key)
+    hit = _MEMO.lookup(memo_key)
     if hit is not None:
         return hit
     if backend == "c" and auto:
@@ -256,6 +255,4 @@ def compile_system(system: OdeSystem, backend: str = "auto", *, cache: Cache | N
             crhs = _compile_numpy(system, cache, key)
     else:
         crhs = _compile_c(system, cache, key) if backend == "c" else _compile_numpy(system, cache, key)
-    with _MEMO_LOCK:
-        _MEMO.setdefault(memo_key, crhs)
-    return crhs
+    return _MEMO.store(memo_key, crhs)
