@@ -3,7 +3,7 @@
 Same run, same generated right-hand side (softmax, d = 2, A = -[[0.6, 0.1], [0.1, 0.3]], V = I, horizon T = 5,
 rtol 1e-8, atol 1e-10), Σ₀ = GGᵀ + 0.1 I with G standard normal (seed 0):
 
-* batched: :func:`symbolic_tpde.analysis.batch.dopri5_batch` on ``compiled.batch`` (all rows at once);
+* batched: :func:`symbolic_tpde.analysis.batch.dopri5_batch` on ``GaussianODE.rhs_batch`` (all rows at once);
 * loop: ``scipy.integrate.solve_ivp`` (RK45, the same Dormand-Prince pair) per trajectory on ``compiled.f``,
   timed on a subset of ``--loop-n`` trajectories and reported per trajectory;
 * sweep: ``tpde sweep``-style grid in-process vs 2 local worker processes (a pool warmed with the
@@ -46,7 +46,7 @@ def main():
     S0 = G @ G.transpose(0, 2, 1) + 0.1 * np.eye(2)
     Y0 = np.concatenate([np.zeros((args.N, 2)), S0[:, 0, :], S0[:, 1, 1:]], axis=1)
     T, rtol, atol = 5.0, 1e-8, 1e-10
-    batch, f = ode.compiled.batch, ode.compiled.f
+    batch, f = ode.rhs_batch, ode.compiled.f
     print(f"backend: {ode.backend}")
 
     t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
 All in ``d = 2``, mean 0 (invariant; the covariance ODE of these variants does not involve the mean), from the
 trace-one grid ``Σ₀ = [[(1+u)/2, w/2], [w/2, (1-u)/2]]``, ``u² + w² < 0.95``.  Trajectories come from the
-*generated* batched right-hand side (:class:`symbolic_tpde.gaussian.GaussianODE`, ``compiled.batch``)
+*generated* batched right-hand side (:meth:`symbolic_tpde.gaussian.GaussianODE.rhs_batch`)
 integrated by the adaptive Dormand-Prince 5(4) of :mod:`.batch` (per-trajectory step control), with a
 blow-up monitor; blown-up rows are classified (finite-time singularity vs exponential divergence) by
 :func:`.clustering.classify_batch`.  Each family figure has one row per variant and three panels:
@@ -145,15 +145,12 @@ FAMILIES: dict[str, Callable[[], Family]] = {
 
 # ------------------------------------------------------------------------------------------ computation
 def batched_rhs(weights: Weights) -> Callable:
-    """``F(t, Y)`` from the generated code (``compiled.batch``), or a row loop on the numeric-matrix path."""
+    """``F(t, Y)``: the ODE's batch evaluation (generated code, or the numeric-matrix backend's row loop)."""
     from ..gaussian import GaussianODE
 
     ode = GaussianODE.from_weights(weights)
-    if ode.compiled is None:
-        return lambda t, Y: np.array([ode.rhs(0.0, y) for y in Y])
     p = ode.params(0.0)
-    batch = ode.compiled.batch
-    return lambda t, Y: batch(t, Y, p)
+    return lambda t, Y: ode.rhs_batch(t, Y, p)
 
 
 @dataclass

@@ -4,7 +4,7 @@ Rank histograms (horizon ``T = 10⁶``: with ``V = BᵀB`` the smallest eigenval
 slows the ``O(1/t)`` decay so much that at ``T = 10⁴`` some draws still look full rank): ``A = -QᵀQ/√d`` with ``Q ∈ R^{⌊d/2⌋×d}`` (so ``dim ker(A + Aᵀ) = ⌈d/2⌉``), rows ``V = I`` and
 ``V = BᵀB`` (``B`` standard normal), one ``Σ₀ = GGᵀ`` per draw; each ``(Q, V, Σ₀)`` is classified by
 :func:`.clustering.classify_batch` at horizon ``T`` with all parameter sets integrated in one batch (per-row
-parameter vectors through the generated ``compiled.batch``).  Two counts are drawn: the persistence rank of
+parameter vectors through :meth:`~symbolic_tpde.gaussian.GaussianODE.rhs_batch`).  Two counts are drawn: the persistence rank of
 our classifier and the authors' rule "eigenvalues of ``Σ(T)`` above 0.1" (which undercounts small limits).
 ℓ2 uses ``K = -Q`` and ``τ = 2√d`` (same cross term as softmax).
 
@@ -51,8 +51,7 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
     ode = GaussianODE.from_weights(weights[0])
     P = np.array([ode.params(0.0) if i == 0 else GaussianODE.from_weights(w).params(0.0)
                   for i, w in enumerate(weights)])
-    batch = ode.compiled.batch
-    res = classify_batch(lambda t, Y, PP: batch(t, Y, PP), np.array(S0s), T=T, args=(P,))
+    res = classify_batch(lambda t, Y, PP: ode.rhs_batch(t, Y, PP), np.array(S0s), T=T, args=(P,))
     ranks = [r.rank if r.kind in ("rank", "collapse") else -1 for r in res]
     thr = [int(np.sum(np.linalg.eigvalsh(r.Sigma_T) > 0.1)) if r.kind in ("rank", "collapse") else -1
            for r in res]

@@ -45,28 +45,25 @@ def variant_weights(variant: str, A: np.ndarray, V: np.ndarray, *, sink_mass: fl
     * ``multihead``: heads ``(A, V/2)`` and ``(Aᵀ, V/2)``;
     * ``masked``: causal softmax, with an attention sink of mass ``sink_mass`` at ``x = 0`` if given.
     """
+    from ..spec import kinds
+
     A = np.asarray(A, float)
     V = np.asarray(V, float)
     d = len(V)
-    if variant == "softmax":
-        heads = [make_head("softmax", A=A, V=V)]
-    elif variant == "l2":
-        heads = [make_head("l2", Q=A, K=np.eye(d), V=V, tau=2.0)]
-    elif variant == "sinkhorn":
-        heads = [make_head("sinkhorn", A=A, V=V, epsilon=1.0)]
-    elif variant == "sigmoid":
-        heads = [make_head("sigmoid", A=A, V=V, b=0.0)]
-    elif variant == "linear":
-        heads = [make_head("linear", A=A, V=V)]
-    elif variant == "multihead":
-        heads = [make_head("softmax", A=A, V=V / 2), make_head("softmax", A=A.T.copy(), V=V / 2)]
-    elif variant == "masked":
-        heads = [make_head("masked", A=A, V=V)]
-        sink = None if sink_mass is None else {"mass": float(sink_mass), "x": np.zeros(d)}
-        return make_weights(heads, sink=sink)
-    else:
-        raise InputError("variant", f"unknown variant {variant!r}; expected one of {list(VARIANTS)}")
-    return make_weights(heads)
+    if variant == "multihead":
+        return make_weights([make_head("softmax", A=A, V=V / 2), make_head("softmax", A=A.T.copy(), V=V / 2)])
+    if variant == "l2":
+        return make_weights([make_head("l2", Q=A, K=np.eye(d), V=V, tau=2.0)])
+    try:
+        spec = kinds.get(variant)
+    except KeyError:
+        raise InputError("variant", f"unknown variant {variant!r}; expected one of {list(VARIANTS)}") from None
+    if "A" not in spec.names:
+        raise InputError("variant", f"{variant!r} heads are not parametrised by (A, V)")
+    # every other scalar parameter at its registry default, or 0 (the sigmoid bias) when it has none
+    extra = {p.name: (0.0 if p.default is None else p.default) for p in spec.params if p.block == "scalar"}
+    sink = {"mass": float(sink_mass), "x": np.zeros(d)} if (sink_mass is not None and variant == "masked") else None
+    return make_weights([make_head(variant, A=A, V=V, **extra)], sink=sink)
 
 
 def _is_masked(weights) -> bool:

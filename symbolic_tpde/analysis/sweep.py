@@ -68,8 +68,7 @@ def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarr
         rng = np.random.default_rng([spec.seed, i])
         G = rng.normal(size=(spec.K, 2, 2))
         S0 = G @ G.transpose(0, 2, 1) + 0.1 * np.eye(2)
-        batch = ode.compiled.batch
-        res = classify_batch(lambda t, Y: batch(t, Y, p), S0, T=spec.T)
+        res = classify_batch(lambda t, Y, p=p: ode.rhs_batch(t, Y, p), S0, T=spec.T)
         counts = np.zeros(len(PHASES), dtype=int)
         for r in res:
             counts[_phase_of(r.label())] += 1
