@@ -44,8 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         # Errors a user can meet with valid syntax but an impossible request: a variant that has no Gaussian
         # ODE, an unavailable compiler, a blow-up or a non-converged Sinkhorn.  Their classes live in heavy
         # modules, imported here only once such an error happened.
-        from .codegen.c_backend import CompilerUnavailable
-        from .errors import BlowupError, ConvergenceError, NotGaussianPreserving
+        from .errors import BlowupError, CompilerUnavailable, ConvergenceError, NotGaussianPreserving
 
         codes = ((NotGaussianPreserving, 2), (CompilerUnavailable, 2), (BlowupError, 3), (ConvergenceError, 4))
         for cls, code in codes:

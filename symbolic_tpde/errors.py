@@ -49,3 +49,7 @@ class NotGaussianPreserving(ValueError):
     def __init__(self, witness):
         self.witness = witness
         super().__init__(witness.summary())
+
+
+class CompilerUnavailable(RuntimeError):
+    """A C extension cannot be built here (no compiler, no cffi or no Python headers)."""

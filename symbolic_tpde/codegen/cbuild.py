@@ -25,12 +25,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..errors import CompilerUnavailable  # noqa: F401  (defined with the other errors; re-exported)
+
 __all__ = ["CompilerUnavailable", "find_compiler", "availability", "compile_extension", "load_extension",
            "cpu_signature"]
-
-
-class CompilerUnavailable(RuntimeError):
-    """A C extension cannot be built here (no compiler, no cffi or no Python headers)."""
 
 
 def find_compiler() -> list[str] | None:

@@ -28,7 +28,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from ..codegen.c_backend import CompilerUnavailable
+    from ..errors import CompilerUnavailable
     from ..gaussian import GaussianODE
     from ..scenario import load_scenario
     from ..errors import NotGaussianPreserving

@@ -38,6 +38,7 @@ from typing import Any
 import sympy as sp
 
 from ..errors import NotGaussianPreserving  # noqa: F401  (re-exported: raised with a Witness)
+from ..spec import kinds as _kinds
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,6 @@ class Witness:
                 "point": {k: str(v) for k, v in self.point.items()}, "value": self.value,
                 "independent_value": self.independent, "certified": self.certified, "notes": self.notes}
 
-
-from ..spec import kinds as _kinds
 
 #: the kinds whose registry entry says "witness" (derived from the registry, not listed here)
 NOT_PRESERVING_KINDS = tuple(k for k, s in _kinds.KINDS.items() if s.gaussian == "witness")
