@@ -14,7 +14,8 @@ import sys
 
 from .errors import InputError
 
-COMMANDS = ("verify", "particles", "derive", "rhs", "gaussian", "figures", "sweep", "convexity", "meanfield", "kinds")
+COMMANDS = ("verify", "particles", "derive", "rhs", "gaussian", "classify", "plot", "figures", "sweep", "convexity",
+            "meanfield", "kinds")
 
 
 def build_parser() -> argparse.ArgumentParser:
