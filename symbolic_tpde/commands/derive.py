@@ -6,6 +6,9 @@ and exit 0.  Sinkhorn with ``--d >= 3`` has no exact entrywise form (matrix squa
 ``--no-cse`` is refused (exit 2, an ``--no-cse`` input error) when the written-out system is too large to print
 (> ``printing.MAX_TREE`` tree nodes) or, in LaTeX, has unbreakable pieces wider than the page.
 ``--format latex --standalone`` output compiles with ``pdflatex`` (amsmath, amssymb, geometry).
+``--steps`` prints the derivation as numbered steps, each checked by SymPy (:mod:`..symbolic.steps`;
+exit 1 if any step could not be checked), ``--beamer`` as slides; ``--V identity`` / ``--A symmetric``
+specialise it (softmax with ``V = I``: precision equation, closed-form ``Σ(t)``, blow-up time).
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ def register(sub) -> None:
     p.add_argument("--ffn", action="store_true", help="add the affine feed-forward term W x + c")
     p.add_argument("--sink", action="store_true", help="masked: with an attention sink")
     p.add_argument("--standalone", action="store_true", help="LaTeX: a complete amsmath document")
+    p.add_argument("--steps", action="store_true", help="the derivation as numbered, SymPy-checked steps "
+                   "(matrix form, general d; JSON: {\"steps\": [{title, lhs, rhs, checked, method}, ...]})")
+    p.add_argument("--beamer", action="store_true", help="with --steps --format latex: Beamer slides, one step "
+                   "per frame")
+    p.add_argument("--V", dest="V_structure", choices=("identity",), default=None,
+                   help="with --steps: specialise to V = I (softmax: also the closed form and blow-up time)")
+    p.add_argument("--A", dest="A_structure", choices=("symmetric",), default=None,
+                   help="with --steps: specialise to a symmetric A")
     p.add_argument("--no-cse", action="store_true", help="entrywise: print expressions without named "
                    "common sub-expressions")
     p.set_defaults(func=run)
@@ -60,6 +71,16 @@ def run(args) -> int:
         emit(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format))
         return 0
     kinds = (kind,) * heads
+    if args.steps or args.beamer or args.V_structure or args.A_structure:
+        from ..symbolic import steps_render
+        from ..symbolic.steps import kind_derivation
+
+        if args.beamer and args.format != "latex":
+            raise InputError("--beamer", "needs --format latex")
+        dv = kind_derivation(kinds, ffn=args.ffn, V_identity=args.V_structure == "identity",
+                             A_symmetric=args.A_structure == "symmetric")
+        print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
+        return 0 if dv.all_checked else 1
     if args.d is None:
         emit(printing.render_matrix_form(matrix_form(kinds, ffn=args.ffn), args.format))
         return 0

@@ -37,7 +37,7 @@ import sympy as sp
 
 from ..errors import InputError, NotGaussianPreserving
 from .kernels import ExpQuadKernel
-from .system import OdeSystem, Step
+from .system import OdeSystem
 
 __all__ = ["derive_kernel", "KernelWitness", "analyse_log_kernel", "TiltForm"]
 
@@ -283,13 +283,14 @@ def derive_kernel(log_kernel, query, key, value=None, *, time=None, method: str 
     if isinstance(form, str):
         raise NotGaussianPreserving(_witness(ell, list(x), list(y), V, params, time))
     hf = tilt_head(form.kernel(), V, alpha, Sigma, x, method=method, kind="user kernel")
-    steps = (Step("log-kernel", sp.Symbol("log k(x, y)"), ell),
-             Step("part cancelling in the normalisation", sp.Symbol("c(x)"), form.dropped),
-             Step("key-quadratic block", sp.Symbol("R"), form.R),
-             Step("bilinear block (x^T B y)", sp.Symbol("B"), form.B),
-             Step("key-linear term", sp.Symbol("r"), form.r),
-             *hf.steps)
-    return assemble_system(d, [hf], params=params, layout=(), time=time,
-                           origin={"variant": "user kernel", "d": d, "form": "entrywise", "method": method,
-                                   "log_kernel": sp.sstr(ell)[:400], "structure": None},
-                           extra_steps=steps)
+    holder: dict = {}
+
+    def derivation():
+        from .steps import entrywise_kernel_steps
+        sysm = holder["system"]
+        return entrywise_kernel_steps(ell, form, V, x, y, alpha, Sigma, hf.b, hf.J, sysm.rhs)
+    holder["system"] = assemble_system(
+        d, [hf], params=params, layout=(), time=time,
+        origin={"variant": "user kernel", "d": d, "form": "entrywise", "method": method,
+                "log_kernel": sp.sstr(ell)[:400], "structure": None}, derivation=derivation)
+    return holder["system"]

@@ -226,9 +226,10 @@ def derive_gaussian_system(structure: tuple, d: int | None = None, method: str =
 
 
 def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: tuple, time=None, origin: dict,
-                    ffn: tuple | None = None, extra_steps: tuple = ()) -> OdeSystem:
+                    ffn: tuple | None = None, extra_steps: tuple = (), derivation=None) -> OdeSystem:
     """Sum head contributions (and an FFN ``Wx + c``) into the entrywise moment ODE ``dα/dt = b + Jα``,
-    ``dΣ/dt = JΣ + ΣJᵀ`` (upper triangle)."""
+    ``dΣ/dt = JΣ + ΣJᵀ`` (upper triangle).  ``derivation``: a callable giving the checked steps (built on
+    first access of ``system.steps``); default for built-in structures: :func:`.steps.entrywise_system_steps`."""
     alpha, Sigma = gaussian_symbols(d)
     drift, JS = sp.zeros(d, 1), sp.zeros(d, d)
     assumptions, conditions, existence, steps = [], [], [], list(extra_steps)
@@ -256,9 +257,14 @@ def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: t
     origin = {**origin, "d": d, "assumptions": tuple(assumptions), "unused_params": tuple(unused),
               "time_dependence": "parameters may depend on t: refill p per layer, or substitute functions of the "
                                  "`time` symbol for parameter symbols"}
-    return OdeSystem(states=states, params=params, rhs=tuple(rhs), param_layout=tuple(layout),
-                     time=time if time is not None else sp.Symbol("t", real=True), origin=origin,
-                     conditions=tuple(conditions), existence=tuple(existence), steps=tuple(steps))
+    if derivation is None and origin.get("structure") is not None:
+        def derivation():
+            from .steps import entrywise_system_steps
+            return entrywise_system_steps(system)
+    system = OdeSystem(states=states, params=params, rhs=tuple(rhs), param_layout=tuple(layout),
+                       time=time if time is not None else sp.Symbol("t", real=True), origin=origin,
+                       conditions=tuple(conditions), existence=tuple(existence), derivation=derivation)
+    return system
 
 
 @lru_cache(maxsize=64)

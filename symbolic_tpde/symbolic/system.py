@@ -45,12 +45,17 @@ class ParamBlock:
 
 @dataclass(frozen=True)
 class Step:
-    """One step of a derivation: ``lhs = rhs`` under a title (SymPy objects; ``note`` in words)."""
+    """One step of a derivation: ``lhs = rhs`` under a title (SymPy objects; ``note`` in words).
+
+    ``checked`` is True only when SymPy verified the equation (:func:`.steps_check.check_equal`), and
+    ``method`` says how (exact cancellation, explicit ``d``, rational points, 50 digits) or why not."""
 
     title: str
     lhs: Any
     rhs: Any
     note: str = ""
+    checked: bool = False
+    method: str = "not checked"
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,7 +66,8 @@ class OdeSystem:
     ``conditions``: SymPy relations in the states and parameters under which the derivation holds (the
     Gaussian tilt exists: ``LDLᵀ`` pivots of ``N = Σ - Σ(R + Rᵀ)Σ`` positive, i.e. ``Σ⁻¹ - R - Rᵀ ≻ 0``).
     ``existence``: per head with a key-quadratic block, the symmetric matrix ``R + Rᵀ`` (in the parameters and
-    time) for numerical checks.  ``steps``: the derivation's intermediate results (:class:`Step`).
+    time) for numerical checks.  ``steps``: the derivation as checked :class:`Step` objects, built on first
+    access from the ``derivation`` callable (checking takes seconds; code that never asks does not pay).
     """
 
     states: tuple[sp.Symbol, ...]
@@ -72,7 +78,7 @@ class OdeSystem:
     origin: Mapping[str, Any] = field(default_factory=dict)
     conditions: tuple = ()
     existence: tuple = ()
-    steps: tuple = ()
+    derivation: Any = field(default=None, repr=False)   # zero-argument callable -> tuple of Steps (lazy)
     _memo: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +89,13 @@ class OdeSystem:
             raise ValueError("state, parameter and time symbol names must be distinct")
         if sum(b.size for b in self.param_layout) not in (0, len(self.params)):
             raise ValueError("param_layout does not cover the parameter vector")
+
+    @property
+    def steps(self) -> tuple:
+        """The checked derivation steps (:mod:`.steps`), built on first access and kept."""
+        if "steps" not in self._memo:
+            self._memo["steps"] = tuple(self.derivation()) if self.derivation is not None else ()
+        return self._memo["steps"]
 
     @property
     def n_states(self) -> int:
@@ -112,7 +125,7 @@ class OdeSystem:
         o = dict(self.origin)
         return (f"OdeSystem({o.get('variant', '?')!r}, d={o.get('d', '?')}: {self.n_states} states, "
                 f"{self.n_params} params, time {self.time.name}, {len(self.conditions)} conditions, "
-                f"{len(self.steps)} steps)")
+                f"steps {'on demand' if 'steps' not in self._memo else len(self.steps)})")
 
 
 def gaussian_state_layout(d: int) -> list[tuple[str, tuple[int, ...]]]:

@@ -1,0 +1,151 @@
+"""Text, JSON and LaTeX (fragment, A4 article, Beamer) renderings of a :class:`~.steps.Derivation`
+(README, "`tpde derive` in more detail"; Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322, §3).
+
+One notation throughout: transposes ``^\\top``, ``\\varepsilon``, ``\\Sigma``, matrices upright capitals as SymPy
+prints ``MatrixSymbol``s.  Every step is printed with its check: "checked: <method>" or, in bold, "NOT
+checked: <reason>"; nothing is printed as checked that was not.  Assumptions and conclusions are sentences
+in the document body, not comments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import sympy as sp
+
+from .steps import Shown
+
+_WORDS = [(r"Sigma\^-1", r"$\\Sigma^{-1}$"), (r"Sigma_0\^-1", r"$\\Sigma_0^{-1}$")]
+
+
+def tex(e) -> str:
+    """LaTeX of one side, with the house notation (``^\\top``, ``\\varepsilon``)."""
+    if isinstance(e, Shown):
+        return e.tex
+    s = sp.latex(e, symbol_names={sp.Symbol("lambda_max", positive=True): r"\lambda_{\max}"})
+    s = s.replace("^{T}", "^{\\top}").replace("\\epsilon", "\\varepsilon")
+    s = re.sub(r"\\mathbb\{I\}", "I", s)
+    return s
+
+
+def text_side(e) -> str:
+    return e.text if isinstance(e, Shown) else sp.sstr(e)
+
+
+_TEXT_SUBS = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon", "ε"), ("eps", "ε"), ("Gamma", "Γ"),
+              ("lambda_max", "λ_max"), ("^-1", "⁻¹"), ("^T", "ᵀ"), ("tau", "τ")]
+
+
+_GREEK_WORDS = {"Sigma": r"\Sigma", "Sigma_0": r"\Sigma_0", "alpha": r"\alpha", "epsilon": r"\varepsilon",
+                "eps": r"\varepsilon", "Gamma": r"\Gamma", "tau": r"\tau", "lambda_max": r"\lambda_{\max}",
+                "mu_t": r"\mu_t", "pi": r"\pi", "mu": r"\mu"}
+_MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
+                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)")
+
+
+def _math_piece(m: re.Match) -> str:
+    if m.group("ge"):
+        return r"$\geq$"
+    if m.group("word"):
+        return "$" + _GREEK_WORDS[m.group("word")] + "$"
+    base, exp = m.group("pow").split("^", 1)
+    exp = exp.strip("{}")
+    exp = r"\top" if exp == "T" else exp
+    return "$" + _GREEK_WORDS.get(base, base) + "^{" + exp + "}$"
+
+
+def words_tex(s: str) -> str:
+    """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names) for LaTeX text mode:
+    formula pieces become inline math, the rest is escaped."""
+    out, pos = [], 0
+    esc = (lambda t: t.replace("\\", "").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#")
+           .replace("_", "\\_").replace("^", "\\^{}").replace("~", "\\textasciitilde{}")
+           .replace("<", "$<$").replace(">", "$>$"))
+    for m in _MATH.finditer(s):
+        out.append(esc(s[pos:m.start()]))
+        out.append(_math_piece(m))
+        pos = m.end()
+    out.append(esc(s[pos:]))
+    return "".join(out)
+
+
+def to_json(dv) -> dict:
+    return {"title": dv.title, "assumptions": list(dv.assumptions), "conclusions": list(dv.conclusions),
+            "all_checked": dv.all_checked, "expr_format": "sympy-str",
+            "steps": [{"title": s.title, "lhs": text_side(s.lhs), "rhs": text_side(s.rhs), "checked": s.checked,
+                       "method": s.method, "note": s.note} for s in dv.steps]}
+
+
+def to_text(dv) -> str:
+    lines = [dv.title, "", "Assumptions:"] + [f"  - {a}" for a in dv.assumptions] + [""]
+    for k, s in enumerate(dv.steps, 1):
+        lines.append(f"Step {k}. {s.title}")
+        lines.append(f"    {text_side(s.lhs)}  =  {text_side(s.rhs)}")
+        if s.note:
+            lines.append(f"    ({s.note})")
+        lines.append(("    checked: " if s.checked else "    NOT CHECKED: ") + s.method)
+    lines += ["", "Conclusions:"] + [f"  - {c}" for c in dv.conclusions]
+    return "\n".join(lines)
+
+
+def _eq(s) -> str:
+    return "\\begin{dmath*}" if False else ("\\begin{multline*}\n" + tex(s.lhs) + "\n\\\\ = " + tex(s.rhs)
+                                           + "\n\\end{multline*}" if len(tex(s.lhs)) + len(tex(s.rhs)) > 150
+                                           else "\\[\n" + tex(s.lhs) + " = " + tex(s.rhs) + "\n\\]")
+
+
+def _check_line(s) -> str:
+    return ("{\\small\\emph{Checked by SymPy:} " + words_tex(s.method) + ".}" if s.checked else
+            "{\\small\\textbf{NOT checked:} " + words_tex(s.method) + ".}")
+
+
+def to_latex(dv) -> str:
+    """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
+    out = ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
+    out += ["\\end{itemize}", "\\paragraph{Derivation.}", "\\begin{enumerate}"]
+    for s in dv.steps:
+        out.append(f"\\item \\textbf{{{words_tex(s.title)}.}}")
+        out.append(_eq(s))
+        if s.note:
+            out.append(words_tex(s.note[:1].upper() + s.note[1:]) + ".\\\\")
+        out.append(_check_line(s))
+    out += ["\\end{enumerate}", "\\paragraph{Conclusions.}", "\\begin{itemize}"]
+    out += [f"\\item {words_tex(c)}" for c in dv.conclusions] + ["\\end{itemize}"]
+    return "\n".join(out)
+
+
+_PREAMBLE = ("\\input{glyphtounicode}\n\\pdfgentounicode=1\n\\usepackage{amsmath,amssymb}\n")
+
+
+def standalone(dv) -> str:
+    """An A4 portrait article (compiles with pdflatex)."""
+    return ("\\documentclass[11pt,a4paper]{article}\n" + _PREAMBLE + "\\usepackage[margin=2.2cm]{geometry}\n"
+            "\\allowdisplaybreaks\n\\begin{document}\n\\section*{" + words_tex(dv.title) + "}\n"
+            "Castin, Ablin, Carrillo, Peyr\\'e, arXiv 2501.18322, \\S3; every step below was checked by SymPy "
+            "with the method stated under it.\n" + to_latex(dv) + "\n\\end{document}\n")
+
+
+def beamer(dv) -> str:
+    """Beamer slides: assumptions, one frame per step, conclusions."""
+    fr = ["\\begin{frame}{Assumptions}\n\\begin{itemize}\n" + "\n".join(f"\\item {words_tex(a)}"
+                                                                        for a in dv.assumptions)
+          + "\n\\end{itemize}\n\\end{frame}"]
+    for k, s in enumerate(dv.steps, 1):
+        fr.append(f"\\begin{{frame}}{{Step {k}}}\n\\textbf{{{words_tex(s.title)}}}\n{_eq(s)}\n"
+                  + (words_tex(s.note) + "\\\\[1ex]\n" if s.note else "") + _check_line(s) + "\n\\end{frame}")
+    fr.append("\\begin{frame}{Conclusions}\n\\begin{itemize}\n" + "\n".join(f"\\item {words_tex(c)}"
+                                                                           for c in dv.conclusions)
+              + "\n\\end{itemize}\n\\end{frame}")
+    return ("\\documentclass[aspectratio=169]{beamer}\n" + _PREAMBLE + "\\title{" + words_tex(dv.title) + "}\n"
+            "\\begin{document}\n\\frame{\\titlepage}\n" + "\n".join(fr) + "\n\\end{document}\n")
+
+
+def render(dv, fmt: str = "text", standalone_doc: bool = False, slides: bool = False) -> str:
+    if fmt == "json":
+        return json.dumps(to_json(dv), indent=1)
+    if fmt == "text":
+        return to_text(dv)
+    if fmt == "latex":
+        return beamer(dv) if slides else standalone(dv) if standalone_doc else to_latex(dv)
+    raise ValueError(f"unknown format {fmt!r}")
