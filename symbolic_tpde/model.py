@@ -161,9 +161,13 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
                 want = tuple(dims.get(s, s) for s in p.shape)
                 raise InputError(fname, f"expected shape {want}, got {arr.shape}")
         out[p.name] = arr
+    from .spec.checks import MAX_DIM
+
     for key in ("k", "m", "v"):
         if dims.get(key, 1) < 1:
             raise InputError(f"{pre}{key}", "head dimension must be at least 1")
+        if dims.get(key, 1) > MAX_DIM:
+            raise InputError(f"{pre}{key}", f"head dimension {dims[key]} exceeds {MAX_DIM}")
     return Head(kind, out)
 
 

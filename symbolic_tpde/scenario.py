@@ -19,7 +19,12 @@ rejected.  Format (every key documented in README.md)::
      "name": "...", "description": "..."}  # optional free text
 
 Every problem raises :class:`~symbolic_tpde.errors.InputError` naming the field, e.g. ``heads[1].tau: must be
-> 0, got -1.0`` or ``Sigma0: not positive definite (smallest eigenvalue -0.5)``.
+> 0, got -1.0`` or ``Sigma0: not positive definite (smallest eigenvalue -0.5)``.  The reader is strict
+(:func:`symbolic_tpde.spec.checks.parse_json`): UTF-8 only, at most ``MAX_BYTES`` bytes and ``MAX_DEPTH``
+levels, numbers only where numbers go (no strings, booleans or ``null`` in arrays), magnitudes at most
+``MAX_ENTRY`` checked before any float conversion, ``0 <= T <= T_MAX``, ``d <= MAX_DIM``, keys that are not
+parameters (e.g. ``d`` or ``kind`` inside a head) refused by name.  Field names in messages are escaped, so a
+message is always one line.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from typing import Any
 
 from .errors import InputError
 from .model import Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
+from .spec import checks as _checks
 from .spec import kinds as _kinds
+from .spec.checks import field_name as _fname
 
 
 def attentions() -> tuple[str, ...]:
@@ -49,25 +56,10 @@ def _keys() -> tuple[list[str], set[str], set[str], set[str]]:
         weight | {"t_end"}
 
 
-def _reject_constant(name: str) -> Any:
-    raise InputError("scenario", f"{name} is not allowed in a scenario file (use finite numbers)")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise InputError(key, "key given twice in the same object")
-        out[key] = value
-    return out
-
-
-def loads(text: str) -> dict[str, Any]:
-    """Parse scenario JSON text (no evaluation; NaN/Infinity and duplicate keys rejected)."""
-    try:
-        data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise InputError("scenario", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+def loads(text: str | bytes) -> dict[str, Any]:
+    """Parse scenario JSON text with the strict reader (:func:`symbolic_tpde.spec.checks.parse_json`: no
+    evaluation, NaN/Infinity and duplicate keys rejected, bounded size and depth)."""
+    data = _checks.parse_json(text, "scenario")
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
     return data
@@ -86,11 +78,12 @@ def load_scenario(path: str | Path, *, need_T: bool = True) -> Scenario:
     p = Path(path)
     if not p.exists() and str(path) in builtin_scenarios():
         p = _BUILTIN_DIR / f"{path}.json"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError("scenario", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
-    return parse_scenario(loads(text), need_T=need_T)
+    if p.is_dir():
+        raise InputError("scenario", f"{str(p)!r} is a directory, not a scenario file")
+    data = _checks.read_json(p, "scenario")
+    if not isinstance(data, dict):
+        raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
+    return parse_scenario(data, need_T=need_T)
 
 
 def _attention_of(data: dict[str, Any], field: str) -> str:
@@ -98,7 +91,7 @@ def _attention_of(data: dict[str, Any], field: str) -> str:
     if not isinstance(att, str):
         raise InputError(field, f"must be a string naming the variant, one of {list(attentions())}")
     if att not in attentions():
-        raise InputError(field, f"unknown variant {att!r}; expected one of {list(attentions())}")
+        raise InputError(field, f"unknown variant {_fname(att)}; expected one of {list(attentions())}")
     return att
 
 
@@ -120,6 +113,10 @@ def _weights_from(spec: dict[str, Any], attention: str, d: int, where: str) -> W
             hw = f"{pre}heads[{i}]"
             if not isinstance(h, dict):
                 raise InputError(hw, "must be an object of head parameters")
+            for key in h:
+                if key not in head_keys and key != "attention":
+                    raise InputError(f"{hw}.{_fname(key)}", f"unknown key in a head; allowed: "
+                                     f"{sorted(head_keys + ['attention'])}")
             h = dict(h)
             hkind = _attention_of({"attention": h.pop("attention", kind)}, f"{hw}.attention")
             hkind = "softmax" if hkind == "multihead" else hkind
@@ -130,15 +127,34 @@ def _weights_from(spec: dict[str, Any], attention: str, d: int, where: str) -> W
         if not head_params:
             raise InputError(f"{pre}V", f"missing parameter (give the {attention!r} head's parameters or 'heads')")
         heads = [make_head(kind, d, where=where, **head_params)]
-    return make_weights(heads, ffn=spec.get("ffn"), sink=spec.get("sink"), where=where)
+    for key in ("ffn", "sink"):
+        if key in spec and not isinstance(spec[key], dict):
+            raise InputError(f"{pre}{key}", f"must be an object, got {type(spec[key]).__name__}")
+    ffn, sink = spec.get("ffn"), spec.get("sink")
+    if ffn is not None:
+        for key in ffn:
+            if key not in ("W", "c"):
+                raise InputError(f"{pre}ffn.{_fname(key)}", "unknown key; allowed: ['W', 'c']")
+    if sink is not None:
+        for key in sink:
+            if key not in ("mass", "x"):
+                raise InputError(f"{pre}sink.{_fname(key)}", "unknown key; allowed: ['mass', 'x']")
+        if "mass" in sink:
+            _checks.number_tree(sink["mass"], f"{pre}sink.mass", 0)
+    return make_weights(heads, ffn=ffn, sink=sink, where=where)
 
 
 def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
     """Validate a scenario dictionary (as read by :func:`loads`) and build the :class:`Scenario`."""
     head_keys, weight_keys, top_keys, layer_keys = _keys()
+    if not isinstance(data, dict):
+        raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
     for key in data:
         if key not in top_keys:
-            raise InputError(key, f"unknown key; allowed keys: {sorted(top_keys)}")
+            raise InputError(_fname(key), f"unknown key; allowed keys: {sorted(top_keys)}")
+    for key in ("name", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise InputError(key, "must be a string (free text)")
     attention = _attention_of(data, "attention")
     for key in ("alpha0", "Sigma0"):
         if key not in data:
@@ -146,18 +162,16 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
     if not isinstance(data["alpha0"], list):
         raise InputError("alpha0", "must be a list of numbers")
     d = data.get("d", len(data["alpha0"]))
-    if not isinstance(d, int) or isinstance(d, bool) or d < 1:
-        raise InputError("d", f"must be a positive integer, got {d!r}")
+    if not isinstance(d, int) or isinstance(d, bool) or d < 1 or d > _checks.MAX_DIM:
+        raise InputError("d", f"must be an integer in [1, {_checks.MAX_DIM}], got {d!r}"[:120])
     alpha0, Sigma0 = check_gaussian(data["alpha0"], data["Sigma0"], d)
     T = data.get("T")
     if T is None:
-        if need_T:
+        if need_T or "T" in data:
             raise InputError("T", "missing (the horizon of the run)")
         T = math.nan
     else:
-        if isinstance(T, bool) or not isinstance(T, (int, float)) or not math.isfinite(T) or T < 0:
-            raise InputError("T", f"must be a finite number >= 0, got {T!r}")
-        T = float(T)
+        T = _checks.horizon(T, "T")
     base = {k: v for k, v in data.items() if k in weight_keys}
     if "layers" in data:
         layers = data["layers"]
@@ -170,12 +184,10 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
                 raise InputError(where, "must be an object with 't_end' and parameters")
             for key in layer:
                 if key not in layer_keys:
-                    raise InputError(f"{where}.{key}", f"unknown key; allowed: {sorted(layer_keys)}")
+                    raise InputError(f"{where}.{_fname(key)}", f"unknown key; allowed: {sorted(layer_keys)}")
             if "t_end" not in layer:
                 raise InputError(f"{where}.t_end", "missing")
-            t_end = layer["t_end"]
-            if isinstance(t_end, bool) or not isinstance(t_end, (int, float)):
-                raise InputError(f"{where}.t_end", f"must be a number, got {t_end!r}")
+            t_end = _checks.horizon(layer["t_end"], f"{where}.t_end", allow_zero=False)
             spec = dict(base)
             if "heads" in layer:  # a layer's heads replace top-level head parameters entirely
                 for k in head_keys:

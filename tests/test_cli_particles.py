@@ -110,3 +110,27 @@ def test_sinkhorn_nonconvergence_exit_4(tmp_path, capsys, monkeypatch):
                                  "--json"])
     res = json.loads(out)
     assert code == 4 and res["status"] == "no_convergence" and "t = 0" in res["where"]
+
+
+# -- issue 11 ---------------------------------------------------------------------------------------------------
+def test_nonfinite_moments_are_a_blowup_never_ok(monkeypatch, capsys):
+    import numpy as np
+
+    import symbolic_tpde.numerics.estimators as est
+    from symbolic_tpde.cli import main
+
+    monkeypatch.setattr(est, "moments", lambda X: (np.array([np.inf, 0.0]), np.full((2, 2), np.inf)))
+    rc = main(["particles", "--scenario", "softmax_2d", "--n", "10", "--seed", "0", "--steps", "2", "--json"])
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert rc == 3 and out["status"] == "blowup"
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_save_to_a_full_device_fails(capsys):
+    from symbolic_tpde.cli import main
+
+    rc = main(["particles", "--scenario", "softmax_2d", "--n", "10", "--seed", "0", "--steps", "2", "--save",
+               "/dev/full", "--json"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "save" in err and err.count("\n") == 1
+    assert not __import__("os").path.exists("/dev/full.npz")

@@ -127,3 +127,56 @@ def test_callable_schedule_is_validated():
     assert sched(0.5) is w
     with pytest.raises(InputError, match="expected Weights"):
         sched(2.0)
+
+
+# -- issue 11: the strict reader, each reported kind of failure as a reproducer ---------------------------------
+_BASE = '{"attention": "softmax", "A": %s, "V": [[1]], "alpha0": [0], "Sigma0": [[1]], "T": 1}'
+
+
+@pytest.mark.parametrize("raw, field, words", [
+    ((_BASE % ("[" * 5000 + "1" + "]" * 5000)).encode(), "scenario", "nested"),
+    ('{"attention": "softmax"}'.encode("utf-16"), "scenario", "UTF-16"),
+    (b'{"attention": "softmax", "A": [[1]], "V": [[1]], "alpha0": [0], "Sigma0": [[1]], "T": 1, "x": "\xff"}',
+     "scenario", "UTF-8"),
+    (b"\xef\xbb\xbf" + (_BASE % "[[1]]").encode(), "scenario", "byte-order mark"),
+    ((_BASE % ("[[" + "9" * 5000 + "]]")).encode(), "A", "5000 digits"),
+    ((_BASE % ("[[" + "9" * 400 + "]]")).encode(), "A", "exceeds"),
+    ((_BASE % "[[1e300]]").encode(), "A", "exceeds"),
+    ((_BASE % '[["1"]]').encode(), "A", "must be a number"),
+    ((_BASE % '[[" 2 "]]').encode(), "A", "must be a number"),
+    ((_BASE % '[["1_000e-3"]]').encode(), "A", "must be a number"),
+    ((_BASE % "[[true]]").encode(), "A", "must be a number"),
+    ((_BASE % "[[null]]").encode(), "A", "must be a number"),
+    ((_BASE % "[[1e999]]").encode(), "A", "too large"),
+    ((_BASE % "[[1]]").replace('"T": 1', '"T": 1e307').encode(), "T", "largest supported horizon"),
+    ((_BASE % "[[1]]").replace('"T": 1', '"T": ' + "9" * 5000).encode(), "T", "digits"),
+    ((_BASE % "[[1]]").replace('"T": 1', '"T": true').encode(), "T", "number"),
+    ((_BASE % "[[1]]").replace('"T": 1', '"T": "1"').encode(), "T", "number"),
+    ((_BASE % "[[1]]").replace('"A": [[1]]', '"ffn": [1], "A": [[1]]').encode(), "ffn", "object"),
+    ((_BASE % "[[1]]").replace('"softmax"', '"masked"').replace('"A": [[1]]', '"sink": 3, "A": [[1]]').encode(),
+     "sink", "object"),
+])
+def test_strict_reader_refuses_with_the_field(tmp_path, raw, field, words):
+    from symbolic_tpde.scenario import load_scenario
+
+    path = tmp_path / "s.json"
+    path.write_bytes(raw)
+    with pytest.raises(InputError) as info:
+        load_scenario(path)
+    assert info.value.field == field and words in info.value.problem, str(info.value)
+
+
+@pytest.mark.parametrize("key", ["d", "kind", "where", "params"])
+def test_reserved_keys_in_a_head_are_refused_by_name(key):
+    data = {"attention": "softmax", "heads": [{"A": [[1.0]], "V": [[1.0]], key: 1}], "alpha0": [0.0],
+            "Sigma0": [[1.0]], "T": 1.0}
+    with pytest.raises(InputError) as info:
+        parse_scenario(data)
+    assert info.value.field == f"heads[0].{key}"
+
+
+def test_a_key_with_a_newline_is_escaped_in_the_message():
+    data = {**BASE, "bad\nkey": 1}
+    with pytest.raises(InputError) as info:
+        parse_scenario(data)
+    assert "\n" not in str(info.value) and info.value.field == '"bad\\nkey"'

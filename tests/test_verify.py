@@ -39,3 +39,25 @@ def test_tpde_verify_quick_passes():
                           text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " 0 failed" in proc.stdout
+
+
+def test_json_is_strict_when_a_check_overflows(monkeypatch):
+    """A crashed or overflowed check (error = inf) is written as null with its kind, never a bare Infinity."""
+    import io
+    import json as _json
+
+    from symbolic_tpde.validate import verify as v
+
+    monkeypatch.setattr(v, "run_checks", lambda quick=False, only=None: iter(
+        [v.CheckResult("boom", "softmax", 2, float("inf"), 0.0, "test", False)]))
+    buf = io.StringIO()
+    assert v.main(as_json=True, out=buf) == 1
+    data = _json.loads(buf.getvalue(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert data["rows"][0]["error"] is None and data["rows"][0]["error_nonfinite"] == "inf"
+
+
+def test_unknown_area_is_bad_input_exit_2(capsys):
+    from symbolic_tpde.cli import main
+
+    assert main(["verify", "--only", "nosuch"]) == 2
+    assert "only" in capsys.readouterr().err

@@ -12,11 +12,15 @@ finite time, "where": .., "detail": ..}``); 4 a Sinkhorn head did not converge (
 
 from __future__ import annotations
 
-import json
 import sys
 
 EXIT_BLOWUP = 3
 EXIT_NO_CONVERGENCE = 4
+#: the token cloud, its Runge-Kutta stages and the field's row blocks: a few dozen copies of ``n × d``
+MAX_MEMORY = 4 * 2 ** 30
+MAX_STEPS = 1_000_000
+#: about an hour of the fused kernel on one core of this kind of machine (~3e9 pair evaluations per second)
+MAX_PAIR_WORK = 1e13
 
 
 def register(sub) -> None:
@@ -47,8 +51,10 @@ def register(sub) -> None:
 
 
 def _emit(out: dict, as_json: bool) -> None:
+    from ..spec.checks import strict_json
+
     if as_json:
-        print(json.dumps(out))
+        print(strict_json(out))
     elif out["status"] == "ok":
         print(f"n = {out['n']}, t = {out['t']:.6g} ({out['method']}, {out['steps']} steps, {out['dtype']}, "
               f"{out['seconds']:.2f} s)")
@@ -70,12 +76,16 @@ def run(args) -> int:
     from ..numerics.integrate import simulate
     from ..scenario import load_scenario
 
+    from ..spec.checks import positive_number
+
     if args.n < 2:
         raise InputError("n", f"must be >= 2 (a covariance needs two tokens), got {args.n}")
     if args.seed < 0:
         raise InputError("seed", f"must be >= 0, got {args.seed}")
     if args.save_every is not None and not args.save:
         raise InputError("save-every", "only meaningful with --save")
+    positive_number(args.rtol, "rtol")
+    positive_number(args.atol, "atol")
     scn = load_scenario(args.scenario, need_T=args.T is None)
     T = scn.T if args.T is None else args.T
     if not (math.isfinite(T) and T >= 0):
@@ -83,12 +93,28 @@ def run(args) -> int:
     steps = args.steps
     if steps is not None and steps < 1:
         raise InputError("steps", f"must be a positive integer, got {steps}")
+    nominal = steps if steps is not None else max(10, math.ceil(100 * T))
+    if args.method != "adaptive" and nominal > MAX_STEPS:
+        raise InputError("steps", f"{nominal} fixed steps exceed the cap {MAX_STEPS} (lower --T or --steps, or "
+                         "use --method adaptive)")
     save_every = None
+    frames = 0
     if args.save:
-        nominal = steps if steps is not None else max(10, math.ceil(100 * T))
         save_every = args.save_every if args.save_every is not None else max(1, nominal // 100)
         if save_every < 1:
             raise InputError("save-every", f"must be a positive integer, got {save_every}")
+        frames = nominal // save_every + 2
+    itemsize = np.dtype(args.dtype).itemsize
+    need = args.n * scn.d * itemsize * (40 + frames)
+    if need > MAX_MEMORY:
+        raise InputError("n", f"{args.n} tokens need about {need / 2 ** 30:.3g} GiB, above the memory bound "
+                         f"{MAX_MEMORY / 2 ** 30:.3g} GiB (use fewer tokens, or fewer saved frames)")
+    stages = {"euler": 1, "rk4": 4}.get(args.method, 6)
+    heads = len(scn.weights(0.0).heads)
+    work = float(nominal) * stages * heads * float(args.n) ** 2
+    if args.method != "adaptive" and work > MAX_PAIR_WORK:
+        raise InputError("n", f"{args.n} tokens over {nominal} steps need about {work:.2g} pair evaluations, "
+                         f"above the work cap {MAX_PAIR_WORK:.0e} (use fewer tokens or steps)")
     rng = np.random.default_rng(args.seed)
     X0 = rng.multivariate_normal(scn.alpha0, scn.Sigma0, size=args.n, method="cholesky")
     progress = {"auto": None, "always": True, "never": False}[args.progress]
@@ -104,14 +130,53 @@ def run(args) -> int:
                "detail": exc.detail}, args.json)
         return EXIT_NO_CONVERGENCE
     seconds = time.perf_counter() - t0
-    if args.save:
-        try:
-            np.savez(args.save, times=run_.times, X=run_.trajectory)
-        except OSError as exc:
-            raise InputError("save", f"cannot write {args.save!r}: {exc.strerror or exc}") from None
     mean, cov = moments(run_.X)
+    if not (np.isfinite(mean).all() and np.isfinite(cov).all()):
+        _emit({"status": "blowup", "n": args.n, "t": run_.t, "where": "moments",
+               "detail": "the mean or covariance of the final cloud is not finite"}, args.json)
+        return EXIT_BLOWUP
+    if args.save:
+        _save_atomic(args.save, run_.times, run_.trajectory)
     _emit({"status": "ok", "n": args.n, "t": run_.t, "mean": mean.tolist(), "cov": cov.tolist(),
            "cov_normalisation": "1/n", "method": run_.method, "steps": run_.steps, "nfev": run_.nfev,
            "dtype": run_.dtype, "seed": args.seed, "seconds": seconds}, args.json)
     sys.stdout.flush()
     return 0
+
+
+def _save_atomic(path: str, times, X) -> None:
+    """Write ``times``, ``X`` as ``.npz`` to exactly ``path``: a regular file through a temporary file in the
+    same directory and ``os.replace`` (an interrupted or failed write leaves nothing behind), anything else
+    (a device such as ``/dev/full``) directly, checking every write."""
+    import io
+    import os
+    import tempfile
+
+    import numpy as np
+
+    from ..errors import InputError
+
+    buf = io.BytesIO()
+    np.savez(buf, times=times, X=X)
+    data = buf.getvalue()
+    try:
+        if os.path.exists(path) and not os.path.isfile(path):
+            with open(path, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            return
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".tpde-", suffix=".npz.part", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise InputError("save", f"cannot write {path!r}: {exc.strerror or exc}") from None

@@ -6,12 +6,11 @@ Sinkhorn heads at ``d >= 3``, by the numeric matrix closed form (reported as ``"
 Exit status: 0 success; 2 bad input, an attention that is not Gaussian-preserving (sigmoid, unnormalised
 softmax, masked), a Gaussian tilt that does not exist at ``Sigma0`` (``Σ₀⁻¹ - R - Rᵀ`` not positive definite:
 the formula would be meaningless) or ``--backend c`` without a usable compiler, with a one-line message on
-stderr; 1 when the right-hand side is not finite.
+stderr; 3 when the right-hand side is not finite at ``Σ₀`` (an overflow: no result to print).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
 
@@ -48,11 +47,13 @@ def run(args) -> int:
     ode.check_tilt(0.0, pack_state(scn.alpha0, scn.Sigma0), "Sigma0")   # InputError (exit 2) if it does not exist
     alpha_dot, Sigma_dot = ode.rhs_matrices(0.0, scn.alpha0, scn.Sigma0)
     if not (np.isfinite(alpha_dot).all() and np.isfinite(Sigma_dot).all()):
-        print("tpde rhs: error: the right-hand side is not finite at alpha0, Sigma0", file=sys.stderr)
-        return 1
+        print("tpde rhs: error: the right-hand side overflowed (not finite) at alpha0, Sigma0", file=sys.stderr)
+        return 3
     out = {"alpha_dot": alpha_dot.tolist(), "Sigma_dot": Sigma_dot.tolist(), "backend": ode.backend}
     if args.json:
-        print(json.dumps(out))
+        from ..spec.checks import strict_json
+
+        print(strict_json(out))
     else:
         print(f"attention: {scn.attention}, d = {scn.d}, backend: {ode.backend}, t = 0")
         print("alpha_dot =", np.array2string(alpha_dot, precision=12))

@@ -29,8 +29,8 @@ the run continues, and ``OVERFLOW`` is reported (with its time) if ``r`` exceeds
 Other statuses.  ``TILT_CEASED``: a component of ``conditions(t, y)`` (quantities that must stay > 0, e.g. the
 LDLᵀ pivots of the Gaussian tilt) crossed 0; its time is the root of the component along the dense output,
 to round-off.  If instead the rhs became non-finite there first (the step size collapsed on non-finite trial
-values) with a condition within ``1e-3`` of its start scale of 0, the time reached is reported as
-``TILT_CEASED``.  ``STALLED``: more than ``max_nfev`` evaluations, or the step size collapsed without a
+values, or the step size collapsed as the ODE became singular) with a condition within ``1e-3`` of its start
+scale of 0, the time reached is reported as ``TILT_CEASED``.  ``STALLED``: more than ``max_nfev`` evaluations, or the step size collapsed without a
 blow-up signature; a non-finite rhs is an :class:`Event` ``"nonfinite"`` with its time, never silent NaNs.
 """
 
@@ -434,13 +434,16 @@ class _Run:
                 self.events.append(Event("blowup", Tst, p))
                 return self._finish(Status.BLOWUP, "finite-time blow-up signature (step size collapsed "
                                     f"at t = {t:.6g})", t, y, blowup_time=Tst, blowup_time_error=spread, exponent=p)
-        if self.conditions is not None and t_bad is not None:
+        if self.conditions is not None:
+            # the derived ODE is singular where the tilt ceases to exist (the tilted covariance blows up), so
+            # the step size collapses there, before or as the condition reaches 0
             c = np.asarray(self.conditions(t, y), float).ravel()
             if c.size and np.min(c) <= 1e-3 * self.c_scale:
                 j = int(np.argmin(c))
                 self.events.append(Event("tilt-ceased", t, float(c[j]), j))
+                where = "stopped being finite" if t_bad is not None else "became singular (step size collapsed)"
                 return self._finish(Status.TILT_CEASED, f"the tilt ceased to exist at t = {t:.12g} (condition {j} "
-                                    "reached 0 where the right-hand side stopped being finite)", t, y)
+                                    f"= {c[j]:.3g}, ~0, where the right-hand side {where})", t, y)
         why = ("the right-hand side became non-finite" if t_bad is not None else "the step size collapsed")
         return self._finish(Status.STALLED, f"integrator stopped at t = {t:.6g}: {why}" +
                             (f" (at t = {t_bad:.6g})" if t_bad is not None else ""), t, y)

@@ -81,7 +81,26 @@ HEADER = (f"{'check':<44} {'variant':<16} {'d':>3} {'error':>10} {'tolerance':>1
           "tolerance basis")
 
 
+def _row_json(r: CheckResult) -> dict:
+    """A row as strict JSON: a non-finite error (a crashed or overflowed check) is ``null`` with
+    ``"error_nonfinite"`` saying which (``"inf"``, ``"-inf"``, ``"nan"``)."""
+    row = {**asdict(r), "ok": r.ok}
+    for key in ("error", "tolerance", "seconds"):
+        v = row[key]
+        if isinstance(v, float) and not math.isfinite(v):
+            row[key] = None
+            row[f"{key}_nonfinite"] = str(v)
+    return row
+
+
 def main(quick: bool = False, only: str | None = None, as_json: bool = False, out=sys.stdout) -> int:
+    """Run the checks and print the table (or strict JSON).  ``only`` must match an area: an unknown one is
+    bad input (:class:`~symbolic_tpde.errors.InputError`, exit 2), not a failed check."""
+    if only is not None and not any(only in name for name in area_modules()):
+        from ..errors import InputError
+
+        areas = [name[len("checks_"):] for name in area_modules()]
+        raise InputError("only", f"no check area matches {only!r}; areas: {areas}")
     rows: list[CheckResult] = []
     if not as_json:
         print(HEADER, file=out)
@@ -92,8 +111,8 @@ def main(quick: bool = False, only: str | None = None, as_json: bool = False, ou
             print(format_row(r), file=out, flush=True)
     failed = [r for r in rows if not r.ok]
     if as_json:
-        json.dump({"rows": [{**asdict(r), "ok": r.ok} for r in rows], "failed": len(failed)}, out, indent=1,
-                  default=float)
+        json.dump({"rows": [_row_json(r) for r in rows], "failed": len(failed)}, out, indent=1,
+                  allow_nan=False, default=float)
         print(file=out)
     else:
         print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed", file=out)
