@@ -243,3 +243,130 @@ def rate_slope(ts: np.ndarray, Sigmas: np.ndarray, Sigma_star: np.ndarray) -> fl
     """Least-squares slope of ``log ‖Σ(t) - Σ*‖_F`` against ``log t`` (``-1`` for the ``O(1/t)`` rate)."""
     e = np.linalg.norm(np.asarray(Sigmas) - Sigma_star, axis=(1, 2))
     return float(np.polyfit(np.log(ts), np.log(e), 1)[0])
+
+
+# ------------------------------------------------------------------------- covariance-only flow, linearisation
+def covariance_closed(ode) -> bool:
+    """Whether ``dΣ/dt`` does not involve ``α`` for this :class:`~symbolic_tpde.gaussian.GaussianODE`.
+
+    Decided from the derived system: no ``Σ`` row of ``ode.system.rhs`` has an ``α`` state among its free
+    symbols (README Mathematics §3: softmax, ℓ2, multi-head, Sinkhorn and affine FFN terms give ``J`` independent
+    of ``α``; linear attention's ``J = V(Σ + ααᵀ)A`` does not).  Heads evaluated by the numeric matrix closed form
+    (Sinkhorn at ``d >= 3``, no entrywise system) are probed instead: ``dΣ/dt`` at three random means with the
+    same ``Σ`` must agree to ``1e-12`` relative (the closed form is evaluated by the same float operations
+    whatever ``α``, so a genuine dependence shows at ``O(1)``)."""
+    d = ode.d
+    sys = ode.system
+    if sys is not None:
+        alpha = set(sys.states[:d])
+        if any(e.free_symbols & alpha for e in sys.rhs[d:]):
+            return False
+        if ode.backend != "numeric-matrix":
+            return True
+    rng = np.random.default_rng(0)
+    G = rng.normal(size=(d, d))
+    S = G @ G.T / d + np.eye(d)
+    outs = [ode.rhs(0.0, _pack(rng.normal(size=d), S))[d:] for _ in range(3)]
+    scale = max(1.0, float(np.abs(outs[0]).max()))
+    return all(np.abs(o - outs[0]).max() <= 1e-12 * scale for o in outs[1:])
+
+
+def covariance_rhs(ode, T: float) -> Callable:
+    """``f(t, y)`` on the full Gaussian layout with ``α`` frozen at 0 (``dα/dt := 0``) and ``dΣ/dt`` the
+    model's own.  Valid only when :func:`covariance_closed` holds: then ``Σ(t)`` is exactly the covariance of
+    the full system from any ``α₀`` (its equation does not see ``α``), while the mean, which may grow like
+    ``e^{t‖V‖}``, can no longer overflow a long run."""
+    from ..gaussian_integrate import gaussian_rhs
+
+    d = ode.d
+    f = gaussian_rhs(ode, T)
+
+    def g(t, y):
+        z = np.array(y, dtype=float)
+        z[:d] = 0.0
+        out = np.array(f(t, z), dtype=float)
+        out[:d] = 0.0
+        return out
+
+    return g
+
+
+def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=None, method: str = "DOP853"):
+    """The covariance equation alone (``α ≡ 0`` in the layout), on the package's one integrator with the
+    Gaussian size monitor, the layer breakpoints and the tilt-existence conditions (as
+    :func:`symbolic_tpde.gaussian_integrate.integrate_gaussian`).  Returns the
+    :class:`~symbolic_tpde.numerics.solve.Solution`.  Refuses (:class:`InputError`) when ``dΣ/dt`` involves ``α``."""
+    from ..errors import InputError
+    from ..numerics.solve import BlowupMonitor
+    from .blowup import gaussian_size
+
+    if not covariance_closed(ode):
+        raise InputError("covariance-only", "the derived covariance equation involves the mean alpha "
+                         "(e.g. linear attention): integrate the full system")
+    d = ode.d
+    y0 = _pack(np.zeros(d), np.asarray(Sigma0, float))
+    return integrate(covariance_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, t_eval=t_eval,
+                     breakpoints=ode.schedule.breakpoints(T), blowup=BlowupMonitor(*gaussian_size(d)),
+                     conditions=getattr(ode, "condition_values", None))
+
+
+def linearised_covariance_flow(ode, Sigma_star, t: float = 0.0, alpha=None) -> tuple[np.ndarray, np.ndarray]:
+    """Jacobian of ``Σ ↦ dΣ/dt`` at ``Σ*`` in the packed coordinates (upper triangle of ``Σ``) and its
+    eigenvalues, sorted by real part (largest first).
+
+    The packed coordinates are a basis of the symmetric matrices, so the eigenvalues are those of the linear
+    operator ``δΣ ↦ D(dΣ/dt)[δΣ]`` on ``Sym(d)``.  Uses ``ode.jac`` (the generated symbolic Jacobian; central
+    differences on the numeric-matrix path).  Example (README Mathematics §4): softmax with ``V = I``,
+    ``dΣ/dt = Σ(A + Aᵀ)Σ``; at a limit ``Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ`` with ``(A + Aᵀ)U = 0`` the operator
+    ``δ ↦ δ(A + Aᵀ)Σ* + Σ*(A + Aᵀ)δ`` is zero: the limit is not hyperbolic, which is why the approach is
+    algebraic (``O(1/t)``) rather than exponential."""
+    S = 0.5 * (np.asarray(Sigma_star, float) + np.asarray(Sigma_star, float).T)
+    d = S.shape[0]
+    y = _pack(np.zeros(d) if alpha is None else np.asarray(alpha, float), S)
+    Jf = np.asarray(ode.jac(t, y), float)[d:, d:]
+    ev = np.linalg.eigvals(Jf)
+    return Jf, ev[np.argsort(-ev.real, kind="stable")]
+
+
+def classify_ode(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10) -> dict:
+    """Classify the covariance dynamics of a :class:`~symbolic_tpde.gaussian.GaussianODE` (``tpde classify``).
+
+    Where :func:`covariance_closed` holds, the covariance equation alone is integrated (:func:`covariance_rhs`),
+    so a growing mean cannot end the run; otherwise the full system from ``alpha0``.  Returns a dict with the
+    outcome (``"collapse"``, ``"rank"``, ``"diverge"``, ``"blowup"``, ``"undetermined"``, README Mathematics §4),
+    the rank and ``Sigma_star`` (``Σ(T)`` projected on its persistent range: the decaying directions are
+    ``O(1/T)``), ``blowup_time`` ± error, the rate (log-log slope of the slowest decaying direction, ``-1``
+    for the ``O(1/t)`` law; or ``log(tr Σ(t)/tr Σ₀)/t`` for divergence, an exponential rate), and the
+    linearised flow at ``Σ*`` (:func:`linearised_covariance_flow`: eigenvalues, largest real part, whether
+    the limit is hyperbolic, i.e. no eigenvalue with ``|Re| <= 1e-8 ‖J‖``, a round-off scale of the generated
+    Jacobian)."""
+    from ..gaussian_integrate import gaussian_rhs
+
+    closed = covariance_closed(ode)
+    f = covariance_rhs(ode, T) if closed else gaussian_rhs(ode, T)
+    Sigma0 = np.asarray(Sigma0, float)
+    res = classify(f, Sigma0, T, alpha0=None if closed else alpha0, rtol=rtol)
+    out: dict = {"outcome": res.kind, "label": res.label(), "horizon": T, "t": res.t, "rank": res.rank,
+                 "covariance_only": closed, "Sigma_T": res.Sigma_T, "Sigma_star": None, "range": None,
+                 "blowup_time": res.blowup_time, "blowup_time_error": res.blowup_time_error, "rate": None,
+                 "linearisation": None}
+    if res.kind in ("rank", "collapse"):
+        U = res.range if res.range is not None else np.zeros((ode.d, 0))
+        P = U @ U.T
+        S_star = P @ res.Sigma_T @ P
+        out["Sigma_star"], out["range"] = S_star, U
+        out["rate"] = {"law": "algebraic", "log_log_slope": res.decay_slope,
+                       "meaning": "slope of log λ against log t of the slowest decaying direction on [T/10, T]"}
+        J, ev = linearised_covariance_flow(ode, S_star, t=float(T))
+        scale = max(1e-300, float(np.abs(J).max()))
+        out["linearisation"] = {"eigenvalues_real": ev.real, "eigenvalues_imag": ev.imag,
+                                "max_real": float(ev.real.max()),
+                                "hyperbolic": bool(np.all(np.abs(ev.real) > 1e-8 * scale)),
+                                "jacobian_norm": float(np.linalg.norm(J, 2))}
+    elif res.kind == "diverge" and res.t:
+        tr = float(np.trace(res.Sigma_T))
+        out["rate"] = {"law": "exponential", "rate": float(np.log(tr / np.trace(Sigma0)) / res.t),
+                       "meaning": "log(tr Σ(t)/tr Σ0)/t at the stop"}
+    elif res.kind == "blowup":
+        out["rate"] = {"law": "finite-time", "meaning": "tr Σ ~ (T* - t)^-1 (Riccati)"}
+    return out

@@ -62,6 +62,15 @@ def multihead_weights(QK: list[tuple[np.ndarray, np.ndarray]], Vs: list[np.ndarr
     return make_weights([make_head("softmax", A=K.T @ Q / SQ, V=V) for (Q, K), V in zip(QK, Vs)])
 
 
+def row_split_heads(Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> Weights:
+    """The authors' multi-head construction (README Mathematics §7): head ``h`` takes row ``h`` of ``Q`` and ``K``
+    (``d_head = 1``, ``A_h = K_hᵀQ_h``) and all heads share ``V``.  Then ``Σ_h (VΣA_hΣ + ΣA_hᵀΣVᵀ) = VΣAΣ +
+    ΣAᵀΣVᵀ`` with ``A = Σ_h A_h = KᵀQ`` (README Mathematics §3: heads add): the multi-head covariance flow is the
+    single-head flow for ``KᵀQ`` (``√2`` times the softmax row's ``A``), so its outcomes are the softmax row's
+    on a time axis scaled by ``1/√2``."""
+    return make_weights([make_head("softmax", A=np.outer(K[h], Q[h]), V=V) for h in range(Q.shape[0])])
+
+
 def _draw_until(rng, cond: Callable[[np.ndarray], bool], shape=(2, 2)) -> tuple[np.ndarray, np.ndarray]:
     while True:
         Q, K = rng.normal(size=shape), rng.normal(size=shape)
@@ -109,11 +118,10 @@ def family_two_lines(seed: int = 44) -> Family:
     rng = np.random.default_rng(seed)
     Q, K = _draw_until(rng, lambda e: e[0] * e[1] < 0)
     V = rng.normal(size=(2, 2))
-    Q2, K2 = _draw_until(rng, lambda e: e[0] * e[1] < 0)
     vs = tuple((k, variant_weights(k, Q, K, V)) for k in ("softmax", "l2"))
-    vs += (("multi-head (H=2)", multihead_weights([(Q, K), (Q2, K2)], [V / 2, rng.normal(size=(2, 2)) / 2])),)
+    vs += (("multi-head (H=2, row split)", row_split_heads(Q, K, V)),)
     return Family("two_lines", "'two lines': indefinite A + Aᵀ, random V; limits (black) on a rank-one ray and a "
-                  "rank-two branch", 1e3, seed, vs, "trace")
+                  "rank-two branch", 1e3, seed, vs)
 
 
 def family_explosion(seed: int = 33) -> Family:
@@ -130,11 +138,10 @@ def family_initial_data(seed: int = 46) -> Family:
     rng = np.random.default_rng(seed)
     Q, K = _draw_until(rng, lambda e: e[0] * e[1] < 0)
     V = rng.normal(size=(2, 2))
-    Q2, K2 = _draw_until(rng, lambda e: e[0] * e[1] < 0)
     vs = tuple((k, variant_weights(k, Q, K, V)) for k in ("softmax", "l2"))
-    vs += (("multi-head (H=2)", multihead_weights([(Q, K), (Q2, K2)], [V / 2, V / 2])),)
+    vs += (("multi-head (H=2, row split)", row_split_heads(Q, K, V)),)
     return Family("initial_data", "indefinite A + Aᵀ, random V: the outcome depends on Σ₀", 1e3, seed, vs,
-                  "trace", grid=16, lim=0.97)
+                  grid=16, lim=0.97)
 
 
 FAMILIES: dict[str, Callable[[], Family]] = {
@@ -163,18 +170,31 @@ class Trajectories:
     blowup_times: np.ndarray  # (N,) NaN unless blow-up
 
 
-def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, rtol: float = 1e-7) -> Trajectories:
+def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, rtol: float = 1e-7,
+            extend: float = 100.0, diverge_factor: float = 1.0) -> Trajectories:
+    """Classify every row (:func:`.clustering.classify_batch` at ``T``; rows still ``"undetermined"`` there are
+    classified again at ``extend·T``, which settles directions whose decay time lies between the two), then
+    integrate the dense output.  Rows stop at ``tr Σ = 10⁶ tr Σ₀``; rows that diverge without blow-up
+    run on to ``10⁶·diverge_factor·tr Σ₀`` (or ``T``), so that ``Σ/tr Σ`` can approach its rank-one limit
+    (default 1: a larger factor makes ℓ2 rows, whose right-hand side involves ``Σ⁻¹``, very slow): for exponential growth the ratio of eigenvalues decays like ``e^{-(rate gap) t}`` while the trace
+    grows like ``e^{(top rate) t}``, so stopping at ``10⁶`` would cut it off early."""
     from .batch import dopri5_batch, trace_monitor
     from .clustering import classify_batch
 
     F = batched_rhs(weights)
     N = len(Sigma0s)
     Y0 = np.concatenate([np.zeros((N, 2)), Sigma0s[:, 0, :], Sigma0s[:, 1, 1:]], axis=1)
-    t_eval = np.concatenate([[0.0], np.geomspace(1e-3, T, n_out)])
     tr0 = np.trace(Sigma0s, axis1=1, axis2=2)
-    res = dopri5_batch(F, 0.0, Y0, T, rtol=rtol, atol=1e-12, t_eval=t_eval,
-                       monitor=trace_monitor(2, 2, blowup_factor=1e6, base=tr0))
     cls = classify_batch(F, Sigma0s, T=T, rtol=rtol)
+    und = [i for i, c in enumerate(cls) if c.kind == "undetermined"]
+    if und and extend > 1:
+        for i, c in zip(und, classify_batch(F, Sigma0s[und], T=extend * T, rtol=rtol)):
+            cls[i] = c
+    T_plot = max([T] + [extend * T for i in und if cls[i].kind != "undetermined"])
+    t_eval = np.concatenate([[0.0], np.geomspace(1e-3, T_plot, n_out)])
+    base = np.where([c.kind == "diverge" for c in cls], tr0 * diverge_factor, tr0)
+    res = dopri5_batch(F, 0.0, Y0, T_plot, rtol=rtol, atol=1e-12, t_eval=t_eval,
+                       monitor=trace_monitor(2, 2, blowup_factor=1e6, base=base), max_steps=50_000)
 
     def mats(Y):
         S = np.empty(Y.shape[:-1] + (2, 2))
@@ -200,7 +220,16 @@ def _paths(tr: Trajectories) -> list[np.ndarray]:
     return out
 
 
-def draw_cone(ax, tr: Trajectories, colours, zmax: float = 3.0) -> None:
+def cone_height(tr: Trajectories) -> float:
+    """Height of the drawn cone: ``1.05 max tr Σ`` over rows that converge (their whole path), at least the
+    start (``tr Σ₀ = 1``) and at most 3 (growing rows are clipped there)."""
+    conv = [i for i, lab in enumerate(tr.labels) if lab not in ("blowup", "diverge")]
+    z = [np.nanmax(np.trace(P, axis1=1, axis2=2)) for i, P in enumerate(_paths(tr)) if i in conv]
+    return float(min(3.0, 1.05 * max([1.0] + z))) if conv else 3.0
+
+
+def draw_cone(ax, tr: Trajectories, colours, zmax: float | None = None) -> None:
+    zmax = cone_height(tr) if zmax is None else zmax
     th = np.linspace(0, 2 * np.pi, 60)
     z = np.linspace(0, zmax, 12)
     Th, Z = np.meshgrid(th, z)
@@ -213,9 +242,9 @@ def draw_cone(ax, tr: Trajectories, colours, zmax: float = 3.0) -> None:
         ax.scatter(x[:1], y[:1], zz[:1], color=c, s=4)
         if keep[-1]:
             ax.scatter(x[-1:], y[-1:], zz[-1:], color="k", s=5)
-    ax.set_xlabel("a - b")
-    ax.set_ylabel("2c")
-    ax.set_zlabel("a + b = tr Σ")
+    ax.set_xlabel("$a - b$")
+    ax.set_ylabel("$2c$")
+    ax.set_zlabel(r"$a + b = \mathrm{tr}\,\Sigma$")
     ax.set_zlim(0, zmax)
 
 
@@ -229,8 +258,8 @@ def draw_disk(ax, tr: Trajectories, colours) -> None:
     ax.set_aspect("equal")
     ax.set_xlim(-1.05, 1.05)
     ax.set_ylim(-1.05, 1.05)
-    ax.set_xlabel("(a - b)/tr Σ")
-    ax.set_ylabel("2c/tr Σ")
+    ax.set_xlabel(r"$(a - b)/\mathrm{tr}\,\Sigma$")
+    ax.set_ylabel(r"$2c/\mathrm{tr}\,\Sigma$")
 
 
 def draw_trace(ax, tr: Trajectories, colours) -> None:
@@ -239,8 +268,8 @@ def draw_trace(ax, tr: Trajectories, colours) -> None:
         ts = np.concatenate([tr.t[ok], [tend]])
         z = np.trace(P, axis1=1, axis2=2)
         ax.loglog(np.maximum(ts, 1e-3), z, color=c, lw=0.7)
-    ax.set_xlabel("t")
-    ax.set_ylabel("tr Σ(t)")
+    ax.set_xlabel("$t$")
+    ax.set_ylabel(r"$\mathrm{tr}\,\Sigma(t)$")
     ax.axhline(1.0, color="grey", lw=0.5, ls=":")
 
 
@@ -262,21 +291,20 @@ def make_family_figure(fam: Family, out_dir: Path, formats=("png", "pdf")) -> li
 
     S0, w = init_grid(fam.grid, fam.lim)
     nv = len(fam.variants)
-    fig = plt.figure(figsize=(15, 4.3 * nv))
+    fig = plt.figure(figsize=(16, 4.4 * nv))
     cmap = plt.get_cmap("viridis")
     for r, (label, weights) in enumerate(fam.variants):
         tr = compute(weights, S0, fam.T)
-        if fam.colour_by == "trace":
-            val = np.log10(np.clip(np.trace(tr.Sig_end, axis1=1, axis2=2), 1e-6, 1e6))
-            colours = cmap((val - val.min()) / max(np.ptp(val), 1e-12))
-        else:
-            colours = cmap((w - w.min()) / max(np.ptp(w), 1e-12))
+        norm = matplotlib.colors.Normalize(-1.0, 1.0)
+        colours = cmap(norm(w))
         ax1 = fig.add_subplot(nv, 3, 3 * r + 1, projection="3d")
         draw_cone(ax1, tr, colours)
         ax1.set_title(f"{label}: cone", fontsize=10)
         ax2 = fig.add_subplot(nv, 3, 3 * r + 2)
         draw_disk(ax2, tr, colours)
-        ax2.set_title(f"{label}: Σ/tr Σ", fontsize=10)
+        ax2.set_title(rf"{label}: $\Sigma/\mathrm{{tr}}\,\Sigma$", fontsize=10)
+        fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax2, fraction=0.046, pad=0.04,
+                     label=r"initial $w = 2\Sigma_{0,01}$")
         ax3 = fig.add_subplot(nv, 3, 3 * r + 3)
         draw_trace(ax3, tr, colours)
         ax3.set_title(f"{label}: {summary(tr)}", fontsize=8)
@@ -294,7 +322,7 @@ def save(fig, out_dir: Path, stem: str, formats) -> list[Path]:
     paths = []
     for ext in formats:
         p = out_dir / f"{stem}.{ext}"
-        fig.savefig(p, dpi=110)
+        fig.savefig(p, dpi=110, bbox_inches="tight")
         paths.append(p)
     plt.close(fig)
     return paths

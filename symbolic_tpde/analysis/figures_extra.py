@@ -52,9 +52,12 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
     P = np.array([ode.params(0.0) if i == 0 else GaussianODE.from_weights(w).params(0.0)
                   for i, w in enumerate(weights)])
     res = classify_batch(lambda t, Y, PP: ode.rhs_batch(t, Y, PP), np.array(S0s), T=T, args=(P,))
-    ranks = [r.rank if r.kind in ("rank", "collapse") else -1 for r in res]
-    thr = [int(np.sum(np.linalg.eigvalsh(r.Sigma_T) > 0.1)) if r.kind in ("rank", "collapse") else -1
-           for r in res]
+    # The limit rank is at most dim ker(A + Aᵀ) = ⌈d/2⌉ (README Mathematics §4, §7).  A persistence rank above
+    # it means a direction had not reached its decaying regime by T (ill-conditioned V = BᵀB): reported as
+    # unresolved (-1), never as a rank the theorem excludes.
+    bound = (d + 1) // 2
+    ranks = [r.rank if r.kind in ("rank", "collapse") and (r.rank or 0) <= bound else -1 for r in res]
+    thr = [int(np.sum(np.linalg.eigvalsh(r.Sigma_T) > 0.1)) if k >= 0 else -1 for r, k in zip(res, ranks)]
     return ranks, thr, [r.label() for r in res]
 
 
@@ -79,7 +82,7 @@ def make_rank_histograms(kind: str, out_dir: Path, n: int = 40, seed: int = 40, 
             ax.text(bound + 0.55, 0.9 * n, f"bound ⌈d/2⌉ = {bound}", color="r", fontsize=8)
             other = n - sum(1 for x in ranks if x >= 0)
             ax.set_title(f"d = {d}, V = {'BᵀB' if v_random else 'I'} ({n} draws"
-                         + (f", {other} undetermined at T" if other else "") + ")", fontsize=10)
+                         + (f", {other} unresolved at T" if other else "") + ")", fontsize=10)
             ax.set_xticks(xs)
             ax.set_xlabel("limit rank")
             if c == 0:
@@ -98,67 +101,145 @@ def _ellipse(S: np.ndarray, k: float = 2.0, n: int = 100) -> np.ndarray:
     return (U * (k * np.sqrt(np.clip(w, 0, None)))) @ circ
 
 
-def particle_cloud_panels(A: np.ndarray, V: np.ndarray, Sigma0: np.ndarray, times, n: int, seed: int,
-                          steps_per_unit: int = 50):
-    """Particles and ODE at ``times``: list of ``(t, X, Σ_emp, Σ_ode)``."""
-    from scipy.integrate import solve_ivp
+def cloud_and_ode(schedule, alpha0, Sigma0, times, n: int, seed: int, steps_per_unit: int = 50, ode=None):
+    """Particles and the Gaussian ODE at ``times`` (``times[0] = 0``, equally spaced): list of
+    ``(t, X, mean_emp, Σ_emp, α_ode, Σ_ode)``.
 
-    from ..gaussian import GaussianODE, pack_state, unpack_state
+    ``n`` tokens are drawn from ``N(alpha0, Sigma0)`` (``default_rng(seed)``) and evolved by
+    :func:`symbolic_tpde.numerics.integrate.simulate` (RK4, ``steps_per_unit`` steps per unit time, saved at
+    ``times``).  The ODE (``ode``: a :class:`~symbolic_tpde.gaussian.GaussianODE`, or ``None`` for a kind that
+    does not preserve Gaussians) starts from the cloud's *sample* mean and covariance (``1/n``), so at ``t = 0``
+    both ellipses coincide and any later gap is the dynamics' (finite-``n`` sampling of the attention), not the
+    ``O(n^{-1/2})`` error of the initial draw (README Mathematics §6)."""
+    from ..numerics.estimators import moments
     from ..numerics.integrate import simulate
 
-    w = make_weights([make_head("softmax", A=A, V=V)])
-    ode = GaussianODE.from_weights(w)
+    times = np.asarray(times, float)
+    k = len(times) - 1
+    per = max(10, int(np.ceil(times[-1] / k * steps_per_unit)))
     rng = np.random.default_rng(seed)
-    X = rng.multivariate_normal(np.zeros(2), Sigma0, size=n)
-    sol = solve_ivp(ode.rhs, (0, times[-1]), pack_state(np.zeros(2), Sigma0), method="DOP853", rtol=1e-11,
-                    atol=1e-13, t_eval=times)
-    out, t_prev = [], 0.0
-    for k, t in enumerate(times):
-        if t > t_prev:
-            X = simulate(X, w, t - t_prev, steps=max(10, int(np.ceil((t - t_prev) * steps_per_unit))),
-                         progress=False).X
-            t_prev = t
-        _, S_ode = unpack_state(sol.y[:, k], 2)
-        out.append((t, X.copy(), np.cov(X.T), S_ode))
+    X0 = rng.multivariate_normal(np.asarray(alpha0, float), np.asarray(Sigma0, float), size=n, method="cholesky")
+    run = simulate(X0, schedule, float(times[-1]), steps=per * k, save_every=per, progress=False)
+    frames = run.trajectory
+    m0, S0 = moments(X0)
+    sol = None
+    if ode is not None:
+        sol = ode.integrate(m0, S0, float(times[-1]), t_eval=times, rtol=1e-11)
+    out = []
+    for j, t in enumerate(times):
+        X = frames[j]
+        me, Se = moments(X)
+        if sol is not None and j < len(sol.t) and np.isclose(sol.t[j], t):
+            out.append((float(t), X, me, Se, sol.alpha[j], sol.Sigma[j]))
+        else:
+            out.append((float(t), X, me, Se, None, None))
     return out
 
 
+def draw_cloud_row(axes, panels, dims=(0, 1), label_ode: str = "Gaussian ODE (from the sample moments)") -> None:
+    """One panel per time: the tokens (projected on ``dims``), their empirical 2-sd ellipse (dashed red) and the
+    ODE's (solid black), both centred at their own means; axes scaled to the data."""
+    i, j = dims
+    for ax, (t, X, me, Se, ao, So) in zip(axes, panels):
+        ax.scatter(X[:, i], X[:, j], s=1, alpha=0.3, color="tab:blue", rasterized=True)
+        sub = np.ix_([i, j], [i, j])
+        ee = _ellipse(Se[sub]) + me[[i, j], None]
+        ax.plot(ee[0], ee[1], "r--", lw=1.2, label="particles (empirical)")
+        pts = [ee, X[:, [i, j]].T]
+        title = f"$t = {t:.3g}$"
+        if So is not None:
+            eo = _ellipse(So[sub]) + ao[[i, j], None]
+            ax.plot(eo[0], eo[1], "k-", lw=1.5, label=label_ode)
+            pts.append(eo)
+            rel = np.linalg.norm(Se - So) / np.linalg.norm(So)
+            title += rf": tr$\,\Sigma$ = {np.trace(So):.3g}, $\|\Sigma_{{emp}}-\Sigma\|/\|\Sigma\|$ = {rel:.2g}"
+        P = np.concatenate(pts, axis=1)
+        lo, hi = np.percentile(P, 0.5, axis=1), np.percentile(P, 99.5, axis=1)
+        c, r = (lo + hi) / 2, 0.55 * max(hi - lo) + 1e-12
+        ax.set_xlim(c[0] - r, c[0] + r)
+        ax.set_ylim(c[1] - r, c[1] + r)
+        ax.set_aspect("equal")
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel(f"$x_{i}$")
+        ax.set_ylabel(f"$x_{j}$")
+
+
 def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("png", "pdf")) -> list[Path]:
+    """Two regimes (README Mathematics §4, softmax, ``V = I``): clustering on a line (``A = -2qqᵀ``, limit of
+    rank one on ``q⊥``) and blow-up (``A + Aᵀ ≻ 0``, times up to ``0.9 T*`` with ``T*`` from the closed form
+    at the sample covariance)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ..gaussian import GaussianODE
+    from ..model import Schedule
+    from ..numerics.estimators import moments
     from .closed_forms import blowup_time_vi
 
     S0 = np.array([[1.0, 0.4], [0.4, 0.7]])
     q = np.array([np.cos(0.6), np.sin(0.6)])
-    rows = [
-        ("clustering on a line: A = -2qqᵀ, V = I", -2 * np.outer(q, q), np.eye(2), [0.0, 0.5, 2.0, 8.0]),
-    ]
     Ab = np.array([[0.6, 0.2], [0.0, 0.3]])
-    Tb = blowup_time_vi(S0, Ab)
-    rows.append((f"blow-up regime: A + Aᵀ ≻ 0, V = I, T* = {Tb:.4g} (closed form)", Ab, np.eye(2),
-                 [0.0, 0.5 * Tb, 0.8 * Tb, 0.9 * Tb]))
-    fig, axes = plt.subplots(len(rows), 4, figsize=(15, 7.5))
-    for r, (title, A, V, times) in enumerate(rows):
-        panels = particle_cloud_panels(A, V, S0, np.array(times), n, seed)
-        for c, (t, X, Se, So) in enumerate(panels):
-            ax = axes[r, c]
-            Xc = X - X.mean(axis=0)  # centred: with V = I the sample mean drifts like e^t (α = 0 is unstable)
-            ax.scatter(Xc[:, 0], Xc[:, 1], s=1, alpha=0.3, color="tab:blue")
-            eo, ee = _ellipse(So), _ellipse(Se)
-            ax.plot(eo[0], eo[1], "k-", lw=1.5, label="Gaussian ODE")
-            ax.plot(ee[0], ee[1], "r--", lw=1.2, label="particles (empirical)")
-            lim = 1.15 * max(np.abs(eo).max(), np.abs(ee).max())
-            ax.set_xlim(-lim, lim)
-            ax.set_ylim(-lim, lim)
-            ax.set_aspect("equal")
-            rel = np.linalg.norm(Se - So) / np.linalg.norm(So)
-            ax.set_title(f"t = {t:.3g}: tr Σ = {np.trace(So):.3g}, ‖Σ_emp-Σ‖/‖Σ‖ = {rel:.2g}", fontsize=8)
-        axes[r, 0].set_ylabel(title, fontsize=9)
-    axes[0, 0].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"token clouds (n = {n}, seed {seed}, RK4 particles; centred on their mean, which drifts like "
-                 "e^t for V = I) vs the Gaussian moment ODE (2-sd ellipses)", fontsize=11)
+    rng = np.random.default_rng(seed)
+    _, S_hat = moments(rng.multivariate_normal(np.zeros(2), S0, size=n, method="cholesky"))
+    Tb = blowup_time_vi(S_hat, Ab)
+    rows = [(r"clustering on a line: $A = -2qq^\top$, $V = I$", -2 * np.outer(q, q), np.linspace(0, 8, 4)),
+            (rf"blow-up: $A + A^\top \succ 0$, $V = I$, $T^* = {Tb:.4g}$", Ab, np.linspace(0, 0.9 * Tb, 4))]
+    fig, axes = plt.subplots(len(rows), 4, figsize=(16, 8.4))
+    for r, (title, A, times) in enumerate(rows):
+        w = make_weights([make_head("softmax", A=A, V=np.eye(2))])
+        panels = cloud_and_ode(Schedule.constant(w), np.zeros(2), S0, times, n, seed,
+                               ode=GaussianODE.from_weights(w))
+        draw_cloud_row(axes[r], panels)
+        axes[r, 0].set_ylabel(title + "\n$x_1$", fontsize=9)
+    axes[0, 0].legend(fontsize=7, loc="lower left")
+    fig.suptitle(f"token clouds (n = {n}, seed {seed}, RK4) and the Gaussian moment ODE started from the "
+                 "cloud's sample mean and covariance (2-sd ellipses); $T^*$: closed form at the sample covariance",
+                 fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return save(fig, out_dir, "fig_particles", formats)
+
+
+def make_scenario_figure(scn, out: Path, *, n: int = 2000, seed: int = 0, T: float | None = None,
+                         panels: int = 4, dims=(0, 1), name: str | None = None) -> Path:
+    """``tpde plot``: the scenario's token cloud beside the Gaussian ODE's ellipses at ``panels`` times on
+    ``[0, T]`` (``T`` shortened to ``0.9 T*`` when the ODE blows up first), for any scenario; kinds that do not
+    preserve Gaussians (``kinds.get(k).preserves_gaussians``) get the cloud and its empirical ellipse only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..gaussian import GaussianODE
+    from ..spec import kinds
+
+    T = scn.T if T is None else T
+    w0 = scn.schedule(0.0)
+    preserving = all(kinds.get(h.kind).preserves_gaussians for h in w0.heads) and w0.sink is None
+    ode = GaussianODE.from_scenario(scn) if preserving else None
+    note = ""
+    if ode is not None:
+        sol = ode.integrate(scn.alpha0, scn.Sigma0, T)
+        if sol.blowup_time is not None and sol.blowup_time < T:
+            T = 0.9 * sol.blowup_time
+            note = rf", horizon $0.9\,T^*$ ($T^* = {sol.blowup_time:.4g}$)"
+        elif str(sol.status) != "ok":
+            T = 0.9 * float(sol.t[-1])
+            note = rf", horizon $0.9\times$ the ODE's stop ({sol.status})"
+    times = np.linspace(0.0, T, panels)
+    data = cloud_and_ode(scn.schedule, scn.alpha0, scn.Sigma0, times, n, seed, ode=ode)
+    fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 4.4))
+    draw_cloud_row(np.atleast_1d(axes), data, dims)
+    np.atleast_1d(axes)[0].legend(fontsize=7, loc="best")
+    kinds_ = ", ".join(sorted({h.kind for h in w0.heads}))
+    what = "vs the Gaussian ODE from the sample moments" if ode is not None else \
+        "(no Gaussian ODE: this attention does not preserve Gaussians)"
+    fig.suptitle(f"{name or kinds_}: d = {scn.d}, n = {n}, seed {seed}{note}; "
+                 f"coordinates {dims} {what}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out

@@ -1,12 +1,22 @@
-"""Phase diagrams: sweep the spectrum of ``A + Aᵀ`` (and ``V``) and classify the covariance dynamics.
+"""Phase diagrams: sweep two eigenvalues of ``A + Aᵀ`` and classify the covariance dynamics.
 
-Grid (``d = 2``, softmax): ``A = R(θ) diag(s₁, s₂) R(θ)ᵀ / 2`` (so ``A + Aᵀ`` has eigenvalues ``s₁, s₂``) for
-``(s₁, s₂)`` on an ``n x n`` grid, ``V = diag(v₁, v₂)``.  At each point ``K`` initial covariances
-``Σ₀ = GGᵀ + 0.1 I`` (``G`` standard normal, ``rng = default_rng([seed, point index])``, so every point is
-reproducible on any worker) are integrated in one batch (:func:`.clustering.classify_batch`, generated RHS with
-per-row parameters) to horizon ``T``.  Per point: the fraction of each outcome, the majority phase and the
-median blow-up time.  Phases: 0 collapse, 1 low rank (rank 1), 2 full rank (rank 2), 3 diverge, 4 blow-up,
-5 undetermined.
+Grid (any Gaussian-preserving kind of the registry, any ``d >= 2``): ``A = R diag(s₁, s₂, r, …, r) Rᵀ / 2 +
+k N`` with ``R`` the rotation by ``theta`` in the ``(e₀, e₁)`` plane, ``N = R(e₀e₁ᵀ - e₁e₀ᵀ)Rᵀ`` (the skew part,
+``A - Aᵀ = 2kN``) and ``r`` (``rest``) the remaining eigenvalues of ``A + Aᵀ``; ``V`` any ``d×d`` matrix.  The
+head is built from the registry's parameter names (:func:`head_for`): kinds with ``A`` take it directly, ℓ2
+takes ``Q = A, K = I, τ = 2`` (cross term ``(2/τ)KᵀQ = A``, README Mathematics §3), ``custom`` takes ``B = Aᵀ``.
+
+Initial data: **one** sample of ``K`` covariances ``Σ₀ = GGᵀ/d + 0.1 I`` (``G`` standard normal,
+``default_rng(seed)``) shared by every grid point, so differences across the map come from ``A``, not from
+redrawn data.  With ``symmetrise`` (default) the sample is closed under ``P = R·swap(e₀, e₁)·Rᵀ``: each ``Σ₀`` and
+``PΣ₀Pᵀ``.  Since ``P A(s₁, s₂, k) Pᵀ = A(s₂, s₁, -k)``, an ODE equivariant under orthogonal conjugation whose
+``V`` commutes with ``P`` gives the same set of outcomes and blow-up times at ``(s₁, s₂, k)`` and ``(s₂, s₁, -k)``;
+for softmax with ``V = I`` the skew part drops out (``dΣ/dt = Σ(A + Aᵀ)Σ``, README Mathematics §4), so the
+blow-up-time map is symmetric about the diagonal, up to the integration error of the blow-up times.
+
+Per point: the counts of each outcome, the majority phase, the median blow-up time and the largest error
+bound of the blow-up times there.  Phases: 0 collapse, 1 low rank (``1 <= r < d``), 2 full rank, 3 diverge,
+4 blow-up, 5 undetermined.
 
 Execution: the grid is cut into chunks (rows of the grid) evaluated by :func:`sweep_chunk`, a pure module-level
 function, on a local ``concurrent.futures.ProcessPoolExecutor`` (``workers``) or, with ``scheduler``, on a Dask
@@ -28,52 +38,113 @@ class SweepSpec:
     n: int = 9
     smin: float = -1.0
     smax: float = 1.0
-    v: tuple[float, float] = (1.0, 1.0)
+    v: tuple = (1.0, 1.0)          # d numbers (V diagonal) or d*d numbers (V row by row)
     theta: float = 0.4
     K: int = 8
     T: float = 1e3
     seed: int = 0
+    kind: str = "softmax"
+    d: int = 2
+    skew: float = 0.0
+    rest: float = -1.0
+    symmetrise: bool = True
 
     def points(self) -> np.ndarray:
         s = np.linspace(self.smin, self.smax, self.n)
         s1, s2 = np.meshgrid(s, s, indexing="ij")
         return np.stack([s1.ravel(), s2.ravel()], axis=1)
 
+    def rotation(self) -> np.ndarray:
+        R = np.eye(self.d)
+        c, s = np.cos(self.theta), np.sin(self.theta)
+        R[:2, :2] = [[c, -s], [s, c]]
+        return R
 
-def _phase_of(label: str) -> int:
+    def V(self) -> np.ndarray:
+        v = np.asarray(self.v, float)
+        if v.size == self.d:
+            return np.diag(v)
+        if v.size == self.d**2:
+            return v.reshape(self.d, self.d)
+        raise ValueError(f"v must have d = {self.d} or d² = {self.d ** 2} entries, got {v.size}")
+
+    def A(self, s1: float, s2: float) -> np.ndarray:
+        R = self.rotation()
+        lam = np.full(self.d, self.rest)
+        lam[:2] = s1, s2
+        N = np.zeros((self.d, self.d))
+        N[0, 1], N[1, 0] = 1.0, -1.0
+        return R @ (np.diag(lam) / 2 + self.skew * N) @ R.T
+
+    def swap(self) -> np.ndarray:
+        R = self.rotation()
+        Pm = np.eye(self.d)
+        Pm[[0, 1]] = Pm[[1, 0]]
+        return R @ Pm @ R.T
+
+
+def initial_sample(spec: SweepSpec) -> np.ndarray:
+    """The shared ``Σ₀`` sample (module docstring): ``(K, d, d)``, or ``(2K, d, d)`` with ``symmetrise``."""
+    rng = np.random.default_rng(spec.seed)
+    G = rng.normal(size=(spec.K, spec.d, spec.d))
+    S0 = G @ G.transpose(0, 2, 1) / spec.d + 0.1 * np.eye(spec.d)
+    if spec.symmetrise:
+        P = spec.swap()
+        S0 = np.concatenate([S0, P @ S0 @ P.T])
+    return S0
+
+
+def head_for(kind: str, A: np.ndarray, V: np.ndarray):
+    """One head of a Gaussian-preserving ``kind`` whose bilinear kernel term is ``<Ax, y>`` (module docstring),
+    chosen by the registry's parameter names, not by the kind's name."""
+    from ..errors import InputError
+    from ..model import make_head
+    from ..spec import kinds
+
+    spec = kinds.get(kind)
+    if not spec.preserves_gaussians:
+        raise InputError("kind", f"{kind!r} does not preserve Gaussians: no moment ODE to sweep")
+    names = set(spec.names)
+    if "A" in names:
+        return make_head(kind, A=A, V=V)
+    if {"Q", "K", "tau"} <= names:
+        return make_head(kind, Q=A, K=np.eye(A.shape[0]), V=V, tau=2.0)
+    if "B" in names:
+        return make_head(kind, B=A.T, V=V)
+    raise InputError("kind", f"{kind!r}: no parameter that carries a matrix A (parameters {sorted(names)})")
+
+
+def _phase_of(label: str, d: int) -> int:
     if label == "collapse":
         return 0
     if label.startswith("rank"):
-        return 1 if label == "rank 1" else 2
+        return 1 if int(label.split()[1]) < d else 2
     return {"diverge": 3, "blowup": 4}.get(label, 5)
 
 
-def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarray, float]]:
-    """Classify the grid points ``indices``; returns ``(index, outcome counts (6,), median T* or NaN)``."""
+def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarray, float, float]]:
+    """Classify the grid points ``indices``; returns ``(index, outcome counts (6,), median T* or NaN,
+    largest T* error bound or NaN)``."""
     from ..gaussian import GaussianODE
-    from ..model import make_head, make_weights
+    from ..model import make_weights
     from .clustering import classify_batch
 
     pts = spec.points()
-    c, s = np.cos(spec.theta), np.sin(spec.theta)
-    R = np.array([[c, -s], [s, c]])
-    V = np.diag(spec.v)
+    V = spec.V()
+    S0 = initial_sample(spec)
     out = []
     ode = None
     for i in indices:
-        A = R @ np.diag(pts[i]) @ R.T / 2
-        w = make_weights([make_head("softmax", A=A, V=V)])
+        w = make_weights([head_for(spec.kind, spec.A(*pts[i]), V)])
         ode = GaussianODE.from_weights(w) if ode is None else ode
         p = GaussianODE.from_weights(w).params(0.0)
-        rng = np.random.default_rng([spec.seed, i])
-        G = rng.normal(size=(spec.K, 2, 2))
-        S0 = G @ G.transpose(0, 2, 1) + 0.1 * np.eye(2)
         res = classify_batch(lambda t, Y, p=p: ode.rhs_batch(t, Y, p), S0, T=spec.T)
         counts = np.zeros(len(PHASES), dtype=int)
         for r in res:
-            counts[_phase_of(r.label())] += 1
+            counts[_phase_of(r.label(), spec.d)] += 1
         bt = [r.blowup_time for r in res if r.kind == "blowup"]
-        out.append((i, counts, float(np.median(bt)) if bt else float("nan")))
+        be = [r.blowup_time_error for r in res if r.kind == "blowup"]
+        out.append((i, counts, float(np.median(bt)) if bt else float("nan"), float(max(be)) if be else float("nan")))
     return out
 
 
@@ -84,11 +155,15 @@ class SweepResult:
     counts: np.ndarray        # (P, 6)
     phase: np.ndarray         # (P,) majority phase
     blowup_time: np.ndarray   # (P,) median T* (NaN if none)
+    blowup_time_error: np.ndarray | None = None  # (P,) largest error bound of the T* there (NaN if none)
 
 
-def warm_worker() -> None:
+def warm_worker(spec: SweepSpec | None = None) -> None:
     """Derive and load the sweep's generated right-hand side once in this process (pool initializer)."""
-    sweep_chunk(SweepSpec(n=1, K=1, T=1.0), [0])
+    from dataclasses import replace
+
+    spec = SweepSpec() if spec is None else spec
+    sweep_chunk(replace(spec, n=1, K=1, T=1.0), [0])
 
 
 def run_sweep(spec: SweepSpec, *, workers: int = 1, scheduler: str | None = None, executor=None) -> SweepResult:
@@ -114,14 +189,16 @@ def run_sweep(spec: SweepSpec, *, workers: int = 1, scheduler: str | None = None
             parts = list(ex.map(sweep_chunk, [spec] * len(chunks), chunks))
     counts = np.zeros((len(pts), len(PHASES)), dtype=int)
     bt = np.full(len(pts), np.nan)
+    be = np.full(len(pts), np.nan)
     for part in parts:
-        for i, c, b in part:
-            counts[i], bt[i] = c, b
-    return SweepResult(spec, pts, counts, counts.argmax(axis=1), bt)
+        for i, c, b, e in part:
+            counts[i], bt[i], be[i] = c, b, e
+    return SweepResult(spec, pts, counts, counts.argmax(axis=1), bt, be)
 
 
 def save_sweep(res: SweepResult, out: Path) -> list[Path]:
-    """Write ``out.npz``, ``out.csv`` and ``out.png`` (phase map and median blow-up time)."""
+    """Write ``out.npz``, ``out.csv`` and ``out.png`` (phase map with its legend outside, and the median
+    blow-up time with a colour bar)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,29 +207,40 @@ def save_sweep(res: SweepResult, out: Path) -> list[Path]:
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    sp_ = res.spec
+    be = res.blowup_time_error if res.blowup_time_error is not None else np.full(len(res.points), np.nan)
     np.savez(out.with_suffix(".npz"), points=res.points, counts=res.counts, phase=res.phase,
-             blowup_time=res.blowup_time, phases=np.array(PHASES), spec=np.array(repr(res.spec)))
+             blowup_time=res.blowup_time, blowup_time_error=be, phases=np.array(PHASES),
+             spec=np.array(repr(sp_)), A_example=sp_.A(sp_.smin, sp_.smax), V=sp_.V(),
+             Sigma0=initial_sample(sp_))
     with open(out.with_suffix(".csv"), "w") as fh:
-        fh.write("s1,s2," + ",".join(p.replace(" ", "_") for p in PHASES) + ",phase,median_blowup_time\n")
-        for (s1, s2), c, ph, b in zip(res.points, res.counts, res.phase, res.blowup_time):
-            fh.write(f"{s1:.6g},{s2:.6g}," + ",".join(map(str, c)) + f",{PHASES[ph]},{b:.10g}\n")
-    n = res.spec.n
-    s = np.linspace(res.spec.smin, res.spec.smax, n)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5))
+        fh.write(f"# {sp_!r}\n")
+        fh.write("s1,s2," + ",".join(p.replace(" ", "_") for p in PHASES)
+                 + ",phase,median_blowup_time,max_blowup_time_error\n")
+        for (s1, s2), c, ph, b, e in zip(res.points, res.counts, res.phase, res.blowup_time, be):
+            fh.write(f"{s1:.6g},{s2:.6g}," + ",".join(map(str, c)) + f",{PHASES[ph]},{b:.10g},{e:.3g}\n")
+    n = sp_.n
+    s = np.linspace(sp_.smin, sp_.smax, n)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13.5, 5.2), gridspec_kw={"wspace": 0.55})
     cmap = ListedColormap(["tab:green", "tab:blue", "tab:cyan", "tab:orange", "tab:red", "grey"])
     a1.pcolormesh(s, s, res.phase.reshape(n, n).T, cmap=cmap, vmin=-0.5, vmax=5.5, shading="nearest")
     for k, name in enumerate(PHASES):
         a1.plot([], [], "s", color=cmap(k), label=name)
-    a1.legend(fontsize=8, loc="upper left")
-    a1.set_xlabel("s₁ (eigenvalue of A + Aᵀ)")
-    a1.set_ylabel("s₂")
-    a1.set_title(f"majority phase of {res.spec.K} random Σ₀ per point, V = diag{res.spec.v}, T = {res.spec.T:g}")
-    im = a2.pcolormesh(s, s, np.log10(res.blowup_time.reshape(n, n)).T, shading="nearest")
-    fig.colorbar(im, ax=a2, label="log10 median blow-up time")
-    a2.set_xlabel("s₁")
-    a2.set_ylabel("s₂")
-    a2.set_title("median blow-up time (blank: no blow-up)")
-    fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=100)
+    a1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, title="majority")
+    a1.set_aspect("equal")
+    a1.set_xlabel(r"$s_1$ (eigenvalue of $A + A^\top$)")
+    a1.set_ylabel(r"$s_2$")
+    Vs = np.array2string(sp_.V(), precision=2, separator=",").replace("\n", "")
+    nS = len(initial_sample(sp_))
+    a1.set_title(f"{sp_.kind}, d = {sp_.d}: majority outcome of {nS} shared $\\Sigma_0$\n"
+                 f"skew $k$ = {sp_.skew:g}, rest = {sp_.rest:g}, V = {Vs}, T = {sp_.T:g}", fontsize=9)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        im = a2.pcolormesh(s, s, np.log10(res.blowup_time.reshape(n, n)).T, shading="nearest")
+    fig.colorbar(im, ax=a2, label=r"$\log_{10}$ median blow-up time $T^*$")
+    a2.set_aspect("equal")
+    a2.set_xlabel(r"$s_1$")
+    a2.set_ylabel(r"$s_2$")
+    a2.set_title("median blow-up time (blank: no blow-up)", fontsize=9)
+    fig.savefig(out.with_suffix(".png"), dpi=100, bbox_inches="tight")
     plt.close(fig)
     return [out.with_suffix(x) for x in (".npz", ".csv", ".png")]

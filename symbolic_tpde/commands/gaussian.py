@@ -1,9 +1,10 @@
 """``tpde gaussian``: integrate the Gaussian moment ODE of a scenario, with blow-up detection.
 
-Prints (``--json``)::
+Prints (``--json``, strict JSON: non-finite numbers become ``null``, the ``status`` says why)::
 
-    {"t": .., "alpha": [..], "Sigma": [[..]], "status": "ok" | "blowup" | "overflow" | "stalled" | "tilt-ceased",
-     "blowup_time": null | number, "blowup_time_error": null | number, ...}
+    {"t": .., "alpha": [..] | null, "Sigma": [[..]], "status": "ok" | "blowup" | "overflow" | "stalled" |
+     "tilt-ceased", "blowup_time": null | number, "blowup_time_error": null | number, "covariance_only": bool,
+     "saved": null | FILE, ...}
 
 ``t``/``alpha``/``Sigma``: the state at ``T`` or, after a blow-up, at the last detection level (``tr Σ + |α|²``
 about ``10¹⁰`` times its start).  ``blowup_time`` is extrapolated from the growth law and
@@ -12,9 +13,14 @@ about ``10¹⁰`` times its start).  ``blowup_time`` is extrapolated from the gr
 existence condition of the Gaussian tilt crossed zero at ``t``.  ``"overflow"`` (rare): the state
 grew past ``10²⁰⁰`` times its start without the signature of a finite-time singularity (exponential growth);
 ``t`` is where the run stopped to stay finite.  ``"stalled"`` (rare): the integrator's step size collapsed
-before ``T`` (e.g. a right-hand side that loses accuracy on a nearly singular ``Σ``); ``t`` is where it gave
-up.  The right-hand side is the generated one
-(:class:`symbolic_tpde.gaussian.GaussianODE`; backend reported in ``"backend"``).
+before ``T``; ``t`` is where it gave up.  Blow-up and tilt-ceased are results, reported with exit status 0.
+
+``--save FILE`` (``.npz`` or ``.csv``) writes the trajectory: the accepted steps, or the dense output at
+``--times t1 t2 ...`` / ``--n-times N`` (``N`` equally spaced times on ``[0, T]``), plus the stopping point
+when the run stopped early.  ``--covariance-only`` integrates ``dΣ/dt`` alone (``α`` frozen at 0) where the
+derived covariance equation does not involve ``α`` (:func:`symbolic_tpde.analysis.clustering.covariance_closed`,
+README Mathematics §3): e.g. softmax with ``V = I``, where ``α ~ eᵗ`` would otherwise overflow long before
+``Σ`` converges.  Refused (exit 2) when ``dΣ/dt`` involves ``α`` (linear attention).
 """
 
 from __future__ import annotations
@@ -29,41 +35,160 @@ def register(sub) -> None:
     p.add_argument("--T", type=float, default=None, help="horizon (default: the scenario's T)")
     p.add_argument("--backend", default="auto", choices=("auto", "numpy", "c"), help="generated-code backend")
     p.add_argument("--rtol", type=float, default=1e-12, help="relative tolerance of DOP853 (default 1e-12)")
+    p.add_argument("--covariance-only", action="store_true",
+                   help="integrate dΣ/dt alone (refused when it involves the mean)")
+    p.add_argument("--save", default=None, metavar="FILE", help="write the trajectory (.npz or .csv)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--times", type=float, nargs="+", default=None, metavar="t",
+                   help="output times (increasing, within [0, T]; dense output)")
+    g.add_argument("--n-times", type=int, default=None, metavar="N", help="N equally spaced output times on [0, T]")
     p.add_argument("--json", action="store_true", help="print JSON (default: a short text summary)")
     p.set_defaults(func=run)
+
+
+def finite_or_none(x):
+    """Strict-JSON form of ``x``: non-finite floats -> ``None``, numpy scalars/arrays -> Python lists/floats."""
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {k: finite_or_none(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite_or_none(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return finite_or_none(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def dumps(obj) -> str:
+    """``json.dumps`` with ``allow_nan=False`` after :func:`finite_or_none`."""
+    return json.dumps(finite_or_none(obj), allow_nan=False)
+
+
+def output_times(args, T: float):
+    import numpy as np
+
+    from ..errors import InputError
+
+    if args.n_times is not None:
+        if not 2 <= args.n_times <= 10**6:
+            raise InputError("n-times", f"must be in [2, 1e6], got {args.n_times}")
+        return np.linspace(0.0, T, args.n_times)
+    if args.times is None:
+        return None
+    ts = np.asarray(args.times, dtype=float)
+    if not np.all(np.isfinite(ts)) or np.any(np.diff(ts) < 0) or ts[0] < 0 or ts[-1] > T:
+        raise InputError("times", f"must be finite, increasing and within [0, T = {T:g}]")
+    return ts
+
+
+def save_trajectory(path: str, t, alpha, Sigma, meta: dict) -> str:
+    """Write ``t (K,)``, ``alpha (K, d)`` (or ``None``), ``Sigma (K, d, d)`` as ``.npz`` (arrays + metadata) or
+    ``.csv`` (one row per time: ``t``, ``alpha_i``, ``Sigma_i_j`` for ``i <= j``; metadata in ``#`` lines)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from ..errors import InputError
+
+    p = Path(path)
+    d = Sigma.shape[-1]
+    if p.suffix == ".npz":
+        extra = {k: np.array("" if v is None else v) for k, v in meta.items()}
+        arrays = dict(t=np.asarray(t), Sigma=np.asarray(Sigma))
+        if alpha is not None:
+            arrays["alpha"] = np.asarray(alpha)
+        np.savez(p, **arrays, **extra)
+    elif p.suffix == ".csv":
+        iu = np.triu_indices(d)
+        cols = ["t"] + ([f"alpha_{i}" for i in range(d)] if alpha is not None else []) + \
+               [f"Sigma_{i}_{j}" for i, j in zip(*iu)]
+        with open(p, "w") as fh:
+            for k, v in meta.items():
+                fh.write(f"# {k}: {v}\n")
+            fh.write(",".join(cols) + "\n")
+            for k in range(len(t)):
+                row = [t[k]] + (list(alpha[k]) if alpha is not None else []) + list(Sigma[k][iu])
+                fh.write(",".join(f"{x:.17g}" for x in row) + "\n")
+    else:
+        raise InputError("save", f"expected a .npz or .csv file name, got {path!r}")
+    return str(p)
+
+
+def load_ode(scenario: str, T, backend: str = "auto"):
+    """``(scenario, T, GaussianODE)`` with the command-line checks shared by ``gaussian``/``classify``/``plot``."""
+    from ..errors import InputError
+    from ..gaussian import GaussianODE
+    from ..scenario import load_scenario
+
+    scn = load_scenario(scenario, need_T=T is None)
+    T = scn.T if T is None else T
+    if not (math.isfinite(T) and T > 0):
+        raise InputError("T", f"must be finite and > 0, got {T}")
+    try:
+        ode = GaussianODE.from_scenario(scn, backend=backend)
+    except Exception as exc:  # NotGaussianPreserving and friends: one line, exit 2
+        if type(exc).__name__ == "NotGaussianPreserving":
+            raise InputError("attention", f"not Gaussian-preserving: {exc}") from None
+        raise
+    from ..gaussian import pack_state
+
+    ode.check_tilt(0.0, pack_state(scn.alpha0, scn.Sigma0), "Sigma0")   # exit 2 where the tilt does not exist
+    return scn, T, ode
 
 
 def run(args) -> int:
     import numpy as np
 
     from ..errors import InputError
-    from ..gaussian import GaussianODE
-    from ..scenario import load_scenario
+    from ..gaussian import unpack_state
 
-    scn = load_scenario(args.scenario, need_T=args.T is None)
-    T = scn.T if args.T is None else args.T
-    if not (math.isfinite(T) and T > 0):
-        raise InputError("T", f"must be finite and > 0, got {T}")
     if not (0 < args.rtol < 1e-3):
         raise InputError("rtol", f"must lie in (0, 1e-3), got {args.rtol}")
-    try:
-        ode = GaussianODE.from_scenario(scn, backend=args.backend)
-    except Exception as exc:  # NotGaussianPreserving and friends: one line, exit 2
-        if type(exc).__name__ == "NotGaussianPreserving":
-            raise InputError("attention", f"not Gaussian-preserving: {exc}") from None
-        raise
-    # the same call as the Python API (GaussianODE.integrate): identical blow-up times
-    sol = ode.integrate(scn.alpha0, scn.Sigma0, T, rtol=args.rtol)
-    t, alpha, Sigma = float(sol.t[-1]), sol.alpha[-1], sol.Sigma[-1]
-    out = {"t": t, "alpha": alpha.tolist(), "Sigma": Sigma.tolist(), "status": str(sol.status),
-           "blowup_time": sol.blowup_time, "blowup_time_error": sol.blowup_time_error,
-           "growth_exponent": sol.exponent, "backend": sol.backend, "message": sol.message}
-    if args.json:
-        print(json.dumps(out))
+    scn, T, ode = load_ode(args.scenario, args.T, args.backend)
+    ts = output_times(args, T)
+    if args.save is not None and not args.save.endswith((".npz", ".csv")):
+        raise InputError("save", f"expected a .npz or .csv file name, got {args.save!r}")
+    if args.covariance_only:
+        from ..analysis.clustering import integrate_covariance
+
+        sol = integrate_covariance(ode, scn.Sigma0, T, rtol=args.rtol, t_eval=ts)
+        _, Sig = unpack_state(sol.y, ode.d)
+        alphas = None
+        t_end, S_end = float(sol.t_end), unpack_state(sol.y_end, ode.d)[1]
+        a_end = None
+        backend = ode.backend
     else:
-        print(f"status {sol.status} at t = {t:.10g} (backend {sol.backend})")
+        # the same call as the Python API (GaussianODE.integrate): identical blow-up times
+        sol = ode.integrate(scn.alpha0, scn.Sigma0, T, rtol=args.rtol, t_eval=ts)
+        alphas, Sig = sol.alpha, sol.Sigma
+        t_end, a_end, S_end = float(sol.t[-1]), sol.alpha[-1], sol.Sigma[-1]
+        backend = sol.backend
+    out = {"t": t_end, "alpha": None if a_end is None else a_end.tolist(), "Sigma": S_end.tolist(),
+           "status": str(sol.status), "blowup_time": sol.blowup_time, "blowup_time_error": sol.blowup_time_error,
+           "growth_exponent": sol.exponent, "backend": backend, "message": sol.message,
+           "covariance_only": bool(args.covariance_only), "saved": None}
+    if args.save is not None:
+        meta = {k: out[k] for k in ("status", "blowup_time", "blowup_time_error", "covariance_only", "backend")}
+        meta["scenario"] = args.scenario
+        out["saved"] = save_trajectory(args.save, np.asarray(sol.t), alphas, Sig, meta)
+        out["n_saved"] = int(len(sol.t))
+    if args.json:
+        print(dumps(out))
+    else:
+        print(f"status {sol.status} at t = {t_end:.10g} (backend {backend}"
+              + (", covariance only" if args.covariance_only else "") + ")")
         if sol.blowup_time is not None:
             print(f"blow-up time {sol.blowup_time:.12g} ± {sol.blowup_time_error:.2g}")
-        print("alpha =", np.array2string(alpha, precision=6))
-        print("Sigma =", np.array2string(Sigma, precision=6))
+        if a_end is not None:
+            print("alpha =", np.array2string(a_end, precision=6))
+        print("Sigma =", np.array2string(S_end, precision=6))
+        if out["saved"]:
+            print(f"trajectory ({out['n_saved']} times) -> {out['saved']}")
     return 0
