@@ -1,61 +1,107 @@
-"""Benchmark: one softmax particle step, blocked simulator vs a naive full-matrix numpy implementation.
+"""Benchmark: one softmax field evaluation, naive vs blocked numpy vs fused kernel vs a plain C yardstick.
 
-Run:  python numerics/bench_particles.py [--quick] [--repeats R]
+Run:  python numerics/bench_particles.py [--quick] [--repeats R] [--n ...] [--d ...] [--memory-n 200000]
 
-For n in {1000, 4000, 16000} and d in {2, 16, 64} (``--quick``: n in {1000, 4000}, d in {2, 16}) it measures,
-in the same run and on the same data:
+For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``: n in {2000, 8000}, d in
+{2, 8}) it times, in the same run and on the same data (``q = X Aᵀ``, keys and values ``X``; logits O(1)):
 
-* ``symbolic_tpde.numerics.fields.softmax_field`` (row blocks, stable log-sum-exp, in-place exp, BLAS limited
-  to one thread per Python thread, default threads) in float64 and float32;
-* the naive version: the full n x n logit matrix, max-subtracted, exponentiated, normalised, then multiplied
-  (``naive_softmax_step``), skipped when its estimated peak (3 n² floats: the logits, their shifted copy
-  and the exponentials overlap at most pairwise, plus slack) exceeds 8 GB.
+* ``naive``: the full n x n logit matrix, max-subtracted, exponentiated, normalised, multiplied (several
+  passes); skipped when its three n x n temporaries exceed 3 GB or n > 8000 (minutes per call);
+* ``numpy``: the blocked path :func:`symbolic_tpde.numerics.fields_core.attend_numpy` (row blocks, BLAS at one
+  thread per Python thread, default threads);
+* ``fused``: :func:`symbolic_tpde.numerics.fields_core.attend`, the package's dispatch (the fused C kernel of
+  :mod:`symbolic_tpde.numerics.fused` for p < 32, else the numpy path: column ``path``);
+* ``yard``: the yardstick of issue 12, a plain fused two-pass C loop compiled here with
+  ``gcc -O3 -march=native -ffast-math -fopenmp`` (per query: row maximum, then ``exp``-and-accumulate;
+  ``-ffast-math`` lets gcc vectorise ``exp`` through glibc's libmvec), OpenMP over queries with the usable
+  cores.
 
-The variants are timed in interleaved rounds (naive, ours float64, ours float64 single-threaded, ours float32,
-back to back, ``R`` rounds): times are medians over rounds and each ratio is the median of the per-round
-ratios, so slow drifts of a shared machine's load cancel.  ``ns/pair`` = time / n²; peak memory is measured in
-a separate call under ``tracemalloc`` (numpy reports its buffers to it).  The issue's targets are checked on
-the default configuration (``threads=None``: two Python threads when BLAS can be limited to one thread):
->= 1.8x faster than naive at n >= 4000 (float64), >= 10x less peak memory at n = 16000, float32 >= 1.3x faster
-than our float64.  The machine is shared: only ratios well above the noise (~2x) are firm.
+Variants run in interleaved rounds (``R`` rounds, fewer at n = 32000), medians over rounds; ratios are medians
+of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / n².  Accuracy: max
+relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory: peak traced by
+``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers, one row of n logits per
+thread, are added as ``threads · n · itemsize``), and, for ``--memory-n`` (default 200 000, d = 2), the peak
+resident set (``VmHWM`` of /proc) of a fresh process doing one field evaluation through
+``symbolic_tpde.numerics.fields.field`` and, at n / 4, one error-controlled step of ``simulate`` (issue
+target: < 200 MB).  The machine is shared: only ratios well above ~2x are firm.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 
 import numpy as np
 
-from symbolic_tpde.numerics.fields import softmax_field
-from symbolic_tpde.numerics.fields_core import BLAS_CONTROL, default_block
+from symbolic_tpde.numerics import fused
+from symbolic_tpde.numerics.fields_core import BLAS_CONTROL, attend, attend_numpy
+from symbolic_tpde.numerics.threads import usable_cores
 
-NAIVE_LIMIT_BYTES = 8e9
+NAIVE_LIMIT_BYTES = 3e9
+
+YARD_C = r"""
+#include <math.h>
+void yard(long n, const T *q, const T *k, const T *v, T *out) {
+    #pragma omp parallel for schedule(dynamic, 16)
+    for (long i = 0; i < n; ++i) {
+        T m = -INFINITY;
+        for (long j = 0; j < n; ++j) {            /* pass 1: row maximum */
+            T l = 0;
+            for (int a = 0; a < D; ++a) l += q[i * D + a] * k[j * D + a];
+            m = l > m ? l : m;
+        }
+        T s = 0, acc[D];
+        for (int a = 0; a < D; ++a) acc[a] = 0;
+        for (long j = 0; j < n; ++j) {            /* pass 2: exp and accumulate */
+            T l = 0;
+            for (int a = 0; a < D; ++a) l += q[i * D + a] * k[j * D + a];
+            T w = exp(l - m);
+            s += w;
+            for (int a = 0; a < D; ++a) acc[a] += w * v[j * D + a];
+        }
+        for (int a = 0; a < D; ++a) out[i * D + a] = acc[a] / s;
+    }
+}
+"""
 
 
-def naive_softmax_step(X, A, V):
-    """Full-matrix reference: V Σ_j softmax_j(<A x_i, x_j>) x_j with n x n temporaries."""
-    L = (X @ A.T) @ X.T
+def build_yardstick(d: int, dtype, tmp: str):
+    T = "double" if dtype == np.float64 else "float"
+    src = os.path.join(tmp, f"yard_{T}_{d}.c")
+    so = src[:-2] + ".so"
+    with open(src, "w") as fh:
+        fh.write(f"typedef {T} T;\n#define D {d}\n" + YARD_C.replace("exp(", "exp(" if T == "double" else "expf("))
+    subprocess.run(["gcc", "-O3", "-march=native", "-ffast-math", "-fopenmp", "-fPIC", "-shared", src, "-o", so,
+                    "-lm"], check=True)
+    lib = ctypes.CDLL(so)
+    ptr = np.ctypeslib.ndpointer(dtype=dtype, flags="C_CONTIGUOUS")
+    lib.yard.argtypes = [ctypes.c_long, ptr, ptr, ptr, ptr]
+    lib.yard.restype = None
+
+    def run(q, k, v):
+        out = np.empty_like(v)
+        lib.yard(q.shape[0], q, k, v, out)
+        return out
+
+    return run
+
+
+def naive(q, k, v):
+    L = q @ k.T
     L = L - L.max(axis=1, keepdims=True)
     W = np.exp(L)
     W = W / W.sum(axis=1, keepdims=True)
-    return W @ X @ V.T
+    return W @ v
 
 
-def timed(fn, repeats):
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
-def peak_bytes(fn):
+def traced_peak(fn) -> int:
     tracemalloc.start()
     tracemalloc.reset_peak()
     fn()
@@ -64,66 +110,102 @@ def peak_bytes(fn):
     return peak
 
 
+MEM_SCRIPT = """
+import numpy as np, sys
+from symbolic_tpde.model import make_head, make_weights
+from symbolic_tpde.numerics.fields import field
+from symbolic_tpde.numerics.integrate import simulate
+n = {n}
+rng = np.random.default_rng(0)
+X = rng.standard_normal((n, 2))
+w = make_weights([make_head("softmax", A=[[-0.5, 0.2], [0.1, -0.4]], V=[[1.0, 0.3], [-0.2, 0.8]])])
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) / 1024
+base = hwm()
+if {what!r} == "field":
+    field(X, w)
+else:
+    simulate(X, w, 0.01, progress=False)   # error-controlled default: DOPRI5 stages (7 n d floats) + evaluations
+print(base, hwm())
+"""
+
+
+def memory_check(n: int, what: str) -> tuple[float, float, float]:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", MEM_SCRIPT.format(n=n, what=what)], capture_output=True, text=True,
+                       check=True)
+    base, peak = map(float, p.stdout.split())
+    return base, peak, time.perf_counter() - t0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="n in {1000, 4000}, d in {2, 16}")
-    ap.add_argument("--repeats", type=int, default=3, help="timing repeats (median), default 3")
-    args = ap.parse_args(argv)
-    ns = (1000, 4000) if args.quick else (1000, 4000, 16000)
-    ds = (2, 16) if args.quick else (2, 16, 64)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--n", type=int, nargs="+", default=None)
+    ap.add_argument("--d", type=int, nargs="+", default=None)
+    ap.add_argument("--memory-n", type=int, default=200_000, help="0 to skip the resident-memory check")
+    a = ap.parse_args(argv)
+    ns = a.n or ([2000, 8000] if a.quick else [2000, 8000, 32000])
+    ds = a.d or ([2, 8] if a.quick else [2, 8, 64])
+    cores = usable_cores()
+    print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}; "
+          f"{cores} usable cores; load average {os.getloadavg()[0]:.2f} at start")
     rng = np.random.default_rng(12345)
-    print(f"BLAS thread control: {BLAS_CONTROL}; numpy {np.__version__}; os.getloadavg() at start: "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    hdr = (f"{'n':>6} {'d':>3} {'blk':>4} | {'naive s':>8} {'ns/pr':>6} {'MB':>7} | {'ours64 s':>8} {'ns/pr':>6} "
-           f"{'MB':>6} | {'1thr ns':>7} | {'ours32 s':>8} {'ns/pr':>6} | {'speed64':>7} {'1thr':>6} {'mem':>6} "
-           f"{'f32/f64':>7}")
+    tmp = tempfile.mkdtemp(prefix="tpde-bench-yard-")
+    hdr = (f"{'dtype':>7} {'d':>3} {'n':>6} {'path':>5} | {'naive':>6} {'numpy':>6} {'fused':>6} {'yard':>6}  ns/pair | "
+           f"{'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} | {'rel.err':>8} | MB naive numpy fused")
     print(hdr)
     print("-" * len(hdr))
-    verdicts = []
-    for n in ns:
+    for dtype in (np.float64, np.float32):
         for d in ds:
-            X = rng.standard_normal((n, d))
-            A = rng.standard_normal((d, d)) / d  # logits O(1): a realistic, overflow-free regime
-            V = rng.standard_normal((d, d)) / np.sqrt(d)
-            X32 = X.astype(np.float32)
-            reps = args.repeats
-            ours64 = lambda: softmax_field(X, A, V)  # noqa: E731
-            ours32 = lambda: softmax_field(X32, A, V, dtype=np.float32)  # noqa: E731
-            run_naive = 3 * n * n * 8 <= NAIVE_LIMIT_BYTES
-            ref = naive_softmax_step(X, A, V) if run_naive else None
-            if ref is not None:  # same answer, or the comparison is meaningless
-                err = np.abs(ours64() - ref).max() / np.abs(ref).max()
-                assert err < 1e-10, err
-            ours1 = lambda: softmax_field(X, A, V, threads=1)  # noqa: E731
-            naive = (lambda: naive_softmax_step(X, A, V)) if run_naive else None
-            rounds = {"naive": [], "64": [], "64t1": [], "32": []}
-            for _ in range(reps):
-                for key, fn in (("naive", naive), ("64", ours64), ("64t1", ours1), ("32", ours32)):
-                    if fn is not None:
-                        rounds[key].append(timed(fn, 1))
-            med = {k: (statistics.median(v) if v else float("nan")) for k, v in rounds.items()}
-            ratio = lambda a, b: (statistics.median(x / y for x, y in zip(rounds[a], rounds[b]))  # noqa: E731
-                                  if rounds[a] else float("nan"))
-            t64, t32, t1, tn = med["64"], med["32"], med["64t1"], med["naive"]
-            m64 = peak_bytes(ours64)
-            mn = peak_bytes(naive) if run_naive else float("nan")
-            pairs = n * n
-            sp, sp1, mem, f32 = ratio("naive", "64"), ratio("naive", "64t1"), mn / m64, ratio("64", "32")
-            print(f"{n:>6} {d:>3} {default_block(n, d):>4} | {tn:>8.3f} {1e9 * tn / pairs:>6.2f} {mn / 1e6:>7.1f} | "
-                  f"{t64:>8.3f} {1e9 * t64 / pairs:>6.2f} {m64 / 1e6:>6.1f} | {1e9 * t1 / pairs:>7.2f} | "
-                  f"{t32:>8.3f} {1e9 * t32 / pairs:>6.2f} | {sp:>6.2f}x {sp1:>5.2f}x {mem:>5.0f}x {f32:>6.2f}x", flush=True)
-            if not run_naive:
-                print(f"{'':>16}(naive skipped: ~{3 * pairs * 8 / 1e9:.1f} GB > 8 GB)")
-            if n >= 4000 and run_naive:
-                verdicts.append((f"speed64 >= 1.8x at n={n}, d={d}", sp >= 1.8, sp))
-            if n == 16000 and run_naive:
-                verdicts.append((f"memory >= 10x less at n={n}, d={d}", mem >= 10, mem))
-            verdicts.append((f"float32 >= 1.3x faster at n={n}, d={d}", f32 >= 1.3, f32))
-    print("\ntargets:")
-    for text, ok, val in verdicts:
-        print(f"  {'MET ' if ok else 'MISS'} {text}: {val:.2f}x")
-    missed = sum(1 for _, ok, _ in verdicts if not ok)
-    print(f"{len(verdicts) - missed}/{len(verdicts)} targets met")
+            yard = build_yardstick(d, dtype, tmp)
+            for n in ns:
+                X = (rng.standard_normal((n, d)) / np.sqrt(max(1, d) / 2)).astype(dtype)
+                A = (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype)
+                q = np.ascontiguousarray(X @ A.T)
+                fns = {"numpy": lambda: attend_numpy(q, X, X), "fused": lambda: attend(q, X, X),
+                       "yard": lambda: yard(q, X, X)}
+                do_naive = 3 * n * n * np.dtype(dtype).itemsize <= NAIVE_LIMIT_BYTES and n <= 8000
+                if do_naive:
+                    fns = {"naive": lambda: naive(q, X, X), **fns}
+                for fn in fns.values():  # warm-up: builds the kernel, pages in buffers
+                    fn()
+                R = a.repeats if n <= 8000 else 1
+                rounds = []
+                for _ in range(R):
+                    r = {}
+                    for name, fn in fns.items():
+                        t0 = time.perf_counter()
+                        fn()
+                        r[name] = time.perf_counter() - t0
+                    rounds.append(r)
+                med = {k: statistics.median(r[k] for r in rounds) for k in fns}
+                rat = lambda x, y: statistics.median(r[x] / r[y] for r in rounds)  # noqa: E731
+                ref, got = attend_numpy(q, X, X), attend(q, X, X)
+                rel = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
+                mem = {k: traced_peak(fns[k]) / 2**20 for k in fns if k != "yard"}
+                if "fused" in mem and q.shape[1] < fused.MAX_P:
+                    mem["fused"] += cores * n * np.dtype(dtype).itemsize / 2**20
+                ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
+                path = "fused" if q.shape[1] < fused.MAX_P and fused.available() is None else "numpy"
+                print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
+                      + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"
+                                 for k in ("naive", "numpy", "fused", "yard"))
+                      + f"          | {rat('numpy', 'fused'):7.2f} {rat('fused', 'yard'):8.2f} "
+                      + (f"{rat('naive', 'fused'):6.2f}" if do_naive else f"{'-':>6}")
+                      + f" | {rel:8.1e} | " + " ".join(f"{mem[k]:.1f}" if k in mem else "-"
+                                                      for k in ("naive", "numpy", "fused")), flush=True)
+    print("targets (issue 12): fused/yard <= 1.5 at n = 8000, d = 2 (both dtypes); numpy/fused >= 3 at d <= 8; "
+          ">= 1 at d = 64; rel.err <= 1e-13 (float64), 1e-5 (float32)")
+    if a.memory_n:
+        for what, n in (("field", a.memory_n), ("step", a.memory_n // 4)):
+            base, peak, secs = memory_check(n, what)
+            print(f"resident memory, one {what} at n = {n}, d = 2: peak {peak:.0f} MB (interpreter + numpy + "
+                  f"package before the call: {base:.0f} MB; increase {peak - base:.0f} MB; {secs:.0f} s); "
+                  f"target < 200 MB")
     return 0
 
 

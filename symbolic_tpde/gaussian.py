@@ -122,6 +122,24 @@ def system_for(weights: Weights):
     return derive_gaussian_system(weights.structure())
 
 
+def system_for_structure(structure):
+    """The derived entrywise system of a weights structure (memoised in :mod:`symbolic_tpde.symbolic`)."""
+    from .symbolic.moments import derive_gaussian_system
+
+    return derive_gaussian_system(structure)
+
+
+def _concrete_backend(backend: str) -> str | None:
+    """``"c"``/``"numpy"`` as requested; ``"auto"``: C when it can be built (SymPy-free check)."""
+    if backend in ("c", "numpy"):
+        return backend
+    if backend == "auto":
+        from .codegen.cbuild import availability
+
+        return "c" if availability() is None else "numpy"
+    return None
+
+
 def compiled_for(weights: Weights, backend: str = "auto"):
     """Compiled right-hand side for ``weights.structure()`` and ``backend`` (memoised)."""
     from .codegen.compile import compile_system
@@ -163,15 +181,22 @@ class GaussianODE:
     """
 
     def __init__(self, schedule: Schedule, backend: str = "auto"):
-        from .codegen.compile import compile_system
-        from .symbolic.moments import derive_gaussian_system
-
         self.schedule = schedule
         w0 = schedule(0.0)
         self.d = w0.d
         self.structure = w0.structure()
         self.scenario: Scenario | None = None
+        self._system = None
+        self._layout = None          # what pack_params needs (the system, or the warm manifest's layout)
+        self._warm_exist = None      # existence matrices from the warm manifest (None: use the system)
+        self._fixed_p: np.ndarray | None = None
+        self._pcache: dict = {}
         _refuse_non_preserving(w0)
+        if self._load_warm(backend):
+            return
+        from .codegen.compile import compile_system
+        from .symbolic.moments import derive_gaussian_system
+
         if needs_numeric_matrix(w0):
             from .numerics.numeric_matrix import NumericMatrixRHS
 
@@ -184,16 +209,75 @@ class GaussianODE:
                 st = (self.d, rest_heads, False, False)
                 self._rest = derive_gaussian_system(st)
                 rest_c = _MEMO.get(("compiled", st, backend), lambda: compile_system(self._rest, backend))
-            self.system = self._rest
+            self._system = self._rest
             self.compiled = NumericMatrixRHS(self.d, len(sk), rest_c, ffn=w0.ffn is not None)
             self.backend = "numeric-matrix"
         else:
-            self.system = derive_gaussian_system(self.structure)
+            self._system = derive_gaussian_system(self.structure)
             self.compiled = _MEMO.get(("compiled", self.structure, backend),
-                                      lambda: compile_system(self.system, backend))
+                                      lambda: compile_system(self._system, backend))
             self.backend = self.compiled.backend
-        self._fixed_p: np.ndarray | None = None
-        self._pcache: dict = {}
+            self._store_warm(backend)
+        self._layout = self._system
+
+    # -- the SymPy-free warm path (README "Generated code"; codegen/warm.py) ------------------------------
+    def _load_warm(self, backend: str) -> bool:
+        """Load the generated module by structure (no SymPy, no derivation) when the cache has it."""
+        from .codegen import warm
+
+        concrete = _concrete_backend(backend)
+        if concrete is None:
+            return False
+        hit = _MEMO.lookup(("warm", self.structure, concrete))
+        if hit is None:
+            try:
+                got = warm.load_manifest(self.structure, concrete)
+            except OSError:
+                got = None
+            if got is None:
+                return False
+            f, batch, src, be, key, n, m, layout, exist_fn, _ = got
+            structure = self.structure
+
+            def jac_factory():
+                from .codegen.compile import compile_system
+
+                return compile_system(system_for_structure(structure), be).jac
+
+            crhs = warm.CompiledRHS(None, be, f, batch, src, jac_factory, n_states=n, n_params=m, key=key,
+                                    system_factory=lambda: system_for_structure(structure))
+            hit = _MEMO.store(("warm", self.structure, concrete), (crhs, layout, exist_fn))
+        self.compiled, self._layout, exist_fn = hit
+        self._warm_exist = False if exist_fn is None else exist_fn
+        self.backend = self.compiled.backend
+        return True
+
+    def _store_warm(self, backend: str) -> None:
+        concrete = _concrete_backend(backend)
+        if concrete is None or getattr(self.compiled, "key", None) is None:
+            return
+        from .codegen import warm
+        from .codegen.numpy_backend import existence_source
+
+        src = existence_source(self._system) if self._system.existence else None
+        if self._system.existence and src is None:
+            return  # the warm path could not evaluate the tilt condition: keep deriving
+        try:
+            warm.store_manifest(self.structure, concrete, self.compiled, self._system.param_layout, src)
+        except OSError:
+            pass  # an unwritable cache only costs the warm path (announced by the cache)
+
+    @property
+    def system(self):
+        """The derived :class:`~symbolic_tpde.symbolic.system.OdeSystem` (derived on first access when the
+        ODE was loaded from the warm cache; ``None`` for a Sinkhorn-only numeric-matrix ODE)."""
+        if self._system is None and self.backend != "numeric-matrix":
+            self._system = self.compiled.system if self.structure is not None else None
+        return self._system
+
+    @system.setter
+    def system(self, value) -> None:
+        self._system = value
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -223,7 +307,9 @@ class GaussianODE:
             raise InputError("system", "not a Gaussian moment system (state count does not match a d)")
         ode.structure = None
         ode.scenario = None
-        ode.system = system
+        ode._system = system
+        ode._layout = system
+        ode._warm_exist = None
         ode._fixed_p = params_from_values(system, values)
         ode.compiled = compile_system(system, backend)
         ode.backend = ode.compiled.backend
@@ -240,7 +326,7 @@ class GaussianODE:
 
     def _pack(self, w: Weights) -> np.ndarray:
         if self.backend != "numeric-matrix":
-            return pack_params(self.system, w)
+            return pack_params(self._layout, w)
         parts = [] if self._rest is None else [pack_params(self._rest, _subweights(w, self._sinkhorn_heads))]
         for i in self._sinkhorn_heads:
             e = w.heads[i].effective
@@ -285,32 +371,37 @@ class GaussianODE:
         return self.compiled.jac(t, y, self.params(t))
 
     # -- tilt existence -------------------------------------------------------------------------------
-    def _existence_fns(self):
-        fns = getattr(self, "_exist", None)
-        if fns is None:
-            fns = []
-            system = self.system
-            if system is not None and system.existence:
+    def _existence_mats(self):
+        """``mats(t, p) -> list of R + Rᵀ`` per head with a key-quadratic block (``None`` when there is none):
+        from the warm manifest's generated source, or lambdified from the system."""
+        if not hasattr(self, "_exist"):
+            fn = None
+            if self._warm_exist is not None:
+                fn = self._warm_exist if callable(self._warm_exist) else None
+            elif self.system is not None and self.system.existence:
                 import sympy as sp
 
-                args = [system.time, *system.params]
-                fns = [sp.lambdify(args, M, "numpy") for M in system.existence]
-            self._exist = fns
-        return fns
+                system = self.system
+                lam = [sp.lambdify([system.time, *system.params], M, "numpy") for M in system.existence]
+
+                def fn(t, p, _lam=lam):
+                    return [f(t, *p) for f in _lam]
+            self._exist = fn
+        return self._exist
 
     def condition_values(self, t: float, y) -> np.ndarray:
         """Smallest eigenvalue of ``N = Σ - Σ(R + Rᵀ)Σ`` for every head with a key-quadratic block ``R``: the
         Gaussian tilt exists iff all are ``> 0`` (``Σ⁻¹ - R - Rᵀ ≻ 0``).  Empty when no head has one."""
-        fns = self._existence_fns()
-        if not fns:
+        mats = self._existence_mats()
+        if mats is None:
             return np.zeros(0)
         _, S = unpack_state(y, self.d)
         p = self.params(t)
         if self.backend == "numeric-matrix":
             p = p[:self.compiled.n_rest]
         out = []
-        for fn in fns:
-            M = np.asarray(fn(t, *p), dtype=float)
+        for M in mats(t, p):
+            M = np.asarray(M, dtype=float)
             N = S - S @ M @ S
             out.append(float(np.linalg.eigvalsh(0.5 * (N + N.T))[0]))
         return np.array(out)
@@ -331,7 +422,9 @@ class GaussianODE:
         return integrate_gaussian(self, alpha0, Sigma0, T, **kwargs)
 
     def __repr__(self) -> str:
-        return f"GaussianODE(d={self.d}, backend={self.backend!r}, system={self.system!r})"
+        system = "<warm cache: derived on first use>" if self._system is None and self.backend != \
+            "numeric-matrix" else repr(self._system)
+        return f"GaussianODE(d={self.d}, backend={self.backend!r}, system={system})"
 
 
 def _subweights(w: Weights, drop: tuple[int, ...]) -> Weights:

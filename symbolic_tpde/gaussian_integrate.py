@@ -46,7 +46,7 @@ class GaussianSolution:
 def gaussian_rhs(ode, T: float):
     """``f(t, y)`` of the moment ODE with the parameter vector fixed per layer (looked up by time; inside a
     segment :func:`~symbolic_tpde.numerics.solve.integrate` evaluates at the left limit of its end)."""
-    if ode.system is None or getattr(ode.schedule, "func", None) is not None:
+    if getattr(ode.schedule, "func", None) is not None:
         return ode.rhs
     f = ode.compiled.f
     bps = [float(b) for b in ode.schedule.breakpoints(T)]

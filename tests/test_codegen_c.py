@@ -82,7 +82,9 @@ def test_auto_falls_back_when_the_build_fails(tmp_path, monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise RuntimeError("C compilation failed (simulated)")
 
-    monkeypatch.setattr(c_backend, "_build", broken)
+    from symbolic_tpde.codegen import warm
+
+    monkeypatch.setattr(warm, "_build", broken)  # the build lives in the SymPy-free codegen.warm
     with pytest.warns(CFallbackWarning, match="C build failed"):
         crhs = compile_system(softmax_fixture(2), "auto", cache=Cache(tmp_path))
     assert crhs.backend == "numpy"

@@ -262,3 +262,58 @@ def test_sigmoid_leaves_gaussian_family():
     sig = simulate(X0, _w("sigmoid", A=A, V=np.eye(2), b=-1.0), 1.0, steps=8, method="euler").X
     w_sig = E.gaussianity_witness(sig)
     assert w_sig["gaussian_rejected"] and w_sig["max_abs_z"] > 2 * w_sig["threshold"], w_sig["max_abs_z"]
+
+
+# ------------------------------------------------------------- error-controlled default (issue 12 item 2) ----------
+def test_default_is_error_controlled_and_exact_on_A0():
+    """steps=None: Dormand-Prince 5(4) at auto_tolerance(n); on the exact A = 0 solution (uniform weights,
+    x_i(t) = x_i(0) - x̄(0) + e^{tV} x̄(0)) the error is below the tolerance times T (local errors <= tol per
+    unit step, no expansion beyond e^{|V| T} < 3 here)."""
+    from symbolic_tpde.numerics.integrate import auto_tolerance
+
+    rng = np.random.default_rng(21)
+    X0 = rng.standard_normal((400, 2))
+    V = np.array([[0.3, -0.8], [0.6, 0.2]])
+    run = simulate(X0, _w(A=np.zeros((2, 2)), V=V), 1.0)
+    assert run.method == "dopri5" and run.tolerance == auto_tolerance(400)
+    assert run.error_estimate is not None and 0 < run.error_estimate < 10 * run.tolerance
+    err = np.abs(run.X - _exact(X0, expm(V))).max()
+    assert err < 3 * run.tolerance, err
+    # fixed grid still available and forced by steps=
+    fixed = simulate(X0, _w(A=np.zeros((2, 2)), V=V), 1.0, steps=7)
+    assert fixed.method == "rk4" and fixed.steps == 7 and fixed.error_estimate is None
+
+
+def test_default_moments_match_fine_fixed_run_far_below_mc_error():
+    """Softmax, n = 500: moments of the default run vs RK4 with 200 steps (error ~h⁴ ~ 1e-10) differ by far
+    less than the Monte-Carlo standard error n^{-1/2}·σ ≈ 0.04: the tolerance is 10⁻³ n^{-1/2}, so 1e-3 of the
+    s.e. is the design; we assert 1e-2 (the error estimate sums local errors, a loose bound)."""
+    rng = np.random.default_rng(5)
+    X0 = rng.multivariate_normal([0.5, -0.3], [[1.0, 0.3], [0.3, 0.6]], size=500)
+    w = _w(A=[[-0.6, 0.2], [0.1, -0.4]], V=[[1.0, 0.3], [-0.2, 0.8]])
+    auto = simulate(X0, w, 0.8)
+    fine = simulate(X0, w, 0.8, steps=200)
+    se = np.sqrt(np.diag(E.covariance(fine.X)) / 500)
+    assert np.abs(E.mean(auto.X) - E.mean(fine.X)).max() < 1e-2 * se.min()
+    assert np.abs(E.covariance(auto.X) - E.covariance(fine.X)).max() < 1e-2 * se.min()
+    assert auto.nfev < fine.nfev / 5  # the point of the default: far fewer field evaluations
+
+
+def test_default_with_layers_saving_and_float32():
+    """Layers: the controlled run restarts at the breakpoint and matches the fixed-step run to 3x its
+    tolerance (7e-5 at n = 200: RMS local error per step; the flow is O(1) over T = 1, RK4 with h = 0.01 is
+    exact to ~1e-8); save_every samples the nominal grid by dense output (4th-order Shampine interpolant, same
+    bound); float32 stays float32 (its own tolerance is smaller: floor 100 ε₃₂ ≈ 1.2e-5)."""
+    rng = np.random.default_rng(8)
+    X0 = rng.standard_normal((200, 2))
+    w1 = _w(A=[[-0.5, 0.2], [0.1, -0.4]], V=np.eye(2))
+    w2 = _w(A=[[0.3, 0.0], [0.0, -0.2]], V=[[0.5, 0.4], [-0.4, 0.5]])
+    sched = Schedule.layers([(0.4, w1), (1.0, w2)])
+    auto = simulate(X0, sched, 1.0, save_every=10)
+    fine = simulate(X0, sched, 1.0, steps=100, save_every=10)
+    tol = auto.tolerance
+    assert np.abs(auto.X - fine.X).max() < 3 * tol
+    np.testing.assert_allclose(auto.times, fine.times)
+    assert np.abs(auto.trajectory - fine.trajectory).max() < 3 * tol
+    r32 = simulate(X0, sched, 1.0, dtype=np.float32)
+    assert r32.X.dtype == np.float32 and np.abs(r32.X - fine.X).max() < 3 * tol

@@ -9,7 +9,10 @@ Generated C functions (``NS`` = number of states, ``NP`` = number of parameters)
                         const double *P, double *out, long p_stride);                /* loop in C     */
 
 ``rhs_batch`` evaluates row ``k`` of ``Y`` (``N x NS``, C order) with parameters ``P + k*p_stride``
-(``p_stride = 0``: one shared parameter set) at time ``t[k*t_stride]``.
+(``p_stride = 0``: one shared parameter set) at time ``t[k*t_stride]``.  Its loop over rows carries ``#pragma omp simd``
+with the body inlined, so with the flags of :data:`.warm.CFLAGS` (``-O3 -march=native -fopenmp-simd``, no
+fast-math, no FMA contraction) gcc evaluates several states per vector instruction; very large sources get
+:data:`.warm.CFLAGS_LARGE` (compile time, see there).
 
 Why cffi API mode: it calls straight into the extension without libffi's per-call marshalling (ctypes adds
 3-5 µs per call, measured (README, Benchmarks)).  Build: ``cffi.FFI.emit_c_code`` writes the wrapper, the compiler found by
@@ -19,19 +22,15 @@ cache.  No compiler / no cffi / no Python headers: :class:`CompilerUnavailable`.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sympy.printing.c import C99CodePrinter
 
 from ..symbolic.system import OdeSystem
 from . import cbuild
-from .cache import Cache, make_key
+from .cache import Cache
 from .cbuild import CompilerUnavailable, find_compiler  # noqa: F401  (public names of this module)
 from .numpy_backend import NamedPrinterMixin, Prepared, prepare
 
-#: Flags are part of the cache key.  No -ffast-math: inf/nan must propagate (blow-up detection), and no
-#: -march=native so a cache directory shared between machines stays valid.
-CFLAGS = ("-O2", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11")
+from .warm import CFLAGS, DECLS, build_c  # noqa: F401  (SymPy-free; re-exported here)
 
 
 class _CPrinter(NamedPrinterMixin, C99CodePrinter):
@@ -64,14 +63,6 @@ def _body(prep: Prepared, out_index: str = "out") -> list[str]:
     return L
 
 
-DECLS = {
-    "rhs": "void tpde_rhs(double t, const double *y, const double *p, double *out);\n"
-           "void tpde_rhs_batch(long N, const double *t, long t_stride, const double *Y, const double *P,"
-           " double *out, long p_stride);\n",
-    "jac": "void tpde_jac(double t, const double *y, const double *p, double *out);\n",
-}
-
-
 def c_source(system: OdeSystem, what: str = "rhs", staged: bool | None = None) -> str:
     """C translation unit: ``what="rhs"`` gives ``tpde_rhs`` + ``tpde_rhs_batch``, ``"jac"`` ``tpde_jac``."""
     prep = prepare(system, what, staged=staged)
@@ -88,12 +79,13 @@ def c_source(system: OdeSystem, what: str = "rhs", staged: bool | None = None) -
     L += [f" *   p[{i}] = {clean(s.name)}" for i, s in enumerate(system.params)]
     L += [" */", "#include <math.h>", ""]
     if what == "rhs":
-        L.append("static inline void rhs_one(double t, const double *y, const double *p, double *out) {")
+        L.append("static inline __attribute__((always_inline)) void rhs_one(double t, const double *y, const double *p, double *out) {")
         L += _body(prep) + ["}", ""]
         L.append("void tpde_rhs(double t, const double *y, const double *p, double *out) "
                  "{ rhs_one(t, y, p, out); }")
         L += ["", "void tpde_rhs_batch(long N, const double *t, long t_stride, const double *Y, const double *P, "
               "double *out, long p_stride) {",
+              "    #pragma omp simd",
               "    for (long k = 0; k < N; ++k)",
               f"        rhs_one(t[k * t_stride], Y + k * {n}, P + k * p_stride, out + k * {n});",
               "}", ""]
@@ -103,37 +95,6 @@ def c_source(system: OdeSystem, what: str = "rhs", staged: bool | None = None) -
     return "\n".join(L)
 
 
-def _build(csrc: str, modname: str, what: str) -> bytes:
-    cc = find_compiler()
-    reason = availability()
-    if cc is None or reason is not None:
-        raise CompilerUnavailable(reason or "no C compiler")
-    return cbuild.compile_extension(csrc, modname, DECLS[what], CFLAGS, cc)
-
-
-def _load(so_path: Path, modname: str):
-    return cbuild.load_extension(so_path, modname)
-
-
 def build_module(csrc: str, what: str = "rhs", cache: Cache | None = None):
-    """Compile (or fetch from the cache) the extension for a C source; returns the cffi module (``.ffi``,
-    ``.lib``).  A corrupt cached object is rebuilt (with a warning from the cache)."""
-    if availability() is not None:
-        raise CompilerUnavailable(availability())
-    cache = cache or Cache()
-    cc = find_compiler()
-    key = make_key(csrc, f"c-cffi-api-{what}", (*cc, *CFLAGS))
-    modname = f"_tpde_c_{key[:20]}"
-    path = cache.get_file(key, ".so")
-    if path is not None:
-        try:
-            return _load(path, modname)
-        except ImportError as exc:  # checksum ok but unloadable (e.g. foreign platform): rebuild
-            import warnings
-
-            warnings.warn(f"cached C artefact {path} failed to load ({exc}); rebuilding", stacklevel=2)
-    data = _build(csrc, modname, what)
-    path = cache.put_file(key, ".so", data)
-    # another process may have published the same key meanwhile: load whatever the reference now names
-    # (verified), so concurrent builders end on one artefact
-    return _load(cache.get_file(key, ".so") or path, modname)
+    """Compile (or fetch from the cache) the extension for a C source: :func:`.warm.build_c`."""
+    return build_c(csrc, what, cache)

@@ -15,10 +15,16 @@ Integrity and concurrency:
   treated as missing, so the caller rebuilds and overwrites it.
 
 No global counters, no ``chdir``, no pickles: entries are text or shared objects.
+
+An unusable cache never stops the tool (issue 11): when the directory cannot be created or written (read-only
+file system, no permission, the path is a file) the cache says so once on stderr, naming ``TPDE_CACHE_DIR``,
+and continues in a private temporary directory removed at exit (so the run computes as without a cache);
+an unreadable entry is treated as missing.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import os
@@ -29,7 +35,7 @@ import warnings
 from pathlib import Path
 
 #: Version of the code generators; part of every cache key (re-exported by :mod:`.numpy_backend`).
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 
 _HEADER = "# symbolic_tpde-cache sha256="
 
@@ -39,15 +45,60 @@ class CacheCorruptWarning(UserWarning):
 
 
 def cache_dir() -> Path:
+    """``$TPDE_CACHE_DIR`` or ``~/.cache/symbolic_tpde`` (created by :class:`Cache`, not here)."""
     root = os.environ.get("TPDE_CACHE_DIR")
-    path = Path(root) if root else Path.home() / ".cache" / "symbolic_tpde"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return Path(root) if root else Path.home() / ".cache" / "symbolic_tpde"
+
+
+_FALLBACK: list[Path] = []
+_ANNOUNCED: set[str] = set()
+
+
+def _fallback_root() -> Path:
+    """A private temporary directory for this process (removed at exit)."""
+    if not _FALLBACK:
+        import shutil
+
+        path = Path(tempfile.mkdtemp(prefix="tpde-nocache-"))
+        atexit.register(shutil.rmtree, path, True)
+        _FALLBACK.append(path)
+    return _FALLBACK[0]
+
+
+def _unusable(root: Path, exc: OSError) -> Path:
+    """Announce once that ``root`` cannot be used and return the fallback directory."""
+    if root.exists() and not root.is_dir():
+        why = "is a file, not a directory"
+    else:
+        why = f"cannot be written ({exc.strerror or exc})"
+    msg = (f"symbolic_tpde: the code cache {root} {why}; computing without the cache (set TPDE_CACHE_DIR to "
+           "a writable directory to keep generated code between runs)")
+    if msg not in _ANNOUNCED:
+        _ANNOUNCED.add(msg)
+        print(msg, file=sys.stderr)
+    return _fallback_root()
 
 
 @functools.lru_cache(maxsize=None)
 def _dist_version(name: str) -> str:
     """Installed version of a distribution, read from its metadata (no import: this module stays SymPy-free)."""
+    # fast path (the warm start reads this): the version in the name of the ``<name>-<version>.dist-info``
+    # directory next to the package, found without importing it; importlib.metadata costs ~15 ms
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin and name != "symbolic_tpde":
+        site = Path(spec.origin).parent.parent
+        norm = name.replace("-", "_").lower()
+        try:
+            hits = [e for e in os.listdir(site) if e.lower().startswith(norm + "-") and e.endswith(".dist-info")]
+        except OSError:
+            hits = []
+        if len(hits) == 1:
+            return hits[0][len(norm) + 1:-len(".dist-info")]
     from importlib import metadata
 
     try:
@@ -94,7 +145,28 @@ class Cache:
 
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else cache_dir()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.configured = self.root
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.root = _unusable(self.root, exc)
+
+    @property
+    def usable(self) -> bool:
+        """False when the configured directory could not be used (running on the private fallback)."""
+        return self.root == self.configured
+
+    def _write(self, path: Path, data: bytes) -> Path:
+        try:
+            _atomic_write(path, data)
+            return path
+        except OSError as exc:
+            if _FALLBACK and path.parent == _FALLBACK[0]:
+                raise
+            self.root = _unusable(self.configured, exc)
+            alt = self.root / path.name
+            _atomic_write(alt, data)
+            return alt
 
     def path(self, key: str, suffix: str) -> Path:
         return self.root / f"{key}{suffix}"
@@ -106,6 +178,8 @@ class Cache:
         try:
             raw = p.read_bytes()
         except FileNotFoundError:
+            return None
+        except OSError:  # unreadable (permissions, a directory in its place): treat as missing
             return None
         head, sep, body = raw.partition(b"\n")
         ok = False
@@ -120,8 +194,7 @@ class Cache:
     def put_text(self, key: str, suffix: str, text: str) -> Path:
         body = text.encode("utf-8", "surrogatepass")
         p = self.path(key, suffix)
-        _atomic_write(p, (_HEADER + hashlib.sha256(body).hexdigest() + "\n").encode() + body)
-        return p
+        return self._write(p, (_HEADER + hashlib.sha256(body).hexdigest() + "\n").encode() + body)
 
     # -- binary artefacts ---------------------------------------------------------------------------------
     def get_file(self, key: str, suffix: str) -> Path | None:
@@ -132,7 +205,7 @@ class Cache:
         p = self.root / ref.strip()
         try:
             digest = hashlib.sha256(p.read_bytes()).hexdigest()
-        except FileNotFoundError:
+        except OSError:
             digest = ""
         if not p.name.startswith(key) or digest[:24] not in p.name:
             warnings.warn(f"symbolic_tpde cache artefact {p} is missing or corrupt; rebuilding it",
@@ -143,7 +216,6 @@ class Cache:
     def put_file(self, key: str, suffix: str, data: bytes) -> Path:
         """Store ``data`` content-addressed and point the key's reference at it; returns the artefact path."""
         digest = hashlib.sha256(data).hexdigest()[:24]
-        p = self.path(f"{key}.{digest}", suffix)
-        _atomic_write(p, data)
+        p = self._write(self.path(f"{key}.{digest}", suffix), data)
         self.put_text(key, suffix + ".ref", p.name)
         return p

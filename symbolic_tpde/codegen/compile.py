@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import threading
 import warnings
-from typing import Callable
-
-import numpy as np
 
 from ..spec.memo import Memo
 from ..symbolic.system import OdeSystem
 from . import c_backend
 from .c_backend import CompilerUnavailable
 from .cache import Cache, make_key
-from .numpy_backend import load_source, numpy_source
+from .numpy_backend import numpy_source
+from .warm import CompiledRHS, build_c, c_callables, c_jac_callable, load_source
 
 __all__ = ["CompiledRHS", "compile_system", "CompilerUnavailable", "CFallbackWarning", "system_key"]
 
@@ -81,50 +78,6 @@ def system_key(system: OdeSystem) -> str:
     return h.hexdigest()
 
 
-class CompiledRHS:
-    """Callable right-hand side of an :class:`OdeSystem` for one backend (see module docstring)."""
-
-    def __init__(self, system: OdeSystem, backend: str, f: Callable, batch: Callable, source: str,
-                 jac_factory: Callable[[], Callable]):
-        self.system = system
-        self.backend = backend
-        self.f = f
-        self.batch = batch
-        self.source = source
-        self._jac_factory = jac_factory
-        self._jac: Callable | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def n_states(self) -> int:
-        return self.system.n_states
-
-    @property
-    def n_params(self) -> int:
-        return self.system.n_params
-
-    def __call__(self, t, y, p) -> np.ndarray:
-        return self.f(t, y, p)
-
-    @property
-    def jac(self) -> Callable:
-        """``jac(t, y, p) -> (n, n)``, ``∂f_i/∂y_j`` from the symbolic Jacobian (generated on first access)."""
-        with self._lock:
-            if self._jac is None:
-                self._jac = self._jac_factory()
-        return self._jac
-
-    def bind(self, p) -> tuple[Callable, Callable]:
-        """``(fun, jac)`` closures of ``(t, y)`` with the parameters fixed, for ``scipy.integrate.solve_ivp``."""
-        p = np.ascontiguousarray(p, dtype=float)
-        f, jac = self.f, self.jac
-        return (lambda t, y: f(t, y, p)), (lambda t, y: jac(t, y, p))
-
-    def __repr__(self) -> str:
-        return (f"CompiledRHS(backend={self.backend!r}, n_states={self.n_states}, n_params={self.n_params}, "
-                f"variant={dict(self.system.origin).get('variant', '?')!r})")
-
-
 _MEMO = Memo("compiled right-hand sides by content key")
 
 
@@ -145,7 +98,7 @@ def _compile_numpy(system: OdeSystem, cache: Cache, key: str) -> CompiledRHS:
     def jac_factory():
         return _numpy_module(system, "jac", cache, key)[0]["jac"]
 
-    return CompiledRHS(system, "numpy", ns["f"], ns["batch"], src, jac_factory)
+    return CompiledRHS(system, "numpy", ns["f"], ns["batch"], src, jac_factory, key=key)
 
 
 def _c_module(system: OdeSystem, what: str, cache: Cache, key: str):
@@ -154,66 +107,18 @@ def _c_module(system: OdeSystem, what: str, cache: Cache, key: str):
     if csrc is None:
         csrc = c_backend.c_source(system, what)
         cache.put_text(ckey, ".c", csrc)
-    return c_backend.build_module(csrc, what, cache), csrc
+    return build_c(csrc, what, cache), csrc
 
 
 def _compile_c(system: OdeSystem, cache: Cache, key: str) -> CompiledRHS:
     mod, csrc = _c_module(system, "rhs", cache, key)
     n, m = system.n_states, system.n_params
-    ffi, lib = mod.ffi, mod.lib
-    fb, asc, empty = ffi.from_buffer, np.ascontiguousarray, np.empty
-    c_rhs, c_batch = lib.tpde_rhs, lib.tpde_rhs_batch
-
-    def f(t, y, p):
-        y = asc(y, dtype=np.float64)
-        p = asc(p, dtype=np.float64)
-        if y.size != n or p.size != m:
-            raise ValueError(f"expected y of size {n} and p of size {m}, got {y.size} and {p.size}")
-        out = empty(n)
-        c_rhs(float(t), fb("double[]", y), fb("double[]", p), fb("double[]", out))
-        return out
-
-    def batch(t, Y, P):
-        Y = np.asarray(Y, dtype=np.float64)
-        P = np.asarray(P, dtype=np.float64)
-        tt = np.asarray(t, dtype=np.float64)
-        if Y.ndim == 0 or Y.shape[-1] != n:
-            raise ValueError(f"Y must have last axis of length {n}, got shape {Y.shape}")
-        if P.ndim == 0 or P.shape[-1] != m:
-            raise ValueError(f"P must have last axis of length {m}, got shape {P.shape}")
-        lead = np.broadcast_shapes(Y.shape[:-1], P.shape[:-1], tt.shape)
-        N = int(np.prod(lead, dtype=np.int64))
-        Yb = asc(np.broadcast_to(Y, lead + (n,)).reshape(N, n))
-        if P.ndim == 1:
-            Pb, p_stride = asc(P), 0
-        else:
-            Pb, p_stride = asc(np.broadcast_to(P, lead + (m,)).reshape(N, m)), m
-        if tt.ndim == 0:
-            tb, t_stride = asc(tt.reshape(1)), 0
-        else:
-            tb, t_stride = asc(np.broadcast_to(tt, lead).reshape(N)), 1
-        out = empty((N, n))
-        if N:
-            c_batch(N, fb("double[]", tb), t_stride, fb("double[]", Yb), fb("double[]", Pb if Pb.size else
-                    np.zeros(1)), fb("double[]", out), p_stride)
-        return out.reshape(lead + (n,))
+    f, batch = c_callables(mod, n, m)
 
     def jac_factory():
-        jmod = _c_module(system, "jac", cache, key)[0]
-        jfb, c_jac = jmod.ffi.from_buffer, jmod.lib.tpde_jac
+        return c_jac_callable(_c_module(system, "jac", cache, key)[0], n, m)
 
-        def jac(t, y, p):
-            y = asc(y, dtype=np.float64)
-            p = asc(p, dtype=np.float64)
-            if y.size != n or p.size != m:
-                raise ValueError(f"expected y of size {n} and p of size {m}, got {y.size} and {p.size}")
-            out = empty((n, n))
-            c_jac(float(t), jfb("double[]", y), jfb("double[]", p), jfb("double[]", out))
-            return out
-
-        return jac
-
-    return CompiledRHS(system, "c", f, batch, csrc, jac_factory)
+    return CompiledRHS(system, "c", f, batch, csrc, jac_factory, key=key)
 
 
 def compile_system(system: OdeSystem, backend: str = "auto", *, cache: Cache | None = None) -> CompiledRHS:

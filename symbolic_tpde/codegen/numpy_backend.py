@@ -14,8 +14,9 @@ The generated module defines, with the argument order listed in its docstrings:
   symbolic Jacobian ``∂ rhs_i / ∂ y_j`` (SymPy ``Matrix.jacobian``), generated the same way.
 
 Expression shaping (README (Layout) habit 7): common-subexpression elimination with ``sympy.cse(order="none")``;
-for large systems (measured (README, Benchmarks): global CSE cost grows fast with d) CSE is *staged*: outputs are split in
-blocks of ``STAGE_BLOCK`` expressions and each block gets its own temporaries.  No ``expand``/``simplify``.
+for large systems (measured (README, Benchmarks): global CSE cost grows like d⁷) CSE is *staged*: every node
+of the derived expression DAG used more than once, i.e. every entry of every intermediate matrix product the
+derivation builds, becomes one named temporary (:func:`dag_cse`, linear time).  No ``expand``/``simplify``.
 
 Symbol names are never printed as given (the printers look names up in a map, so the expression DAG is never
 rebuilt with ``xreplace``, which costs the full *tree* size on shared DAGs): every state becomes ``s_<name>``, every parameter ``p_<name>``,
@@ -41,6 +42,8 @@ from .cache import CODEGEN_VERSION  # noqa: E402,F401  (defined SymPy-free in .c
 #: Above this many outputs the CSE is staged per block of this many outputs.
 STAGE_THRESHOLD = 80
 STAGE_BLOCK = 24
+#: Staged CSE names any sub-expression larger than this many nodes (bounded statement size for compilers).
+DAG_MAX_OPS = 48
 
 
 def _float_repr(value: sp.Float) -> str:
@@ -137,10 +140,72 @@ def _temp_symbols(prefix: str):
         k += 1
 
 
+def dag_cse(exprs: Sequence[sp.Expr], symbols, max_ops: int = DAG_MAX_OPS) -> tuple[list, list]:
+    """Staged CSE: one named temporary per non-atomic node of the expression *DAG* that has more than one
+    parent (nodes compared structurally), in dependency order; returns ``(temps, reduced)`` like ``sp.cse``.
+
+    The derivation builds every matrix product once (explicit matrices of symbols, README "What is derived")
+    and reuses it, so each product's entries become one block of temporaries.  Linear in the DAG size,
+    where SymPy's global ``cse`` (which also searches sub-sums and sub-products, ``opt_cse``) grew like d⁷
+    (measured: 0.6 s at d = 8, 81 s at d = 16); on softmax d = 8 both give the same operation count to 1%.
+    A node whose expression (up to named temporaries) exceeds ``max_ops`` nodes is named too: C compilers
+    are superlinear in the size of one expression (softmax d = 16 without this bound: gcc -O2 took ~3 min).
+    """
+    count: dict = {}
+    order: list = []
+    for root in exprs:
+        stack = [(root, False)]
+        while stack:
+            e, done = stack.pop()
+            if done:
+                order.append(e)
+                continue
+            if e.is_Atom:
+                continue
+            if e in count:
+                count[e] += 1
+                continue
+            count[e] = 1
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args)
+    named: dict = {}
+    memo: dict = {}
+    temps: list = []
+
+    def rebuild(e):
+        if e.is_Atom:
+            return e
+        hit = named.get(e)
+        if hit is None:
+            hit = memo.get(e)
+        if hit is not None:
+            return hit
+        args = [rebuild(a) for a in e.args]
+        try:
+            r = e.func(*args, evaluate=False)
+        except TypeError:  # functions without an evaluate flag
+            r = e.func(*args)
+        memo[e] = r
+        return r
+
+    size: dict = {}
+    for e in order:  # post-order: every child is named (or rebuilt) before its parents
+        sz = 1 + sum(size.get(a, 0) for a in e.args if a not in named)
+        trivial = e.is_Mul and len(e.args) == 2 and e.args[0] == -1 and e.args[1].is_Atom
+        if (count[e] > 1 and not trivial) or sz > max_ops:
+            sym = next(symbols)
+            temps.append((sym, rebuild(e)))
+            named[e] = sym
+            sz = 0
+        size[e] = sz
+    return temps, [rebuild(e) for e in exprs]
+
+
 def reduce_cse(exprs: Sequence[sp.Expr], staged: bool | None = None, prefix: str = "w_"):
     """CSE of a list of expressions; returns ``(temps, reduced)``.
 
-    ``staged=None`` chooses: global CSE up to ``STAGE_THRESHOLD`` expressions, per-block CSE above.
+    ``staged=None`` chooses: SymPy's global ``cse`` up to ``STAGE_THRESHOLD`` expressions (d <= 11 for one
+    head), the linear-time DAG staging :func:`dag_cse` above.
     """
     exprs = list(exprs)
     if staged is None:
@@ -148,14 +213,7 @@ def reduce_cse(exprs: Sequence[sp.Expr], staged: bool | None = None, prefix: str
     if not staged:
         temps, reduced = sp.cse(exprs, symbols=_temp_symbols(prefix), order="none")
         return list(temps), list(reduced)
-    temps_all: list = []
-    reduced_all: list = []
-    for b in range(0, len(exprs), STAGE_BLOCK):
-        temps, reduced = sp.cse(exprs[b:b + STAGE_BLOCK], symbols=_temp_symbols(f"{prefix}{b // STAGE_BLOCK}_"),
-                                order="none")
-        temps_all += temps
-        reduced_all += reduced
-    return temps_all, reduced_all
+    return dag_cse(exprs, _temp_symbols(prefix))
 
 
 def _forward_jacobian(states, temps, reduced):
@@ -323,8 +381,27 @@ def numpy_source(system: OdeSystem, what: str = "rhs", staged: bool | None = Non
     return "\n".join(head + body) + "\n"
 
 
-def load_source(source: str, filename: str = "<symbolic_tpde generated>") -> dict:
-    """Execute generated source (our own output, never user text) in a fresh namespace and return it."""
-    namespace: dict = {"__name__": "symbolic_tpde_generated"}
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 -- generated by numpy_source above
-    return namespace
+def existence_source(system: OdeSystem) -> str | None:
+    """Source of ``existence(t, p) -> list of arrays``: the tilt-existence matrices ``system.existence`` (in
+    time and parameters only) for the SymPy-free warm path; ``None`` when an entry involves the states."""
+    mapping, _, pnames, tname = safe_names(system)
+    names = {k: v for k, v in mapping.items() if k not in set(system.states)}
+    pr = _ScalarPrinter(names)
+    L = ['"""Tilt-existence matrices (generated by symbolic_tpde.codegen.numpy_backend)."""', "import math",
+         "import numpy", "", "def existence(t, p):"]
+    if pnames:
+        L.append("    " + _unpack(pnames, "numpy.asarray(p, dtype=float).tolist()"))
+    L.append(f"    {tname} = float(t)")
+    mats = []
+    try:
+        for M in system.existence:
+            rows = ["[" + ", ".join(pr.doprint(sp.sympify(M[i, j])) for j in range(M.shape[1])) + "]"
+                    for i in range(M.shape[0])]
+            mats.append("numpy.array([" + ", ".join(rows) + "], dtype=float)")
+    except ValueError:  # a state symbol: not expressible without the states
+        return None
+    L.append("    return [" + ", ".join(mats) + "]")
+    return "\n".join(L) + "\n"
+
+
+from .warm import load_source  # noqa: E402,F401  (SymPy-free; re-exported here)

@@ -269,7 +269,9 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
 
     starts = range(0, n_q, block)
     if threads is None:
-        threads = 2 if (BLAS_CONTROL and n_q * n_k >= THREADS_MIN_PAIRS and (os.cpu_count() or 1) > 1) else 1
+        from .threads import kernel_threads
+
+        threads = kernel_threads(2) if (BLAS_CONTROL and n_q * n_k >= THREADS_MIN_PAIRS) else 1
     n_threads = max(1, min(int(threads), len(starts)))
 
     def worker(chunk: range) -> None:

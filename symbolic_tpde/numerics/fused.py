@@ -350,13 +350,13 @@ def kernel_exp(x: np.ndarray) -> np.ndarray | None:
 
 
 def default_threads(pairs: int) -> int:
-    """Threads for a call with ``pairs`` query-key pairs: the usable cores, or 1 below ``THREADS_MIN_PAIRS``."""
+    """Threads for a call with ``pairs`` query-key pairs: the usable cores (at most the limit of
+    :func:`.threads.limit_threads`), or 1 below ``THREADS_MIN_PAIRS``."""
     if pairs < THREADS_MIN_PAIRS:
         return 1
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    from .threads import kernel_threads
+
+    return kernel_threads()  # the usable cores, or the limit of an active threads.limit_threads block
 
 
 def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sink_value, threads):

@@ -4,8 +4,16 @@
 (:class:`~symbolic_tpde.model.Schedule`, a constant :class:`~symbolic_tpde.model.Weights`, or any callable
 ``t -> Weights``):
 
-* ``method="euler"``: ``X_{k+1} = X_k + h Γ(t_k, X_k)`` (one "layer" per step, as in the literature);
-* ``method="rk4"``: classical fourth-order Runge-Kutta;
+* ``method="rk4"`` with ``steps=None`` (the default, and ``tpde particles`` without ``--steps``):
+  error-controlled steps of the embedded Dormand-Prince 5(4) pair :data:`~symbolic_tpde.numerics.rk.DOPRI5`
+  (reported as method ``"dopri5"``), in the particles' dtype, at the tolerance :func:`auto_tolerance`
+  (``10⁻³ n^{-1/2}``: a thousandth of the Monte-Carlo standard error of the moments, so the time
+  discretisation is invisible next to the sampling error); ``run.error_estimate`` is the sum over accepted
+  steps of the embedded local error estimate (max over particles, state units), a bound on the global
+  error when the flow does not expand;
+* ``method="rk4"`` with ``steps=K``: classical fourth-order Runge-Kutta on a fixed grid;
+* ``method="euler"``: ``X_{k+1} = X_k + h Γ(t_k, X_k)`` (one "layer" per step, as in the literature; always a
+  fixed grid, default ``max(10, ceil(100 T))`` steps);
 * ``method="adaptive"``: :func:`symbolic_tpde.numerics.solve.integrate` on the flattened cloud with
   ``ivp_method`` (default ``"dopri5"``, the package's Dormand-Prince 5(4); any ``solve_ivp`` name also works)
   and ``rtol, atol``.
@@ -61,6 +69,9 @@ class ParticleRun:
     steps: int
     nfev: int
     dtype: str
+    error_estimate: float | None = None   # error-controlled default: Σ over steps of max |local error|
+    tolerance: float | None = None        # error-controlled default: the rtol = atol used
+    rejected: int = 0
 
 
 class _Progress:
@@ -72,6 +83,12 @@ class _Progress:
         self.start = time.perf_counter()
         self.last = -1.0
         self.shown = False
+
+    def restart(self) -> None:
+        """Restart the clock of the estimate (after the first field evaluation, which may include a one-off
+        kernel build) unless the bar is already showing."""
+        if not self.shown and self.last < 0:
+            self.start = time.perf_counter()
 
     def update(self, t: float) -> None:
         if self.mode is False or self.total <= 0:
@@ -121,7 +138,9 @@ def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: f
              threads: int | None = None) -> ParticleRun:
     """Evolve the particles ``X0`` to time ``T`` (see the module docstring).
 
-    ``steps``: number of fixed steps over ``[0, T]`` (default ``max(10, ceil(100 T))``); with layers, each
+    ``steps``: number of fixed steps over ``[0, T]``; ``None`` (default) with ``method="rk4"`` means error-
+    controlled Dormand-Prince 5(4) at :func:`auto_tolerance` (module docstring); for ``euler`` the default
+    grid is ``max(10, ceil(100 T))`` steps.  With layers, each
     segment gets ``ceil(length / (T/steps))`` steps, so the actual count (``run.steps``) may be slightly
     larger.  For ``adaptive`` it only defines the nominal grid on which ``save_every`` saves.
     ``save_every=k``: keep the state every ``k`` steps (and at ``0`` and ``T``).  ``dtype`` (float32/float64):
@@ -136,6 +155,8 @@ def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: f
     bar = _Progress(T, progress)
     cache: dict = {}
     try:
+        if method == "rk4" and steps is None:
+            return _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads)
         if method == "adaptive":
             return _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads)
         return _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads)
@@ -174,8 +195,11 @@ def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, thre
             def G(s, Y):
                 return _eval(Y, w_seg if layered else sched(s), t, where, cache, block, threads)
 
+            f0 = G(t, X)
+            if k_step == 0:
+                bar.restart()  # the first evaluation may have built the fused kernel: not part of the estimate
             with np.errstate(over="ignore", invalid="ignore"):
-                Xn, _ = rk.rk_stages(tab, G, t, X, h, G(t, X))
+                Xn, _ = rk.rk_stages(tab, G, t, X, h, f0)
             nfev += tab.stages
             if not np.isfinite(Xn).all():
                 raise BlowupError(t, where, "state overflowed")
@@ -191,6 +215,107 @@ def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, thre
         traj.append(X.copy())
     return ParticleRun(T, X, None if times is None else np.array(times),
                        None if traj is None else np.stack(traj), method, k_step, nfev, dt.name)
+
+
+#: Error-controlled default: the tolerance is this fraction of the Monte-Carlo scale ``n^{-1/2}``.
+MC_FRACTION = 1e-3
+
+
+def auto_tolerance(n: int, dtype=np.float64) -> float:
+    """``rtol = atol`` of the error-controlled default: ``MC_FRACTION · n^{-1/2}``.
+
+    The moments of ``n`` samples carry a Monte-Carlo standard error ``~ σ n^{-1/2}`` (README Mathematics §1,
+    the empirical measure); the error norm is the RMS over all coordinates, which bounds the error of the
+    empirical mean and, times ``2 max|x|``, of the covariance.  A thousandth of the sampling error keeps the
+    time discretisation invisible.  Floors: ``1e-10`` in float64 (round-off of ~10⁴ steps), ``100 ε₃₂ ≈ 1.2e-5``
+    in float32 (below that the error estimate is round-off).
+    """
+    floor = 1e-10 if np.dtype(dtype) == np.float64 else 100 * float(np.finfo(np.float32).eps)
+    return max(MC_FRACTION / math.sqrt(max(1, n)), floor)
+
+
+def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads) -> ParticleRun:
+    """Dormand-Prince 5(4) with the standard step-size controller (Hairer I §II.4, as in :mod:`.rk`), on the
+    whole cloud at once, in its dtype; restarts (new first stage) at each layer breakpoint."""
+    tab = rk.DOPRI5
+    n = X.shape[0]
+    tol = auto_tolerance(n, dt)
+    q = min(tab.order, tab.error_order)
+    layered = sched.func is None
+    grid = None
+    if save_every:
+        grid = [k * T / n_steps for k in range(0, n_steps + 1, save_every)]
+        if grid[-1] != T:
+            grid.append(T)
+    times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
+    gi = 1
+    t, nacc, nrej, nfev, err_sum = 0.0, 0, 0, 0, 0.0
+    h = None
+    for a, b in segments(sched, T):
+        w_seg = sched(a) if layered else None
+        t = a
+
+        def G(s, Y):
+            return _eval(Y, w_seg if layered else sched(s), t, f"dopri5 step {nacc + 1}", cache, block, threads)
+
+        f0 = G(t, X)
+        nfev += 1
+        if h is None:  # first segment: the first evaluation may have built the fused kernel (not estimated)
+            bar.restart()
+        if h is None:  # Hairer I §II.4 starting step (one Euler probe)
+            sc = tol + tol * np.abs(X)
+            d0, d1 = float(np.sqrt(np.mean((X / sc) ** 2))), float(np.sqrt(np.mean((f0 / sc) ** 2)))
+            h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+            h0 = min(h0, b - a)
+            f1 = G(t + h0, X + dt.type(h0) * f0)
+            nfev += 1
+            d2 = float(np.sqrt(np.mean(((f1 - f0) / sc) ** 2))) / h0
+            dm = max(d1, d2)
+            h = min(100 * h0, 1e-3 * h0 if dm <= 1e-15 else (0.01 / dm) ** (1 / (q + 1)))
+        rejected_last = False
+        while t < b:
+            h = min(h, b - t)
+            if b - t - h < 1e-12 * max(1.0, abs(b)):
+                h = b - t
+            try:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    Xn, K = rk.rk_stages(tab, G, t, X, h, f0)
+                    E = dt.type(h) * rk._combine(tab.e, K)
+                    sc = tol + tol * np.maximum(np.abs(X), np.abs(Xn))
+                    err = float(np.sqrt(np.mean(np.square(E / sc, dtype=np.float64))))
+            except BlowupError:  # a stage overflowed: reject, shrink the step
+                err = np.inf
+            nfev += tab.stages - 1
+            if not np.isfinite(err):
+                err = np.inf
+            if err <= 1.0:
+                t_new = b if h == b - t else t + h
+                if grid is not None:
+                    while gi < len(grid) and grid[gi] <= t_new + 1e-12 * max(1.0, T):
+                        theta = (grid[gi] - t) / h
+                        traj.append(rk.dense_eval(tab, theta, X, Xn, K, h).astype(dt, copy=False))
+                        times.append(grid[gi])
+                        gi += 1
+                err_sum += float(np.max(np.abs(E)))
+                X, f0, t = Xn, K[-1], t_new
+                nacc += 1
+                fac = 0.9 * err ** (-1.0 / (q + 1)) if err > 0 else 10.0
+                h *= min(1.0 if rejected_last else 10.0, max(0.2, fac))
+                rejected_last = False
+                bar.update(t)
+            else:
+                nrej += 1
+                h *= 0.2 if not np.isfinite(err) else max(0.2, 0.9 * err ** (-1.0 / (q + 1)))
+                rejected_last = True
+                if h < 1e-12 * max(1.0, abs(t)):
+                    raise BlowupError(t, f"dopri5 step {nacc + 1}", "step size underflow: the error control "
+                                      "cannot be met (the state or field overflows)")
+    if grid is not None and gi < len(grid):  # T = 0
+        times += grid[gi:]
+        traj += [X.copy()] * (len(grid) - gi)
+    return ParticleRun(T, X, None if times is None else np.array(times),
+                       None if traj is None else np.stack(traj), "dopri5", nacc, nfev, dt.name,
+                       err_sum, tol, nrej)
 
 
 def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads):
