@@ -185,7 +185,11 @@ def run_sweep(spec: SweepSpec, *, workers: int = 1, scheduler: str | None = None
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=workers) as ex:
+        from ..numerics.threads import pool_plan, worker_initializer
+
+        # workers x threads per worker <= cores (the package's one thread policy)
+        w, per = pool_plan(tasks=len(chunks), requested=workers)
+        with ProcessPoolExecutor(max_workers=w, initializer=worker_initializer, initargs=(per,)) as ex:
             parts = list(ex.map(sweep_chunk, [spec] * len(chunks), chunks))
     counts = np.zeros((len(pts), len(PHASES)), dtype=int)
     bt = np.full(len(pts), np.nan)
