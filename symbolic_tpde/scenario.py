@@ -29,7 +29,6 @@ message is always one line.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any

@@ -124,7 +124,9 @@ def make_key(content: str, backend: str, flags: tuple[str, ...] | list[str] = ()
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename (no partial file
+    is ever visible; the temporary is removed on any failure)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-" + path.name[:16] + "-")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -158,14 +160,14 @@ class Cache:
 
     def _write(self, path: Path, data: bytes) -> Path:
         try:
-            _atomic_write(path, data)
+            atomic_write(path, data)
             return path
         except OSError as exc:
             if _FALLBACK and path.parent == _FALLBACK[0]:
                 raise
             self.root = _unusable(self.configured, exc)
             alt = self.root / path.name
-            _atomic_write(alt, data)
+            atomic_write(alt, data)
             return alt
 
     def path(self, key: str, suffix: str) -> Path:

@@ -152,7 +152,6 @@ def _save_atomic(path: str, times, X) -> None:
     (a device such as ``/dev/full``) directly, checking every write."""
     import io
     import os
-    import tempfile
 
     import numpy as np
 
@@ -168,17 +167,10 @@ def _save_atomic(path: str, times, X) -> None:
                 fh.flush()
                 os.fsync(fh.fileno())
             return
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".tpde-", suffix=".npz.part", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        from pathlib import Path
+
+        from ..codegen.cache import atomic_write
+
+        atomic_write(Path(os.path.abspath(path)), data)
     except OSError as exc:
         raise InputError("save", f"cannot write {path!r}: {exc.strerror or exc}") from None
