@@ -10,7 +10,7 @@ from scipy.linalg import expm
 
 from symbolic_tpde.cli import main as tpde_main
 from symbolic_tpde.gaussian import (GaussianODE, affine_field, pack_params, pack_state, sinkhorn_cross_cov,
-                                    system_for, unpack_state)
+                                    unpack_state)
 from symbolic_tpde.model import Schedule, make_head, make_weights
 from symbolic_tpde.symbolic.moments import param_vector
 

@@ -3,7 +3,6 @@ state layout round-trips, generated code equals SymPy evaluation, W_p is a metri
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
