@@ -67,3 +67,10 @@ def test_cli_convexity_bad_input(args, field, capsys):
     assert main(["convexity", *args]) == 2
     err = capsys.readouterr().err
     assert f"error: {field}:" in err
+
+
+def test_cli_convexity_refuses_huge_integers_in_one_line(capsys):
+    """A 500-digit integer entry is refused by name before any float conversion (was: an internal error)."""
+    rc = main(["convexity", "--A", "[[" + "9" * 500 + ", 0], [0, -1]]", "--json"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "A:" in err and "too large" in err

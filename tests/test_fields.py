@@ -276,3 +276,18 @@ def test_bad_input_names_the_field(data, bad):
     _, X, A, V = data
     with pytest.raises(InputError):
         bad(X, A, V)
+
+
+def test_sinkhorn_overflow_is_a_blowup_not_a_convergence_failure():
+    """A state whose logits leave the floats: the Sinkhorn field is non-finite at once (no 10 000 wasted
+    iterations), and the particle integrator reports a blow-up with its time, not a Sinkhorn non-convergence."""
+    from symbolic_tpde.errors import BlowupError
+    from symbolic_tpde.numerics.integrate import simulate
+
+    X = np.array([[1e200, 1.0], [2.0, -1e200], [0.5, 0.5]])
+    out, info = F.sinkhorn_field(X, np.eye(2), np.eye(2), return_info=True)
+    assert info.overflow and not info.converged and info.iterations <= 1 and not np.isfinite(out).any()
+    w = make_weights([make_head("sinkhorn", A=np.eye(2), V=np.eye(2))])
+    with pytest.raises(BlowupError) as exc:
+        simulate(X, w, 1.0, steps=4, progress=False)
+    assert exc.value.t == 0.0

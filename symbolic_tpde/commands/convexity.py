@@ -10,7 +10,8 @@ Also reported: a certified
 *positive* example (the Hessian is not negative everywhere) and, at the critical point ``X = 0`` where the
 Christoffel term vanishes, the intrinsic value along a negative direction of ``A``.
 
-``--A`` / ``--V`` take JSON matrices (parsed with ``json.loads`` only; NaN/Infinity rejected); defaults
+``--A`` / ``--V`` take JSON matrices (the package's strict JSON reader: nothing evaluated, NaN/Infinity and
+number literals too large for a float rejected); defaults
 ``A = -I``, ``V = I`` in dimension ``--d``.
 """
 
@@ -33,26 +34,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _reject_constant(name: str):
-    def f(token: str):
-        raise InputError(name, f"{token} is not allowed")
-    return f
-
-
 def parse_matrix(text: str, name: str) -> list:
-    """JSON list of rows of finite numbers -> list of lists of float (InputError naming ``name``)."""
-    try:
-        M = json.loads(text, parse_constant=_reject_constant(name))
-    except json.JSONDecodeError as exc:
-        raise InputError(name, f"not valid JSON ({exc.msg})") from None
+    """JSON list of rows of finite numbers -> list of lists of float (InputError naming ``name``), read by
+    the package's one strict reader (:func:`symbolic_tpde.spec.checks.parse_json`: bounded size and depth, huge
+    number literals refused before any float conversion)."""
+    from ..spec.checks import number_tree, parse_json
+
+    M = parse_json(text, field=name)
     if not isinstance(M, list) or not M or not all(isinstance(r, list) for r in M):
         raise InputError(name, "expected a JSON list of rows, e.g. [[-1, 0], [0, -1]]")
     if any(len(r) != len(M) for r in M):
         raise InputError(name, f"expected a square matrix, got {len(M)} rows of lengths {[len(r) for r in M]}")
-    for r in M:
-        for v in r:
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise InputError(name, f"entries must be numbers, got {v!r}")
+    number_tree(M, name, ndim=2)
     return [[float(v) for v in r] for r in M]
 
 

@@ -82,6 +82,9 @@ def sinkhorn_field(X, A, V, epsilon=1.0, *, tol=1e-9, max_iter=10_000, g0=None, 
     info = sinkhorn_potentials(X, A, epsilon, tol=tol, max_iter=max_iter, g0=g0, block=block)
     if not return_info:
         raise_if_not_converged(info)
+    if info.overflow:   # the state left the floats: the field is non-finite (integrators: blow-up with its time)
+        out = np.full_like(X, np.inf)
+        return (out, info) if return_info else out
     q = (X @ A.T) / X.dtype.type(epsilon)
     out = attend(q, X, X, key_bias=info.g, block=block, threads=threads) @ V.T
     return (out, info) if return_info else out

@@ -45,6 +45,7 @@ class SinkhornInfo:
     tol: float  # effective tolerance (after the dtype floor)
     f: np.ndarray
     g: np.ndarray
+    overflow: bool = False  # the logits or potentials left the floats: the state is too large (a blow-up)
 
 
 def lse_rows(q: np.ndarray, k: np.ndarray, bias: np.ndarray, block: int) -> np.ndarray:
@@ -90,9 +91,14 @@ def sinkhorn_potentials(X: np.ndarray, A: np.ndarray, epsilon: float = 1.0, *, t
         g = np.zeros(n, dtype=dt)
     err = np.inf
     f = g
+    if not np.isfinite(q).all():             # the state overflowed: no iteration can help
+        return SinkhornInfo(False, 0, np.inf, tol_eff, np.full(n, np.nan, dt), g, overflow=True)
     for it in range(1, int(max_iter) + 1):
-        f = -lse_rows(q, X, g, block)        # rows of P sum to 1
-        lse_col = lse_rows(X, q, f, block)   # log Σ_i exp(L_ij + f_i)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = -lse_rows(q, X, g, block)        # rows of P sum to 1
+            lse_col = lse_rows(X, q, f, block)   # log Σ_i exp(L_ij + f_i)
+        if not (np.isfinite(f).all() and np.isfinite(lse_col).all()):
+            return SinkhornInfo(False, it, np.inf, tol_eff, f, g, overflow=True)
         err = float(np.max(np.abs(np.expm1(g + lse_col))))
         if err < tol_eff:
             return SinkhornInfo(True, it, err, tol_eff, f, g)
@@ -113,6 +119,8 @@ def sinkhorn_plan(X: np.ndarray, A: np.ndarray, epsilon: float = 1.0, **kwargs) 
 
 
 def raise_if_not_converged(info: SinkhornInfo, where: str = "sinkhorn") -> None:
-    if not info.converged:
+    """:class:`ConvergenceError` when the iteration ran out of steps; an overflow is not a convergence
+    problem (the caller's field is non-finite, which the integrators report as a blow-up with its time)."""
+    if not info.converged and not info.overflow:
         raise ConvergenceError(where, f"marginal error {info.marginal_error:.3g} > tol {info.tol:.3g} after "
                                       f"{info.iterations} iterations (raise max_iter or epsilon)")

@@ -150,8 +150,8 @@ def number_tree(value: Any, field: str, ndim: int | None = None):
     return value
 
 
-def _reject_constant(name: str) -> Any:
-    raise InputError("scenario", f"{name} is not allowed (use finite numbers)")
+def _reject_constant(name: str, field: str = "scenario") -> Any:
+    raise InputError(field, f"{name} is not allowed (use finite numbers)")
 
 
 def _parse_int(text: str):
@@ -211,7 +211,8 @@ def parse_json(data: bytes | str, field: str = "scenario", max_bytes: int = MAX_
     if depth > max_depth:
         raise InputError(field, f"nested {depth} levels deep (at most {max_depth})")
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates,
+        return json.loads(text, parse_constant=lambda tok: _reject_constant(tok, field),
+                          object_pairs_hook=_no_duplicates,
                           parse_int=_parse_int, parse_float=_parse_float)
     except json.JSONDecodeError as exc:
         raise InputError(field, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
