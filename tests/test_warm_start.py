@@ -84,14 +84,14 @@ def test_read_only_cache_computes_without_it_and_says_so_once(tmp_path, monkeypa
     from symbolic_tpde.codegen import cache as C
 
     monkeypatch.setattr(C, "_ANNOUNCED", set())
-    real = C._atomic_write
+    real = C.atomic_write
 
     def read_only(path, data):
         if str(path).startswith(str(tmp_path)):
             raise OSError(30, "Read-only file system")
         return real(path, data)
 
-    monkeypatch.setattr(C, "_atomic_write", read_only)
+    monkeypatch.setattr(C, "atomic_write", read_only)
     c = C.Cache(tmp_path / "ro")
     c.put_text("k1", ".txt", "one")
     c.put_text("k2", ".txt", "two")

@@ -1,15 +1,15 @@
 """Text, LaTeX and JSON renderings of derived moment ODEs and of non-preservation witnesses.
 
 * Entrywise systems (:class:`~.system.OdeSystem`): one equation per state.  Large systems are printed with
-  common sub-expressions named first (``sympy.cse``; the temporaries ``x_0, x_1, ...`` are listed before the
-  equations), small ones inline.  LaTeX names: ``alpha_i -> \\alpha_{i}``, ``Sigma_i_j -> \\Sigma_{i,j}``,
+  common sub-expressions named first (``sympy.cse``; the temporaries ``u_1, u_2, ...`` -- never ``x_k``,
+  which reads as the token ``x`` -- are listed before the equations), small ones inline.  LaTeX names: ``alpha_i -> \\alpha_{i}``, ``Sigma_i_j -> \\Sigma_{i,j}``,
   head parameters ``h0_A_i_j -> A^{(0)}_{i,j}`` (the head index only when there are several heads),
   ``ffn_W_i_j -> W_{i,j}``, ``tau -> \\tau``, ``epsilon -> \\varepsilon``.
 * Matrix forms (:class:`~.moments.MatrixForm`): ``dα/dt`` and ``dΣ/dt`` as matrix expressions.
 * JSON: ``{"variant", "d", "form", "alpha_dot": [...], "Sigma_dot": [[...]], "assumptions": [...],
   "expr_format": "sympy-str"}``.  Expressions are SymPy ``str`` output (``sympy.sstr``), readable back with
   ``sympy.parse_expr`` given the symbol names.  Entrywise: ``Sigma_dot`` is the full symmetric ``d×d`` array;
-  large systems come with ``"definitions": [[name, expr], ...]`` (common sub-expressions ``x_k``, to be
+  large systems come with ``"definitions": [[name, expr], ...]`` (common sub-expressions ``u_k``, to be
   substituted in order), small ones with ``"definitions": []``.
   Matrix form: ``d`` is ``null`` and ``alpha_dot = [expr]``, ``Sigma_dot = [[expr]]`` hold the single matrix
   expression each.
@@ -75,10 +75,16 @@ CSE_THRESHOLD = 60
 MAX_TREE = 2_000_000
 
 
-def _cse(exprs: list, prefix: str = "x_") -> tuple[list, list]:
+def tex(e, **kw) -> str:
+    """``sympy.latex`` in the package's one notation: ``^{\\top}`` for transposes, ``\\varepsilon``."""
+    return (sp.latex(e, **kw).replace("^{T}", "^{\\top}").replace("\\epsilon", "\\varepsilon"))
+
+
+def _cse(exprs: list, prefix: str = "u_") -> tuple[list, list]:
     # order="none": SymPy's canonical ordering sorts with keys that walk the expression *tree* (minutes at
     # d >= 3 for ℓ2); without it CSE takes ~0.3 s at d = 4
-    return sp.cse(exprs, symbols=sp.numbered_symbols(prefix), order="none")
+    # temporaries u_1, u_2, ... (1-based as in the paper; never x_k, which reads as the token x)
+    return sp.cse(exprs, symbols=sp.numbered_symbols(prefix, start=1), order="none")
 
 
 #: width budget of one typeset line, in the units of :func:`latex_width` (A3 landscape with 1 cm margins is
@@ -190,15 +196,15 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None)
         return "\n".join(lines)
     if fmt == "latex":
         names = latex_symbol_names(system)
-        names.update({t: f"x_{{{t.name.split('_')[1]}}}" for t, _ in temps})
+        names.update({t: f"u_{{{t.name.split('_')[1]}}}" for t, _ in temps})
         memo: dict = {}
 
-        def tex(e) -> str:          # memoised: the row breaker asks again for the LaTeX of sub-expressions
+        def tex_memo(e) -> str:     # memoised: the row breaker asks again for the LaTeX of sub-expressions
             if e not in memo:
-                memo[e] = sp.latex(e, symbol_names=names)
+                memo[e] = tex(e, symbol_names=names)
             return memo[e]
-        rows = [_latex_row(names[t], e, tex) for t, e in temps]
-        rows += [_latex_row(_state_label(system, i, True), e, tex) for i, e in enumerate(exprs)]
+        rows = [_latex_row(names[t], e, tex_memo) for t, e in temps]
+        rows += [_latex_row(_state_label(system, i, True), e, tex_memo) for i, e in enumerate(exprs)]
         too_wide = [r for r, w in rows if w > LATEX_LINE_WIDTH]
         rows = [r for r, _ in rows]
         if too_wide and forced_no_cse:
@@ -250,10 +256,10 @@ def render_matrix_form(mf, fmt: str = "text") -> str:
         return "\n".join(lines)
     if fmt == "latex":
         top = "C^{\\top}"
-        rows = [_latex_row(k.replace("C^T", top).replace("(head ", "_{").replace(")", "}"), v, sp.latex)[0]
+        rows = [_latex_row(k.replace("C^T", top).replace("(head ", "_{").replace(")", "}"), v, tex)[0]
                 for k, v in extra]
-        rows += [_latex_row(r"\frac{d\alpha}{dt}", mf.alpha_dot, sp.latex)[0],
-                 _latex_row(r"\frac{d\Sigma}{dt}", mf.Sigma_dot, sp.latex)[0]]
+        rows += [_latex_row(r"\frac{d\alpha}{dt}", mf.alpha_dot, tex)[0],
+                 _latex_row(r"\frac{d\Sigma}{dt}", mf.Sigma_dot, tex)[0]]
         notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
         return (f"% variant {mf.variant}, general d, matrix form{notes}\n\\begin{{align*}}\n"
                 + " \\\\\n".join(rows) + "\n\\end{align*}")
@@ -267,11 +273,11 @@ def render_witness(w, fmt: str = "text") -> str:
         return w.summary()
     if fmt == "latex":
         # the point's values are numbers set by the witness code (int / Rational), never user strings
-        point = ", ".join(f"{sp.latex(sp.Symbol(k))} = {sp.latex(sp.S(v))}" for k, v in w.point.items())
+        point = ", ".join(f"{tex(sp.Symbol(k))} = {tex(sp.S(v))}" for k, v in w.point.items())
         q = w.quantity if len(sp.sstr(w.quantity)) < 400 else sp.Derivative(w.field_expr, sp.Symbol("x", real=True), 2)
         return (f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n"
-                "\\begin{align*}\n\\Gamma(x) &= " + sp.latex(w.field_expr) + " \\\\\n"
-                "\\frac{\\partial^2 \\Gamma}{\\partial x^2} &= " + sp.latex(q) + " \\\\\n"
+                "\\begin{align*}\n\\Gamma(x) &= " + tex(w.field_expr) + " \\\\\n"
+                "\\frac{\\partial^2 \\Gamma}{\\partial x^2} &= " + tex(q) + " \\\\\n"
                 f"&= {w.value:.15g} \\quad \\text{{at }} " + point + "\n\\end{align*}")
     raise ValueError(f"unknown format {fmt!r}")
 
