@@ -41,7 +41,7 @@ from ..errors import NotGaussianPreserving
 from ..spec import kinds
 from . import sinkhorn as sk
 from .kernels import ExpQuadKernel
-from .system import OdeSystem, ParamBlock, Step
+from .system import OdeSystem, ParamBlock
 from .tilt import sym_matrix, sym_vector, tilt_explicit
 
 @dataclass(frozen=True)
@@ -57,7 +57,6 @@ class HeadField:
     assumptions: tuple[str, ...]
     conditions: tuple = ()   # expressions that must stay > 0 (LDLᵀ pivots of the tilt; empty if none)
     existence: object = None  # R + Rᵀ (the tilt exists iff Σ⁻¹ - (R + Rᵀ) ≻ 0), None when R = 0
-    steps: tuple = ()
 
 
 def dag_symbols(exprs) -> set:
@@ -162,13 +161,7 @@ def tilt_head(kernel: ExpQuadKernel, V, alpha: sp.Matrix, Sigma: sp.Matrix, x: s
     R = kernel.R
     exist = None if R is None or R.is_zero_matrix else R + R.T
     conds = tuple(sp.StrictGreaterThan(pv, 0, evaluate=False) for pv in tilt.steps["pivots"])
-    steps = (Step("tilted precision (Sigma^-1 - R - R^T, written as N = Sigma - Sigma (R + R^T) Sigma)",
-                  sp.Symbol("N"), tilt.precision),
-             Step("tilted mean m(x) = m0 + M x: m0", sp.Symbol("m0"), tilt.m0),
-             Step("tilted mean m(x) = m0 + M x: M", sp.Symbol("M"), tilt.M),
-             Step("affine field Gamma(x) = b + J x: b = V m0", sp.Symbol("b"), b),
-             Step("affine field Gamma(x) = b + J x: J = V M", sp.Symbol("J"), J))
-    return HeadField(kind or kernel.name, b + J * alpha, J * Sigma, b, J, tilt.assumptions, conds, exist, steps)
+    return HeadField(kind or kernel.name, b + J * alpha, J * Sigma, b, J, tilt.assumptions, conds, exist)
 
 
 def head_field(kind: str, prm: dict[str, Any], alpha: sp.Matrix, Sigma: sp.Matrix, method: str = "ldl",
@@ -226,13 +219,13 @@ def derive_gaussian_system(structure: tuple, d: int | None = None, method: str =
 
 
 def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: tuple, time=None, origin: dict,
-                    ffn: tuple | None = None, extra_steps: tuple = (), derivation=None) -> OdeSystem:
+                    ffn: tuple | None = None, derivation=None) -> OdeSystem:
     """Sum head contributions (and an FFN ``Wx + c``) into the entrywise moment ODE ``dα/dt = b + Jα``,
     ``dΣ/dt = JΣ + ΣJᵀ`` (upper triangle).  ``derivation``: a callable giving the checked steps (built on
     first access of ``system.steps``); default for built-in structures: :func:`.steps.entrywise_system_steps`."""
     alpha, Sigma = gaussian_symbols(d)
     drift, JS = sp.zeros(d, 1), sp.zeros(d, d)
-    assumptions, conditions, existence, steps = [], [], [], list(extra_steps)
+    assumptions, conditions, existence = [], [], []
     many = len(fields) > 1
     for h, hf in enumerate(fields):
         drift += hf.drift
@@ -242,15 +235,12 @@ def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: t
         conditions += list(hf.conditions)
         if hf.existence is not None:
             existence.append(hf.existence)
-        steps += [Step((f"head {h}: " if many else "") + st.title, st.lhs, st.rhs, st.note) for st in hf.steps]
     if ffn is not None:
         W, c = ffn
         drift += W * alpha + c
         JS += W * Sigma
     rhs = list(drift) + [JS[i, j] + JS[j, i] for i in range(d) for j in range(i, d)]
     states = tuple(list(alpha) + [Sigma[i, j] for i in range(d) for j in range(i, d)])
-    steps += [Step("moment ODE (mean)", sp.Symbol("dalpha/dt"), sp.Matrix(rhs[:d])),
-              Step("moment ODE (covariance, upper triangle)", sp.Symbol("dSigma/dt"), sp.Matrix(rhs[d:]))]
     used = dag_symbols(rhs)
     params = tuple(params)
     unused = sorted({b.key for b in layout if not any(params[b.offset + k] in used for k in range(b.size))})
