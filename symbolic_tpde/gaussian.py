@@ -337,15 +337,16 @@ class GaussianODE:
         return np.concatenate(parts)
 
     def params(self, t: float) -> np.ndarray:
-        """Flat parameter vector at ``t`` (layers respected; memoised per layer, keyed by the weights)."""
+        """Flat parameter vector at ``t`` (layers respected; packed once per layer, looked up by layer index,
+        so a right-hand-side call neither re-validates nor hashes the weights)."""
         if self._fixed_p is not None:
             return self._fixed_p
-        w = self.weights(t)
         if self.schedule.func is not None:
-            return self._pack(w)
-        hit = self._pcache.get(w)
+            return self._pack(self.weights(t))
+        i = self.schedule.index(t)
+        hit = self._pcache.get(i)
         if hit is None:
-            hit = self._pcache.setdefault(w, self._pack(w))
+            hit = self._pcache.setdefault(i, self._pack(self.weights(t)))
         return hit
 
     def params_batch(self, ts) -> np.ndarray:

@@ -312,16 +312,20 @@ class Schedule:
         """Interior layer boundaries in ``(0, T)``: integrators should stop and restart there."""
         return [t for t in self.t_ends[:-1] if 0 < t < T]
 
+    def index(self, t: float) -> int:
+        """Index of the layer in force at ``t`` (layered schedules only)."""
+        for i, t_end in enumerate(self.t_ends):
+            if t < t_end:
+                return i
+        return len(self.weights) - 1
+
     def __call__(self, t: float) -> Weights:
         if self.func is not None:
             w = self.func(t)
             if not isinstance(w, Weights):
                 raise InputError("schedule", f"callable returned {type(w).__name__}, expected Weights")
             return w
-        for t_end, w in zip(self.t_ends, self.weights):
-            if t < t_end:
-                return w
-        return self.weights[-1]
+        return self.weights[self.index(t)]
 
 
 @dataclass(frozen=True)
