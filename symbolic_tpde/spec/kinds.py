@@ -78,6 +78,7 @@ class KindSpec:
     field: str
     normalised: bool = True            # softmax-type normalisation of the kernel weights
     notes: str = ""
+    assumption: str = ""               # when its derivation holds, in words (printed with the derivation)
     parts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def param(self, name: str) -> ParamSpec:
@@ -115,20 +116,27 @@ def _add(spec: KindSpec) -> None:
     KINDS[spec.name] = spec
 
 
-_add(KindSpec("softmax", (_A, _V), "affine", "V ∫ y e^{<Ax,y>} dμ(y) / ∫ e^{<Ax,y>} dμ(y)"))
+_add(KindSpec("softmax", (_A, _V), "affine", "V ∫ y e^{<Ax,y>} dμ(y) / ∫ e^{<Ax,y>} dμ(y)",
+              assumption="Softmax: the kernel exp(<Ax, y>) has no key-quadratic part (R = 0), so the tilt exists "
+                         "for every SPD Sigma: the tilted precision is Sigma^-1 itself."))
 _add(KindSpec("l2", (
     ParamSpec("Q", ("m", "d"), None, None, "Q", "query projection"),
     ParamSpec("K", ("m", "d"), None, None, "K", "key projection"),
     _V,
     ParamSpec("tau", (), None, "positive", r"\tau", "temperature")),
-    "affine", "softmax with kernel exp(-|Qx - Ky|²/τ)"))
+    "affine", "softmax with kernel exp(-|Qx - Ky|²/τ)",
+    assumption="l2: R = -K^T K/tau, so the tilted precision Sigma^-1 + (2/tau) K^T K is positive definite for "
+               "every SPD Sigma: the tilt always exists."))
 _add(KindSpec("sinkhorn", (_A, _V, ParamSpec("epsilon", (), 1.0, "positive", r"\varepsilon",
                                              "entropic regularisation")),
               "affine", "V ∫ y dπ_μ(y|x), π_μ the entropic self-transport plan for the cost -<Ax,y>",
-              notes="closed form needs a matrix square root: entrywise for d <= 2, numeric-matrix backend above"))
+              notes="closed form needs a matrix square root: entrywise for d <= 2, numeric-matrix backend above",
+              assumption="Sinkhorn: X^{1/2} is the principal square root of X = I + 4(A/eps)^T Sigma (A/eps) Sigma, "
+                         "whose eigenvalues are >= 1 for SPD Sigma; regularisation eps > 0."))
 _add(KindSpec("sigmoid", (_A, _V, ParamSpec("b", (), None, None, "b", "bias inside the sigmoid")),
               "witness", "V ∫ σ(<Ax,y> + b) y dμ(y) (no normalisation)", normalised=False))
-_add(KindSpec("linear", (_A, _V), "affine", "V ∫ <Ax,y> y dμ(y)", normalised=False))
+_add(KindSpec("linear", (_A, _V), "affine", "V ∫ <Ax,y> y dμ(y)", normalised=False,
+              assumption="Linear attention is not normalised: Gamma(x) = V E[<Ax, y> y] (no tilt, no condition)."))
 _add(KindSpec("softmax_unnormalized", (_A, _V), "witness", "V ∫ y e^{<Ax,y>} dμ(y) (no normalisation)",
               normalised=False))
 _add(KindSpec("masked", (_A, _V), "witness",
@@ -139,7 +147,9 @@ _add(KindSpec("custom", (
     _mat("R", "R", "key block yᵀ R y", "zero"),
     ParamSpec("p", ("d",), "zero", None, "p", "query linear term (cancels)"),
     ParamSpec("r", ("d",), "zero", None, "r", "key linear term"), _V),
-    "affine", "softmax with log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy"))
+    "affine", "softmax with log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy",
+    assumption="Custom kernel: the tilt exists only while Sigma^-1 - R - R^T is positive definite; the derived "
+               "ODE holds only there (tpde rhs refuses other states)."))
 
 #: parts every kind must have, and the module that registers each
 PARTS = {"symbolic": "symbolic_tpde.symbolic.kinds", "particle": "symbolic_tpde.numerics.fields",

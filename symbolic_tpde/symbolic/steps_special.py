@@ -108,25 +108,13 @@ def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: b
     """``(assumptions, conclusions)`` as sentences for the document (not comments)."""
     ass = ["mu_t = N(alpha, Sigma) with Sigma symmetric positive definite; all matrices are read at time t "
            "(time-dependent weights are allowed)."]
-    if any(k in ("softmax", "l2", "custom") for k in kinds_):
+    from ..spec import kinds as registry
+
+    if any(registry.part(k, "symbolic").log_kernel is not None for k in kinds_):   # softmax-normalised kernels
         ass.append("A softmax-normalised kernel with log k(x, y) = c(x) + y^T R y + (B^T x + r)^T y has a tilted "
                    "measure k(x, y) N(y; alpha, Sigma)/Z(x) that exists, and is the Gaussian N(m(x), S), iff "
                    "Sigma^-1 - R - R^T is positive definite; the derivation holds only there.")
-    for k in dict.fromkeys(kinds_):
-        if k == "softmax":
-            ass.append("Softmax: the kernel exp(<Ax, y>) has no key-quadratic part (R = 0), so the tilt exists "
-                       "for every SPD Sigma: the tilted precision is Sigma^-1 itself.")
-        elif k == "l2":
-            ass.append("l2: R = -K^T K/tau, so the tilted precision Sigma^-1 + (2/tau) K^T K is positive "
-                       "definite for every SPD Sigma: the tilt always exists.")
-        elif k == "custom":
-            ass.append("Custom kernel: the tilt exists only while Sigma^-1 - R - R^T is positive definite; the "
-                       "derived ODE holds only there (tpde rhs refuses other states).")
-        elif k == "sinkhorn":
-            ass.append("Sinkhorn: X^{1/2} is the principal square root of X = I + 4(A/eps)^T Sigma (A/eps) Sigma, "
-                       "whose eigenvalues are >= 1 for SPD Sigma; regularisation eps > 0.")
-        elif k == "linear":
-            ass.append("Linear attention is not normalised: Gamma(x) = V E[<Ax, y> y] (no tilt, no condition).")
+    ass += [registry.get(k).assumption for k in dict.fromkeys(kinds_) if registry.get(k).assumption]
     if V_identity:
         ass.append("Structure given by the user: V = I.")
     if A_symmetric:
