@@ -12,6 +12,7 @@
 # %%
 import numpy as np
 import sympy as sp
+from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
 from symbolic_tpde.symbolic.kernels import ExpQuadKernel, softmax_kernel
 from symbolic_tpde.symbolic.moments import (derive_gaussian_system, gaussian_symbols, head_field,
@@ -32,10 +33,10 @@ E = B * x * y + P * x ** 2 + R * y ** 2 + p * x + r * y - (y - al) ** 2 / (2 * s
 H = sp.diff(E, y, 2)
 g = sp.diff(E, y).subs(y, 0)
 m = sp.simplify(-g / H)
-print("exponent      E(y) =", E)
-print("y-Hessian     H    =", H, "   (precision -H; needs -H > 0)")
-print("slope at 0    g(x) =", g)
-print("tilted mean   m(x) =", m)
+show("exponent      E(y) =", E)
+show("y-Hessian     H    =", H, note="(precision -H; needs -H > 0)")
+show("slope at 0    g(x) =", g)
+show("tilted mean   m(x) =", m)
 # the stationary point of the concave quadratic is the mean: check E'(m) = 0
 assert sp.simplify(sp.diff(E, y).subs(y, m)) == 0
 
@@ -47,9 +48,9 @@ d = sp.Symbol("d", integer=True, positive=True)
 A, V = sp.MatrixSymbol("A", d, d), sp.MatrixSymbol("V", d, d)
 alpha, Sigma = sp.MatrixSymbol("alpha", d, 1), sp.MatrixSymbol("Sigma", d, d)
 t = tilt_matrix(softmax_kernel(A), alpha, Sigma)
-print("H  =", t.steps["H"])
-print("g  =", t.steps["g"])
-print("E[y|x] = m0 + M x with m0 =", t.m0, " M =", t.M)
+show("H  =", t.steps["H"])
+show("g  =", t.steps["g"])
+show("E[y|x] = m0 + M x with (m0, M) =", t.m0, t.M)
 assert t.m0 == alpha and t.M == Sigma * A          # the Gaussian tilt N(α + ΣAx, Σ)
 
 # %% [markdown]
@@ -57,8 +58,8 @@ assert t.m0 == alpha and t.M == Sigma * A          # the Gaussian tilt N(α + Σ
 
 # %%
 mf = matrix_form(("softmax",))
-print("dα/dt =", mf.alpha_dot)
-print("dΣ/dt =", mf.Sigma_dot)
+show("dα/dt =", mf.alpha_dot)
+show("dΣ/dt =", mf.Sigma_dot)
 claim_a = V * (alpha + Sigma * A * alpha)
 claim_S = V * Sigma * A * Sigma + Sigma * A.T * Sigma * V.T
 assert mexpand(mf.alpha_dot - claim_a) == sp.ZeroMatrix(d, 1)
@@ -66,7 +67,7 @@ assert mexpand(symmetric_subs_all(mf.Sigma_dot - claim_S, Sigma)) == sp.ZeroMatr
 for kinds, ffn in [(("l2",), False), (("custom",), False), (("linear",), False), (("softmax", "softmax"), True)]:
     assert cs.matrix_form_residual(kinds, ffn) == 0
     print("matrix form = closed form:", "+".join(kinds) + ("+ffn" if ffn else ""))
-print("ℓ2: J =", matrix_form(("l2",)).J)
+show("ℓ2: J =", matrix_form(("l2",)).J)
 
 # %% [markdown]
 # ## 4. Entrywise, d = 2: the Λ-split (no symbolic Σ⁻¹) for a custom kernel with R ≠ 0
@@ -79,9 +80,9 @@ a2, S2 = gaussian_symbols(2)
 prm = head_param_symbols(0, "custom", 2, 2)
 kern = ExpQuadKernel(B=prm["B"], P=prm["P"], R=prm["R"], p=prm["p"], r=prm["r"])
 t2 = tilt_explicit(kern, a2, S2, xs)
-print("H0 (Λ-free part of the y-Hessian) =", t2.steps["H0"])
-print("N = Σ - Σ H0 Σ, N[0,0] =", t2.steps["N"][0, 0])
-print("product of LDLᵀ pivots (= det N) =", t2.steps["det"])
+show("H0 (Λ-free part of the y-Hessian) =", t2.steps["H0"])
+show("N = Σ - Σ H0 Σ, N[0,0] =", t2.steps["N"][0, 0])
+show("product of LDLᵀ pivots (= det N) =", t2.steps["det"])
 # the tilted mean solves (Λ - H0) m = Λα + g0 with Λ = Σ⁻¹: check exactly at a rational point
 pt = {S2[0, 0]: 2, S2[0, 1]: sp.Rational(1, 3), S2[1, 1]: sp.Rational(3, 2), a2[0]: sp.Rational(-1, 2), a2[1]: 1}
 Sig = S2.xreplace(pt)

@@ -13,6 +13,7 @@
 # %%
 import numpy as np
 import sympy as sp
+from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
 from symbolic_tpde.numerics import energy as en
 from symbolic_tpde.symbolic import gaussian_energy as ge
@@ -23,7 +24,7 @@ from symbolic_tpde.symbolic.energy import general_gradient_lemma, gradient_ident
 
 # %%
 lem = general_gradient_lemma()
-print("∇_x (yᵀAx) =", lem["grad_x"], "   ∇_y (yᵀAx) =", lem["grad_y"])
+show("(∇_x (yᵀAx), ∇_y (yᵀAx)) =", lem["grad_x"], lem["grad_y"])
 assert lem["grad_x"] == lem["A"].T * lem["y"] and lem["grad_y"] == lem["A"] * lem["x"]
 # so ∇_x e^{yᵀAx} = e^{yᵀAx} Aᵀy (query slot) and ∇_y e^{yᵀAx} = e^{yᵀAx} A x (key slot)
 
@@ -38,14 +39,14 @@ i, j, k = sp.symbols("i j k", integer=True, positive=True)
 K1, K2 = sp.Function("K1"), sp.Function("K2")
 dE = sp.Sum(sp.KroneckerDelta(i, k) * K1(i, j) + sp.KroneckerDelta(j, k) * K2(i, j), (i, 1, n), (j, 1, n))
 dE = sp.refine(dE.doit(), sp.Q.le(k, n)) / (2 * n ** 2)
-print("∂_k E_n =", dE)
+show("∂_k E_n =", dE)
 # For symmetric A, e_ik = e^{x_kᵀAx_i} = e^{x_iᵀAx_k} = e_ki and A x_i = Aᵀ x_i, so K2(i, k) = K1(k, i):
 dE_sym = dE.replace(K2, lambda a, b: K1(b, a))
 # a summation index is a dummy: rename every Sum's index to j, then the two sums coincide
 dE_sym = dE_sym.replace(lambda e: isinstance(e, sp.Sum),
                         lambda e: sp.Sum(e.function.xreplace({e.variables[0]: j}), (j, *e.limits[0][1:])))
 target = sp.Sum(K1(k, j), (j, 1, n)) / n ** 2
-print("after K2(i,k) = K1(k,i):", sp.simplify(dE_sym))
+show("after K2(i,k) = K1(k,i):", sp.simplify(dE_sym))
 assert sp.simplify(dE_sym - target) == 0
 print("A = Aᵀ:  ∂_k E_n = (1/n²) Σ_j e_kj A x_j")
 
@@ -57,7 +58,7 @@ print("A = Aᵀ:  ∂_k E_n = (1/n²) Σ_j e_kj A x_j")
 dd = lem["d"]
 A, V = sp.MatrixSymbol("A", dd, dd), sp.MatrixSymbol("V", dd, dd)
 Ginv = -V * A.I
-print("G⁻¹ A =", (Ginv * A).doit(), "  (so (n/Z_k) G⁻¹ (1/n²) Σ_j e_kj A x_j = -Σ_j e_kj V x_j / Σ_j e_kj = -Γ_k)")
+show("G⁻¹ A =", (Ginv * A).doit(), note="(so (n/Z_k) G⁻¹ (1/n²) Σ_j e_kj A x_j = -Σ_j e_kj V x_j / Σ_j e_kj = -Γ_k)")
 assert (Ginv * A).doit() == -V
 
 # %% [markdown]
@@ -67,13 +68,13 @@ assert (Ginv * A).doit() == -V
 for (nn, d) in [(1, 1), (2, 1), (3, 1), (2, 2)]:
     Asym = sp.Matrix(d, d, lambda p, q: sp.Symbol(f"a{min(p, q)}{max(p, q)}", real=True))
     diff = gradient_identity(particle_energy(nn, d, Asym, sp.eye(d)))
-    print(f"n={nn}, d={d}: grad E + Γ =", list(diff))
+    show(f"n={nn}, d={d}: grad E + Γ =", diff)
     assert diff.is_zero_matrix
 # n = 3, d = 2 with a numeric symmetric A and non-identity V (G = diag(2, 1/2)):
 Vn = sp.Matrix([[2, 0], [0, 1]])
 An = -sp.diag(2, sp.Rational(1, 2)) * Vn
 diff = gradient_identity(particle_energy(3, 2, An, Vn))
-print("n=3, d=2, A =", An.tolist(), "V =", Vn.tolist(), ": grad E + Γ =", list(diff))
+show("n=3, d=2, (A, V, grad E + Γ) =", An, Vn, diff)
 assert diff.is_zero_matrix
 
 # %% [markdown]
@@ -98,8 +99,8 @@ assert 3.7 < slope < 4.3
 
 # %%
 fin = ge.energy_finiteness_d1()
-print("d=1: E =", sp.simplify(fin["E"]))
-print("joint precision minors:", fin["minor1"], ",", fin["minor2"], "  det factor:", fin["det_factor"])
+show("d=1: E =", sp.simplify(fin["E"]))
+show("joint precision minors, det factor:", fin["minor1"], fin["minor2"], fin["det_factor"])
 assert fin["residual"] == 0 and sp.expand(fin["det_factor"] - (1 - fin["a"] ** 2 * fin["s"] ** 2)) == 0
 g1 = ge.gaussian_energy(sp.Matrix([[fin["a"]]]), sp.Matrix([sp.Symbol("alpha", real=True)]), sp.Matrix([[fin["s"]]]))
 assert sp.simplify(g1.E - fin["E"]) == 0

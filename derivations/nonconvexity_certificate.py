@@ -12,6 +12,7 @@
 # %%
 import numpy as np
 import sympy as sp
+from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
 from symbolic_tpde.numerics import energy as en
 from symbolic_tpde.symbolic.hessian import particle_hessian
@@ -25,7 +26,7 @@ s = sp.Symbol("s", real=True)
 v = sp.symbols("v0:2", real=True)
 E_line = sp.exp(-s ** 2 * (v[0] ** 2 + v[1] ** 2)) / 2  # E(δ_{sv}) = ½ e^{<A sv, sv>}
 d2 = sp.diff(E_line, s, 2).subs(s, 0)
-print("d²/ds² E(δ_{sv}) at s = 0:", d2)
+show("d²/ds² E(δ_{sv}) at s = 0:", d2)
 assert sp.simplify(d2 + v[0] ** 2 + v[1] ** 2) == 0
 # δ₀ is critical, so this plain second derivative is the Riemannian Hessian (derivations/second_variation.py)
 

@@ -11,6 +11,7 @@
 # %%
 import numpy as np
 import sympy as sp
+from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
 from symbolic_tpde.numerics import energy as en
 from symbolic_tpde.symbolic.gaussian_energy import gaussian_energy
@@ -23,7 +24,7 @@ from symbolic_tpde.symbolic.hessian import curve_second_derivative, gaussian_hes
 # %%
 ph1 = particle_hessian(1, 1, [[-1]], [[1]])
 x = ph1.coords[0]
-print("Γ^x_xx =", sp.simplify(ph1.gamma[0][0][0]), "   Hess E =", sp.factor(sp.simplify(ph1.H[0, 0])))
+show("(Γ^x_xx, Hess E) =", sp.simplify(ph1.gamma[0][0][0]), sp.factor(sp.simplify(ph1.H[0, 0])))
 assert sp.simplify(ph1.gamma[0][0][0] + x) == 0
 assert sp.simplify(ph1.H[0, 0] - sp.exp(-x ** 2) * (x ** 2 - 1)) == 0
 print("A = -1: Hess E(δ_x) < 0 iff |x| < 1, > 0 iff |x| > 1")
@@ -36,7 +37,7 @@ ph = particle_hessian(2, 1, [[-1]], [[1]])
 for k in range(2):
     for i in range(2):
         for j in range(i, 2):
-            print(f"Γ^{k}_{i}{j} =", sp.simplify(ph.gamma[k][i][j]))
+            show(f"Γ^{k}_{i}{j} =", sp.simplify(ph.gamma[k][i][j]))
 
 # %% [markdown]
 # ## Three routes agree, (n, d) = (2, 1), (2, 2), (3, 2)
@@ -62,12 +63,12 @@ for n, d in [(2, 1), (2, 2), (3, 2)]:
 # %%
 ph = particle_hessian(2, 2, [[-1, 0], [0, -1]], [[1, 0], [0, 1]])
 zero = {c: 0 for c in ph.coords}
-print("∂E at 0:", [sp.simplify(g.subs(zero)) for g in ph.dE])
+show("∂E at 0:", sp.Matrix([sp.simplify(g.subs(zero)) for g in ph.dE]).T)
 assert all(sp.simplify(g.subs(zero)) == 0 for g in ph.dE)
 W = sp.symbols("w0:4")
 v = (1, 2)
 total, d2, first = curve_second_derivative(ph.pe.E, ph.coords, zero, [*v, *v], W)
-print("d²/ds² E(c(s)) =", total, " = D²E(U,U) =", d2, " + ∂E·W =", first)
+show("d²/ds² E(c(s)) =", total, note=f"= D²E(U,U) = {d2} + ∂E·W = {first}")
 assert first == 0 and total == d2 == -(v[0] ** 2 + v[1] ** 2)
 
 # %% [markdown]
@@ -92,7 +93,7 @@ print("d = 2 (staged symbols, ~30 s) is checked in tests/test_hessian.py::test_g
 # %%
 al, sv = gh.coords
 E1 = sp.simplify(gaussian_energy(sp.Matrix([[-1]]), sp.Matrix([al]), sp.Matrix([[sv]])).E)
-print("E(N(α, s)) =", E1)
+show("E(N(α, s)) =", E1)
 dEs = sp.simplify(sp.diff(E1, sv).subs(al, 0))
-print("∂E/∂s at α = 0:", dEs)
+show("∂E/∂s at α = 0:", dEs)
 assert sp.simplify(dEs - sv / (2 * (1 - sv ** 2) ** sp.Rational(3, 2))) == 0

@@ -11,6 +11,7 @@
 import mpmath
 import numpy as np
 import sympy as sp
+from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
 from symbolic_tpde.symbolic import sinkhorn_bw as sb
 
@@ -21,11 +22,11 @@ from symbolic_tpde.symbolic import sinkhorn_bw as sb
 
 # %%
 r = sb.bw_identity_d1()
-print("c(s) =", r["c"])
-print("fixed point residual c - sa(s - c²/s):", r["fixed_point_residual"], "   stationarity:", r["stationarity"])
-print("ODE  2ac =", sp.simplify(r["ode"]))
-print("BW  -4sF'(s) =", r["bw"])
-print("difference:", r["residual"])
+show("c(s) =", r["c"])
+show("fixed point residual c - sa(s - c²/s), stationarity:", r["fixed_point_residual"], r["stationarity"])
+show("ODE  2ac =", sp.simplify(r["ode"]))
+show("BW  -4sF'(s) =", r["bw"])
+show("difference:", r["residual"])
 assert r["fixed_point_residual"] == 0 and r["stationarity"] == 0 and r["residual"] == 0
 wrong = sp.N((r["ode"] - r["bw"] / 2).subs({r["a"]: 2, r["s"]: 1}))
 print("with -(∇FΣ + Σ∇F) instead (factor 1, not 2): difference at a=2, s=1 =", wrong, "-> the factor 2 is right")

@@ -13,6 +13,7 @@
 import mpmath as mp
 import numpy as np
 import sympy as sp
+from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
 from symbolic_tpde.symbolic import sinkhorn as sk
 from symbolic_tpde.symbolic.moments import matrix_form
@@ -24,9 +25,9 @@ from symbolic_tpde.validate import checks_symbolic as cs
 
 # %%
 c = sk.condition_matrix()
-print("Π =", c["precision"])
-print("Π_xy =", c["Pi_xy"])
-print("Π_xy = -Aᵀ  <=>  ", c["lhs"], "=", c["rhs"])
+show("Π =", c["precision"])
+show("Π_xy =", c["Pi_xy"])
+show("Π_xy = -Aᵀ  <=>  (lhs, rhs) =", c["lhs"], c["rhs"])
 assert c["collapsed"]
 
 # %% [markdown]
@@ -37,11 +38,12 @@ s, a = sp.Symbol("s", positive=True), sp.Symbol("a", positive=True)
 cc = sp.Symbol("c", real=True)
 res = sk.condition_explicit(sp.Matrix([[s]]), sp.Matrix([[cc]]), sp.Matrix([[a]]))[0, 0]
 roots = sp.solve(sp.numer(sp.together(res)), cc)
-print("condition (d = 1):", sp.factor(sp.numer(sp.together(res))), "= 0;  roots:", roots)
+show("condition (d = 1), = 0:", sp.factor(sp.numer(sp.together(res))))
+show("roots:", *roots)
 good = [r for r in roots if sp.simplify((s ** 2 - r ** 2).subs({s: 1, a: 1})) > 0]
 assert len(good) == 1
 closed = sk.cross_covariance_explicit(sp.Matrix([[s]]), sp.Matrix([[a]]))[0, 0]
-print("PD root:", good[0], "  A⁻¹-free closed form:", closed)
+show("PD root, A⁻¹-free closed form:", good[0], closed)
 assert sp.simplify(sp.radsimp(good[0] - closed)) == 0
 assert sk.check_closed_form_d1() == 0
 
@@ -52,7 +54,7 @@ assert sk.check_closed_form_d1() == 0
 # inverse always exists, even for singular `A`.
 
 # %%
-print("Cᵀ (matrix form) =", sk.closed_form_matrix())
+show("Cᵀ (matrix form) =", sk.closed_form_matrix())
 rng = np.random.default_rng(2025)
 with mp.workdps(50):
     for d in (2, 3):
@@ -69,8 +71,8 @@ with mp.workdps(50):
 
 # %%
 mf = matrix_form(("sinkhorn",))
-print("dα/dt =", mf.alpha_dot)
-print("dΣ/dt =", mf.Sigma_dot)
+show("dα/dt =", mf.alpha_dot)
+show("dΣ/dt =", mf.Sigma_dot)
 assert cs.matrix_form_residual(("sinkhorn",)) == 0
 for eps in (0.5, 3.0):
     r, lam = cs.sinkhorn_condition_residual(3, rng, epsilon=eps)

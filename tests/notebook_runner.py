@@ -1,4 +1,5 @@
-"""Shared by the notebook tests: execute a notebook in a python3 kernel and count what it printed and drew."""
+"""Shared by the notebook tests: execute a notebook in a python3 kernel and collect what it printed, drew and
+rendered as equations."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 import pytest
 
 
-def execute(path: Path, monkeypatch) -> tuple[str, int]:
-    """Run every cell (raising CellExecutionError if one fails, asserts included); return (text, PNG count)."""
+def execute(path: Path, monkeypatch) -> tuple[str, int, list[str]]:
+    """Run every cell (raising CellExecutionError if one fails, asserts included); return ``(text, PNG count,
+    latex)``: the printed text, the number of figures and the ``text/latex`` outputs (rendered equations:
+    ``IPython.display.Math`` or an object's ``_repr_latex_``)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     # the kernel inherits our environment: an MPLBACKEND=Agg set for headless runs (as CI does) would replace
@@ -20,4 +23,5 @@ def execute(path: Path, monkeypatch) -> tuple[str, int]:
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     text = "".join(o.get("text", "") for o in outputs)
     images = sum(1 for o in outputs if "image/png" in o.get("data", {}))
-    return text, images
+    latex = [o["data"]["text/latex"] for o in outputs if "text/latex" in o.get("data", {})]
+    return text, images, latex

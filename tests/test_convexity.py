@@ -74,3 +74,23 @@ def test_cli_convexity_refuses_huge_integers_in_one_line(capsys):
     rc = main(["convexity", "--A", "[[" + "9" * 500 + ", 0], [0, -1]]", "--json"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "A:" in err and "too large" in err
+
+
+def test_cli_convexity_states_what_it_certified(capsys):
+    """JSON and text name A, V, G, the energy normalisation, the metric, the layout, that U is not normalised
+    and the binary rational a float like 0.3 was certified as."""
+    q = "5404319552844595/18014398509481984"
+    assert str(Fraction(0.3)) == q        # the exact value of the double nearest 0.3
+    rc = main(["convexity", "--A", "[[-0.3]]", "--V", "[[1]]", "--n", "2", "--json", "--dps", "30"])
+    out = json.loads(capsys.readouterr().out)
+    cert = out["certifies"]
+    assert rc == 0 and cert["A"] == [["-" + q]] and cert["G"] == [[q]] and cert["V"] == [["1"]]
+    assert cert["binary_rationals"] == [{"entry": "A[0][0]", "float": "-0.3", "rational": "-" + q}]
+    words = " ".join(cert["statement"])
+    for phrase in ("G = -A V⁻¹", "E(δ₀) = ½", "g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>", "row i is particle i",
+                   "U is not normalised", f"-0.3 was certified as -{q}", "for those exact values"):
+        assert phrase in words, phrase
+    rc = main(["convexity", "--A", "[[-0.5]]", "--n", "2", "--dps", "30"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "What was certified:" in text and "U is not normalised" in text
+    assert "A = [[-1/2]]" in text and "-0.5 was certified as" not in text   # 0.5 is exactly binary

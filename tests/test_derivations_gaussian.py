@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+MAX_LINE = 200   # equations are printed by sympy.pretty wrapped at 110 columns (derivations/_show.py)
 
 
 @pytest.mark.parametrize("name", ["gaussian_tilt.py", "sinkhorn_gaussian.py"])
@@ -15,3 +16,6 @@ def test_derivation_script_asserts_and_passes(name):
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "all checks passed" in proc.stdout
+    longest = max(proc.stdout.splitlines(), key=len)
+    assert len(longest) <= MAX_LINE, longest[:300]     # no multi-kilobyte SymPy str lines
+    assert "Matrix([[" not in proc.stdout and "**" not in proc.stdout   # pretty, not str

@@ -21,7 +21,12 @@ def test_notebook_outputs_stripped():
 
 
 def test_notebook_executes(monkeypatch):
-    text, images = execute(NB, monkeypatch)
+    text, images, latex = execute(NB, monkeypatch)
     assert images >= 1                                       # the covariance-ellipse figure was drawn
-    assert "\\begin{align*}" in text and "NOT Gaussian-preserving" in text   # LaTeX and the sigmoid witness
+    assert "NOT Gaussian-preserving" in text                 # the sigmoid witness
+    # equations are rendered (text/latex outputs), not printed as LaTeX source or SymPy str
+    assert "\\frac" not in text and "\\begin{align" not in text
+    assert len(latex) >= 8 and any("\\frac{d\\Sigma}{dt}" in t for t in latex)       # the matrix form
+    assert any(t.startswith("$$\\begin{aligned}") and "\\frac{d\\alpha_{0}}{dt}" in t for t in latex)  # OdeSystem
+    assert any("\\int\\limits" in t for t in latex)                                # the sigmoid witness
     assert text.count("covariance moved") == 3               # particles vs ODE at three times

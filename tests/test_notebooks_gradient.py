@@ -20,5 +20,9 @@ def test_notebook_outputs_stripped():
 
 
 def test_notebook_executes(monkeypatch):
-    text, images = execute(NB, monkeypatch)
+    text, images, latex = execute(NB, monkeypatch)
     assert images >= 2  # the energy-along-trajectories and Hessian-sign figures were drawn
+    # the identities are rendered as equations (text/latex), not printed as SymPy str
+    assert "**" not in text and "\\frac" not in text
+    assert any("\\operatorname{grad}_g E_2 + \\Gamma" in t for t in latex)
+    assert any("\\operatorname{Hess} E(\\delta_x)" in t for t in latex) and len(latex) >= 3

@@ -6,7 +6,11 @@ at the rational configuration ``point`` in the rational direction ``direction``;
 *strings* rounded outward (see :mod:`symbolic_tpde.validate.convexity`); ``point`` and ``direction`` are
 ``n × d`` lists of exact rationals as strings (``"7/17"``).  Float entries of ``--A``/``--V`` are taken as the
 exact binary rationals they encode.  Exit status 0 when certified negative, 1 when not, 2 on bad input.
-Also reported: a certified
+``certifies`` states in words what the certificate is about (:func:`..validate.convexity.certified_inputs`):
+``A``, ``V``, ``G = -AV⁻¹`` as exact rationals, the energy and its normalisation, the metric, the layout of
+``point`` / ``direction`` (rows are particles), that ``U`` is not normalised, and each float entry that was
+certified as the binary rational it denotes (``0.3`` -> ``5404319552844595/18014398509481984``); the text
+output prints the same sentences.  Also reported: a certified
 *positive* example (the Hessian is not negative everywhere) and, at the critical point ``X = 0`` where the
 Christoffel term vanishes, the intrinsic value along a negative direction of ``A``.
 
@@ -55,7 +59,7 @@ def convexity_report(A, V, n: int = 2, dps: int = 50, seed: int = 0) -> dict:
 
     from ..numerics.energy import check_gradient_structure
     from ..symbolic.hessian import particle_hessian
-    from ..validate.convexity import certify_form, certify_particles, to_fraction_array
+    from ..validate.convexity import certified_inputs, certify_form, certify_particles, to_fraction_array
 
     if not isinstance(n, int) or n < 1 or n > 4:
         raise InputError("n", f"must be an integer in 1..4 (symbolic Hessian cost), got {n}")
@@ -65,13 +69,15 @@ def convexity_report(A, V, n: int = 2, dps: int = 50, seed: int = 0) -> dict:
     d = A.shape[0]
     if n * d > 8:
         raise InputError("n", f"n·d = {n * d} > 8 coordinates: the explicit symbolic Hessian would be too large")
+    certifies = certified_inputs(A, V)      # exact A, V, G and the statement in words
     ph = particle_hessian(n, d, A.tolist(), V.tolist())
     neg = certify_particles(A, V, n=n, dps=dps, seed=seed, want="negative", ph=ph)
     pos = certify_particles(A, V, n=n, dps=dps, seed=seed + 1, want="positive", ph=ph)
     out = {"certified_negative": neg["certified_negative"], "interval": neg["interval"], "point": neg["point"],
            "direction": neg["direction"], "dps": dps, "interval_format": "decimal strings, rounded outward",
            "value": neg["value"], "numeric_float64": neg["numeric_float64"], "n": n, "d": d,
-           "positive_example": {k: pos[k] for k in ("certified_positive", "interval", "point", "direction")}}
+           "positive_example": {k: pos[k] for k in ("certified_positive", "interval", "point", "direction")},
+           "certifies": certifies}
     lam, vec = np.linalg.eigh(A)
     if lam[0] < 0:  # X = 0 is critical (∂E = 0): the Hessian is D²E = (Σu)ᵀA(Σu)/n², intrinsic
         v = vec[:, 0] / np.max(np.abs(vec[:, 0]))
@@ -109,4 +115,7 @@ def run(args) -> int:
             c = rep["critical_point"]
             print(f"  critical point X = 0: Hess = D²E (no Christoffel term), interval [{c['interval'][0]}, "
                   f"{c['interval'][1]}]")
+        print("What was certified:")
+        for sentence in rep["certifies"]["statement"]:
+            print(f"  - {sentence}")
     return 0 if rep["certified_negative"] else 1

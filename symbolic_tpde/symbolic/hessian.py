@@ -88,8 +88,10 @@ def particle_hessian(n: int, d: int, A: Any, V: Any) -> ParticleHessian:
     return ParticleHessian(pe, gamma, dE, D2E, H)
 
 
-def curve_second_derivative(f: sp.Expr, coords, point: dict, U, W) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
-    """``d²/ds² f(p + sU + s²W/2)`` at ``s = 0``, split as ``(total, D²f(U,U), ∂f·W)`` at ``point``.
+def curve_second_derivative(f: sp.Expr, coords, point: dict, U, W,
+                            simplify: bool = True) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """``d²/ds² f(p + sU + s²W/2)`` at ``s = 0``, split as ``(total, D²f(U,U), ∂f·W)`` at ``point``
+    (``simplify=False``: unsimplified, for a caller that checks the result by cancellation itself).
 
     At a critical point ``∂f·W = 0`` for every acceleration ``W``: the second derivative is intrinsic.
     """
@@ -98,7 +100,10 @@ def curve_second_derivative(f: sp.Expr, coords, point: dict, U, W) -> tuple[sp.E
     total = sp.diff(f.subs(sub, simultaneous=True), s, 2).subs(s, 0)
     grad = [sp.diff(f, x).subs(point) for x in coords]
     d2 = sum(sp.diff(f, x, y).subs(point) * ux * uy for x, ux in zip(coords, U) for y, uy in zip(coords, U))
-    return sp.simplify(total), sp.simplify(d2), sp.simplify(sum(gk * w for gk, w in zip(grad, W)))
+    first = sum(gk * w for gk, w in zip(grad, W))
+    if not simplify:
+        return total, d2, first
+    return sp.simplify(total), sp.simplify(d2), sp.simplify(first)
 
 
 @dataclass

@@ -27,7 +27,8 @@ import sympy as sp
 
 from ..errors import InputError
 
-__all__ = ["iv_eval", "mp_eval", "certify_form", "search_direction", "certify_particles", "to_fraction_array"]
+__all__ = ["iv_eval", "mp_eval", "certify_form", "search_direction", "certify_particles", "to_fraction_array",
+           "certified_inputs"]
 
 
 def _rational_iv(r: sp.Rational):
@@ -178,3 +179,50 @@ def certify_particles(A, V, n: int = 2, dps: int = 50, seed: int = 0, want: str 
     return {"certified_" + want: bool(ok), **cert, "numeric_float64": numeric,
             "point": [[str(v) for v in row] for row in Xq], "direction": [[str(v) for v in row] for row in Uq],
             "n": n, "d": d}
+
+
+def _rat(v: sp.Expr) -> str:
+    return str(sp.Rational(v))
+
+
+def certified_inputs(A, V) -> dict:
+    """What a certificate is *about*, in words and exact rationals (README Mathematics §5, "Non-convexity").
+
+    The symbolic Hessian is built from the exact rationals of the float entries of ``A``, ``V``
+    (:func:`symbolic_tpde.symbolic.metric.exact_matrix`: a float is the binary rational it denotes, e.g.
+    ``0.3 = 5404319552844595/18014398509481984``), so the certificate is for those values.  Returns
+    ``{"A", "V", "G"}`` as lists of rational strings, ``"binary_rationals"``: one entry per float whose exact
+    value is not the short decimal it prints as (``{"entry", "float", "rational"}``), and ``"statement"``:
+    sentences naming ``A``, ``V``, ``G = -AV⁻¹``, the energy and its normalisation, the metric, the layout of the
+    point and direction (rows are particles) and that ``U`` is not normalised."""
+    from ..symbolic.metric import exact_matrix, twisted_G
+
+    Aq = exact_matrix(np.asarray(A, float).tolist(), "A")
+    Vq = exact_matrix(np.asarray(V, float).tolist(), "V", Aq.shape[0])
+    Gq = twisted_G(Aq, Vq)
+    binary = []
+    for name, M in (("A", A), ("V", V)):
+        for i, row in enumerate(np.asarray(M, float).tolist()):
+            for j, f in enumerate(row):
+                q = Fraction(f)
+                if q != Fraction(repr(f)):   # the float is not the decimal it prints as
+                    binary.append({"entry": f"{name}[{i}][{j}]", "float": repr(f), "rational": str(q)})
+    mat = lambda M: [[_rat(v) for v in M.row(i)] for i in range(M.rows)]   # noqa: E731
+    txt = lambda M: "[" + ", ".join("[" + ", ".join(r) + "]" for r in mat(M)) + "]"   # noqa: E731
+    words = [f"A = {txt(Aq)} (symmetric), V = {txt(Vq)}, G = -A V⁻¹ = {txt(Gq)} (symmetric positive "
+             "definite, checked exactly by Sylvester's criterion)",
+             "energy E_n(X) = (1/(2n²)) Σ_i Σ_j exp(x_jᵀ A x_i), i.e. E(μ) = ½ ∬ exp(<Ax, y>) dμ dμ at the "
+             "empirical measure μ = (1/n) Σ_i δ_{x_i} (normalised so that E(δ₀) = ½)",
+             "metric g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>, Z_i = (1/n) Σ_j exp(x_jᵀ A x_i) (the twisted "
+             "Wasserstein metric restricted to n particles)",
+             "quantity Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E (Riemannian Hessian, Christoffel symbols of "
+             "g_X, derived symbolically) at the point X in the direction U",
+             "layout: X (point) and U (direction) are n × d matrices whose row i is particle i (x_i, resp. its "
+             "velocity u_i); entries are exact rationals",
+             "U is not normalised: the interval encloses Hess E(U, U) for this U, not the ratio Hess E(U, U) / "
+             "g_X(U, U); only its sign is scale-invariant",
+             "inputs: each float entry of A and V was certified as the binary rational it denotes; the "
+             "certificate is for those exact values"
+             + ("" if not binary else " (" + "; ".join(f"{b['entry']} = {b['float']} was certified as "
+                                                       f"{b['rational']}" for b in binary) + ")")]
+    return {"A": mat(Aq), "V": mat(Vq), "G": mat(Gq), "binary_rationals": binary, "statement": words}

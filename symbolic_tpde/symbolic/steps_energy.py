@@ -1,0 +1,317 @@
+"""The softmax gradient-flow structure as ordered, SymPy-checked steps (README Mathematics §5; MATH.md §5).
+
+Castin, Ablin, Carrillo, Peyré (arXiv 2501.18322): with ``A`` symmetric and ``G = -A V⁻¹`` symmetric positive
+definite, softmax attention ``Ẋ = Γ`` is the gradient descent of the interaction energy for a twisted
+Wasserstein metric.  The chain, for the n-particle restriction (exact for the particle system; rows of ``X``,
+``U``, ``W`` are particles, ``vec X`` row-major):
+
+1. ``E(μ_X) = ½ ∬ e^{<Ax,y>} dμ_X dμ_X`` with ``μ_X = (1/n) Σ_i δ_{x_i}`` equals
+   ``E_n(X) = (1/2n²) Σ_ij exp(x_jᵀ A x_i)`` (:func:`.energy.particle_energy`);
+2. normalisation ``E(δ₀) = ½`` (a probability measure at the origin has energy one half); on Gaussians
+   (``d = 1``) the two square completions of :mod:`.gaussian_energy` agree and ``E(N(α, s)) → ½ exp(aα²)``;
+3. first variation ``δE/δμ(x_k) = Z_μ(x_k) = (1/n) Σ_j e_kj`` (derivative in the particle weights);
+4. Euclidean gradient ``∂_{x_k} E_n = (1/n²) Σ_j e_kj A x_j`` (``A = Aᵀ``);
+5. ``G = -A V⁻¹`` and ``Gᵀ = G`` (:func:`.metric.twisted_G`);
+6. twisted metric ``g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>`` (:func:`.metric.particle_metric`), and
+7. its inverse ``g_X⁻¹ = n diag(1/Z_i) ⊗ G⁻¹``;
+8. gradient identity ``grad_g E_n = g_X⁻¹ ∂E_n = -Γ``, ``Γ_i = Σ_j e_ij V x_j / Σ_j e_ij``;
+9. dissipation ``d/dt E_n(X(t)) = -g_X(Γ, Γ)`` along ``Ẋ = Γ``;
+10. second variation at a point: ``Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E`` (Christoffel symbols,
+    :func:`.hessian.particle_hessian`) equals ``D²E(U, U) + ∂E · a`` with the geodesic acceleration ``a``
+    from the Euler-Lagrange equation of ``½ ẋᵀ g(x) ẋ`` (an independent route);
+11. at the critical point ``X = 0``: ``Hess E(U, U) = (1/n²)(Σ_i u_i)ᵀ A (Σ_i u_i)``, intrinsic
+    (:func:`.hessian.curve_second_derivative`).
+
+**Decision**: the equations are *shown* in general-``n``, ``d`` notation (:class:`.steps.Shown`) and *checked*
+on the explicit instance ``n``, ``d`` of the options, with symbolic particle coordinates, directions and (by
+default) symbolic entries of ``A``: exponent arguments are brought to canonical form, then every entry of
+``lhs - rhs`` must be reduced to 0 by ``sympy.cancel`` (:func:`.steps_check.check_equal`): a proof for that
+``n``, ``d`` (the rational-point Hessian step, with a symbolic ``A``, at :data:`SAMPLE_A`).  Wherever possible one side is the package's function and the other an independent construction.  A failed check is
+reported as not checked, never hidden.  General ``n``, ``d``: ``derivations/gradient_flow.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from ..errors import InputError
+from .energy import particle_energy, softmax_field
+from .hessian import curve_second_derivative, particle_hessian
+from .metric import _exact, exact_matrix, particle_symbols
+from .steps import Derivation, Shown
+from .steps_check import check_equal
+from .system import Step
+
+__all__ = ["energy_derivation", "checked_step"]
+
+HALF = sp.Rational(1, 2)
+
+
+def _canon(e):
+    """Bring the argument of every ``exp`` to the canonical form of ``sympy.cancel`` (expanded numerator over
+    expanded denominator: ``exp(x_jᵀAx_i)`` and ``exp(x_iᵀAx_j)`` become one atom when ``A = Aᵀ``),
+    entrywise for matrices."""
+    f = (lambda v: sp.sympify(v).replace(lambda a: isinstance(a, sp.exp), lambda a: sp.exp(sp.cancel(a.args[0]))))
+    return e.applyfunc(f) if isinstance(e, sp.MatrixBase) else f(e)
+
+
+#: words (titles, notes, assumptions, conclusions) in the ASCII notation of :func:`.steps_render.words_tex`
+#: (``A^T``, ``V^-1``, Greek names spelled out), so that the LaTeX renderings compile with pdflatex; the
+#: displayed equations carry their own LaTeX (:class:`.steps.Shown`)
+_ASCII = [("‖Σ^½AΣ^½‖", "norm(Sigma^{1/2} A Sigma^{1/2})"), ("|a|", "abs(a)"), ("|v|²", "norm(v)^2"), ("dμ", "d mu"), ("Σ_i", "sum_i"), ("Σ_j", "sum_j"), ("ᵀ", "^T"), ("⁻¹", "^-1"),
+          ("∬", "int int"), ("∫", "int"), ("½", "1/2"), ("μ", "mu"), ("δ₀", "delta_0"), ("δ", "delta"),
+          ("Γ", "Gamma"), ("α", "alpha"), ("≤", "<="), ("≠", "!="), ("²", "^2"), ("⁰", "^0"), ("∂", "d"),
+          ("Ẋ", "dX/dt"), ("ẋ", "x'"), ("D²", "D^2"), ("×", "x"), ("§", "Sec. "), ("→", "->"),
+          ("∇", "grad")]
+
+
+def _ascii(text: str) -> str:
+    for u, a in _ASCII:
+        text = text.replace(u, a)
+    return text
+
+
+def checked_step(title: str, shown_lhs: Shown, shown_rhs: Shown, lhs, rhs, note: str = "",
+                 where: str = "") -> Step:
+    """A :class:`Step` displaying ``shown_lhs = shown_rhs`` and checked on the explicit instance ``lhs = rhs``
+    (exponents in canonical form, then :func:`.steps_check.check_equal`: exact cancellation); ``where`` names the
+    instance in the method."""
+    try:
+        ok, method = check_equal(_canon(lhs), _canon(rhs))
+    except Exception as exc:   # noqa: BLE001 - a check that cannot run is reported as not checked
+        ok, method = False, f"check could not be carried out ({type(exc).__name__})"
+    pre = f"{where}: " if where else ""
+    return Step(_ascii(title), shown_lhs, shown_rhs, _ascii(note), bool(ok),
+                _ascii(pre + ("exponents in canonical form; " if ok else "") + method))
+
+
+def _symmetric_A(d: int) -> sp.Matrix:
+    return sp.Matrix(d, d, lambda p, q: sp.Symbol(f"a_{min(p, q)}{max(p, q)}", real=True))
+
+
+def _fmt(M) -> str:
+    return str(M.tolist()) if isinstance(M, sp.MatrixBase) else str(M)
+
+
+def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, point: Any = None) -> Derivation:
+    """The checked chain of the module docstring for ``n`` particles in dimension ``d``.
+
+    ``A``: symmetric matrix (default: symbolic entries ``a_pq``, so the steps are proved for every symmetric
+    ``A``); ``V``: value matrix (default ``I``, so ``G = -A``); ``point``: the rational ``n × d`` configuration
+    of the second-variation step (default ``x_i = ((i+1)/2, -1/3, ..)``).  ``n ≤ 3``, ``d ≤ 2`` (explicit
+    symbolic cost).  Float entries are taken as the exact binary rationals they encode."""
+    if not isinstance(n, int) or not 1 <= n <= 3 or not isinstance(d, int) or not 1 <= d <= 2:
+        raise InputError("n/d", f"the explicit energy derivation is built for n in 1..3, d in 1..2, got {n}, {d}")
+    A = _symmetric_A(d) if A is None else exact_matrix(A, "A", d)
+    V = sp.eye(d) if V is None else exact_matrix(V, "V", d)
+    if not (A - A.T).is_zero_matrix:
+        raise InputError("A", "must be symmetric (the gradient-flow structure needs A = Aᵀ)")
+    pe = particle_energy(n, d, A, V)          # the package's construction (module route)
+    X, N = pe.X, n * d
+    where = (f"explicit n = {n}, d = {d}, symbolic coordinates x_i_a"
+             + (", symbolic symmetric A" if any(not e.is_number for e in A) else f", A = {_fmt(A)}")
+             + (", V = I" if V == sp.eye(d) else f", V = {_fmt(V)}"))
+    e = [[sp.exp((X[j, :] * A * X[i, :].T)[0, 0]) for j in range(n)] for i in range(n)]   # e_ij = e^{<Ax_i,x_j>}
+    steps: list[Step] = []
+
+    # 1-2. the energy of the empirical measure and its normalisation
+    w = [sp.Symbol(f"w_{i}", positive=True) for i in range(n)]
+    E_w = HALF * sp.Add(*[w[i] * w[j] * e[i][j] for i in range(n) for j in range(n)])   # ½∬k dμdμ, μ = Σ w_i δ
+    at = {wi: sp.Rational(1, n) for wi in w}
+    steps.append(checked_step(
+        "The interaction energy of the empirical measure",
+        Shown("E(μ_X), μ_X = (1/n) Σ_i δ_{x_i}", r"E(\mu_X),\ \mu_X = \tfrac1n \sum_i \delta_{x_i}"),
+        Shown("(1/(2n²)) Σ_i Σ_j exp(x_jᵀ A x_i)", r"\frac{1}{2n^2}\sum_{i,j} e^{x_j^\top A x_i}"),
+        E_w.subs(at), pe.E, "E(μ) = ½ ∬ exp(<Ax, y>) dμ(x) dμ(y), <Ax, y> = yᵀAx; the right side is "
+        "symbolic.energy.particle_energy", where))
+    zero = {x: 0 for x in pe.coords}
+    steps.append(checked_step(
+        "Normalisation: all particles at the origin",
+        Shown("E_n(0) = E(δ₀)", r"E_n(0) = E(\delta_0)"), Shown("1/2", r"\tfrac12"), pe.E.subs(zero), HALF,
+        "the energy is normalised with the factor ½ and probability weights 1/n, so E(δ₀) = ½ e⁰ = ½", where))
+
+    steps += _gaussian_steps()
+
+    # 3-4. first variation and Euclidean gradient
+    dEw = sp.Matrix([sp.diff(E_w, wk).subs(at) for wk in w])
+    steps.append(checked_step(
+        "First variation: the derivative of E in the particle weights",
+        Shown("δE/δμ(x_k) = ∂E(Σ_i w_i δ_{x_i})/∂w_k at w = 1/n", r"\frac{\delta E}{\delta\mu}(x_k) = "
+          r"\frac{\partial}{\partial w_k} E\Big(\sum_i w_i\delta_{x_i}\Big)\Big|_{w=1/n}"),
+        Shown("Z_μ(x_k) = (1/n) Σ_j exp(x_jᵀ A x_k)", r"Z_\mu(x_k) = \frac1n\sum_j e^{x_j^\top A x_k}"),
+        dEw, sp.Matrix(pe.Z), "for A = Aᵀ the two slots of the kernel contribute equally; the right side is "
+        "particle_energy(...).Z", where))
+    dE = sp.Matrix([sp.diff(pe.E, c) for c in pe.coords])          # ∂E in vec X order (SymPy diff)
+    hand = sp.Matrix.vstack(*[sum((e[k][j] * (A * X[j, :].T) for j in range(n)), sp.zeros(d, 1)) / n ** 2
+                              for k in range(n)])
+    steps.append(checked_step(
+        "Euclidean gradient along particle k",
+        Shown("∂E_n/∂x_k", r"\frac{\partial E_n}{\partial x_k}"),
+        Shown("(1/n²) Σ_j exp(x_jᵀ A x_k) A x_j", r"\frac{1}{n^2}\sum_j e^{x_j^\top A x_k} A x_j"),
+        dE, hand, "sympy.diff of E_n against the hand formula; both kernel slots give Aᵀx_j = A x_j", where))
+
+    # 5-7. the twisted metric
+    G_hand = -A * V.inv()
+    steps.append(checked_step(
+        "The twisted matrix", Shown("G", "G"), Shown("-A V⁻¹", r"-A V^{-1}"), pe.G, G_hand,
+        "G from symbolic.metric.twisted_G (which refuses a non-symmetric or, for numbers, non-positive-definite "
+        "G) against -A V⁻¹ computed here", where))
+    steps.append(checked_step(
+        "G is symmetric", Shown("Gᵀ", r"G^\top"), Shown("G", "G"), pe.G.T, pe.G,
+        "needed for g_X to be a metric; positive definiteness is an assumption (checked by twisted_G for "
+        "numeric A, V)", where))
+    U, W = particle_symbols(n, d, "u"), particle_symbols(n, d, "w")
+    vU, vW = U.reshape(N, 1), W.reshape(N, 1)
+    g_form = sum(((pe.Z[i] / n) * (U[i, :] * G_hand * W[i, :].T)[0, 0] for i in range(n)), sp.S.Zero)
+    steps.append(checked_step(
+        "The twisted Wasserstein metric on particles (rows of U, W are particles)",
+        Shown("vec(U)ᵀ g_X vec(W)", r"\operatorname{vec}(U)^\top g_X \operatorname{vec}(W)"),
+        Shown("(1/n) Σ_i Z_i <u_i, G w_i>", r"\frac1n \sum_i Z_i \langle u_i, G w_i\rangle"),
+        (vU.T * pe.g * vW)[0, 0], g_form, "the n-particle restriction of g_μ(v, w) = ∫ Z_μ <v, G w> dμ; the "
+        "left side is symbolic.metric.particle_metric in vec X (row-major) coordinates", where))
+    steps.append(checked_step(
+        "The inverse metric", Shown("g_X⁻¹ g_X, g_X⁻¹ = n diag(1/Z_i) ⊗ G⁻¹",
+                                r"g_X^{-1} g_X,\ g_X^{-1} = n\,\mathrm{diag}(1/Z_i)\otimes G^{-1}"),
+        Shown("I", "I"), pe.ginv * pe.g, sp.eye(N), "the block inverse used for the metric gradient", where))
+
+    # 8-9. gradient identity and dissipation
+    grad = (pe.ginv * dE).reshape(n, d)
+    Gam = sp.Matrix.vstack(*[(sum((e[i][j] * (V * X[j, :].T) for j in range(n)), sp.zeros(d, 1))
+                              / sp.Add(*e[i])).T for i in range(n)])
+    steps.append(checked_step(
+        "Gradient identity: the softmax velocity is minus the metric gradient",
+        Shown("grad_g E_n = g_X⁻¹ ∂E_n", r"\operatorname{grad}_g E_n = g_X^{-1}\partial E_n"),
+        Shown("-Γ, Γ_i = Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)",
+          r"-\Gamma,\ \Gamma_i = \frac{\sum_j e^{x_j^\top A x_i} V x_j}{\sum_j e^{x_j^\top A x_i}}"),
+        grad, -Gam, "G⁻¹ A = -V cancels A: (n/Z_k)(-V A⁻¹)(1/n²) Σ_j e_kj A x_j = -Γ_k; the softmax field is "
+        "also symbolic.energy.softmax_field", where))
+    vG = Gam.reshape(N, 1)
+    steps.append(checked_step(
+        "Energy dissipation along the softmax flow",
+        Shown("d/dt E_n(X(t)) = ∂E_n · Ẋ, Ẋ = Γ", r"\frac{d}{dt}E_n(X(t)) = \partial E_n\cdot\dot X,\ \dot X = \Gamma"),
+        Shown("-g_X(Γ, Γ) = -(1/n) Σ_i Z_i <Γ_i, G Γ_i>", r"-g_X(\Gamma,\Gamma) = -\frac1n\sum_i Z_i"
+          r"\langle\Gamma_i, G\Gamma_i\rangle"),
+        (dE.T * vG)[0, 0], -(vG.T * pe.g * vG)[0, 0], "≤ 0 when G is positive definite: E_n is a Lyapunov "
+        "function of the particle system", where))
+    steps.append(checked_step(
+        "The package's softmax field", Shown("Γ (symbolic.energy.softmax_field)", r"\Gamma"),
+        Shown("Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)", r"\frac{\sum_j e^{x_j^\top A x_i} V x_j}"
+          r"{\sum_j e^{x_j^\top A x_i}}"), softmax_field(pe), Gam,
+        "the field written above is the one the package integrates", where))
+
+    # 10-11. second variation
+    steps += _second_variation_steps(n, d, A, V, point, where)
+    ass = (f"n = {n} particles in dimension d = {d}: X is the n × d matrix whose rows x_i are the particles; "
+           "directions U, W are n × d with rows u_i, w_i (one per particle); vec X is row-major",
+           "kernel exp(<Ax, y>) = exp(yᵀAx), A symmetric" + (
+               f" with symbolic entries a_pq (the checks hold for every symmetric A; the rational-point Hessian "
+               f"step at A = {_fmt(sp.Matrix(SAMPLE_A[d]))})" if "symbolic symmetric A" in where
+               else f", A = {_fmt(A)}"),
+           ("V = I" if V == sp.eye(d) else f"V = {_fmt(V)}")
+           + "; G = -A V⁻¹ symmetric positive definite (e.g. A = -I, V = I)",
+           "energy E(μ) = ½ ∬ exp(<Ax, y>) dμ dμ on probability measures; particles carry weight 1/n",
+           "each equation is shown for general n, d and checked on this explicit instance: exponent arguments "
+           "brought to canonical form, every entry of lhs - rhs reduced to 0 by sympy.cancel (a proof for this "
+           "n, d); general "
+           "n, d by matrix calculus in derivations/gradient_flow.py")
+    concl = ("Softmax attention Ẋ = Γ is the gradient flow Ẋ = -grad_g E_n of the interaction energy for the "
+             "twisted metric g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>, G = -A V⁻¹ (Castin et al., §5)",
+             "dE_n/dt = -g_X(Γ, Γ) ≤ 0: the energy decreases along the particle flow",
+             "Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E is the second variation along geodesics; at the "
+             "critical point X = 0 it equals (1/n²)(Σ_i u_i)ᵀA(Σ_i u_i), negative for A negative definite and "
+             "Σ_i u_i ≠ 0: E is not geodesically convex (tpde convexity certifies such signs at other points)")
+    return Derivation(f"Softmax attention as the gradient flow of the interaction energy (n = {n}, d = {d})",
+                      tuple(steps), tuple(map(_ascii, ass)), tuple(map(_ascii, concl)))
+
+
+#: the symmetric ``A`` of the rational-point Hessian step when ``A`` is symbolic (negative definite, not
+#: diagonal): with symbolic ``a_pq`` that one cancellation takes ~10 s at ``d = 2``, the rest of the chain ~2 s
+SAMPLE_A = {1: [[-1]], 2: [[-1, sp.Rational(1, 4)], [sp.Rational(1, 4), -sp.Rational(1, 2)]]}
+
+
+def _gaussian_steps() -> list[Step]:
+    """The energy on the Gaussian family, ``d = 1`` with symbolic ``a``, ``α``, ``s`` (MATH.md §5): the two
+    square completions of :mod:`.gaussian_energy` agree, and ``E(N(α, s)) → E(δ_α) = ½ exp(aα²)`` as ``s → 0``
+    (``sympy.limit``), the normalisation seen from the Gaussians."""
+    from .gaussian_energy import gaussian_energy, gaussian_energy_joint
+
+    a, al, sv = sp.Symbol("a", real=True), sp.Symbol("alpha", real=True), sp.Symbol("s", positive=True)
+    A1, alpha, Sigma = sp.Matrix([[a]]), sp.Matrix([al]), sp.Matrix([[sv]])
+    E1 = gaussian_energy(A1, alpha, Sigma).E
+    where = "d = 1, symbolic a, alpha, s"
+    out = [checked_step(
+        "The energy of a Gaussian, two square completions",
+        Shown("E(N(α, s)) = ½ E[exp(a x y)], integrating y then x", r"E(\mathcal N(\alpha, s))"),
+        Shown("the same, completing the square in (x, y) at once", r"\tfrac12\,\mathbb E\,e^{a x y},\ "
+              r"(x, y)\sim\mathcal N(\alpha, s)^{\otimes 2}"),
+        E1, gaussian_energy_joint(A1, alpha, Sigma).E, "symbolic.gaussian_energy.gaussian_energy against "
+        "gaussian_energy_joint; finite iff |a| s < 1 (‖Σ^½AΣ^½‖ < 1)", where)]
+    out.append(checked_step(
+        "Normalisation on Gaussians: the point-mass limit",
+        Shown("lim_{s → 0+} E(N(α, s))", r"\lim_{s\to 0^+} E(\mathcal N(\alpha, s))"),
+        Shown("E(δ_α) = ½ exp(a α²)", r"E(\delta_\alpha) = \tfrac12 e^{a\alpha^2}"),
+        sp.limit(E1, sv, 0, "+"), HALF * sp.exp(a * al ** 2), "sympy.limit of the closed form; the same ½ as "
+        "E_n(0) = ½ above", where))
+    return out
+
+
+def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Step]:
+    """The last three steps: the Christoffel route (:func:`.hessian.particle_hessian`) against the
+    Euler-Lagrange geodesic acceleration at a rational point (for a symbolic ``A`` at :data:`SAMPLE_A`), and
+    the closed form at the critical point ``X = 0`` (symbolic ``A`` kept)."""
+    ph = particle_hessian(n, d, A, V)
+    symbolic_A = any(not e.is_number for e in A)
+    A_pt = sp.Matrix(SAMPLE_A[d]) if symbolic_A else A
+    ph_pt = particle_hessian(n, d, A_pt, V) if symbolic_A else ph
+    pe, N = ph_pt.pe, n * d
+    if point is None:
+        point = [[sp.Rational(i + 1, 2)] + [sp.Rational(-1, 3)] * (d - 1) for i in range(n)]
+    if not isinstance(point, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in point):
+        raise InputError("point", "expected an n × d configuration given as a list of rows")
+    P = sp.Matrix([[_exact(v, "point") for v in row] for row in point])
+    if P.shape != (n, d):
+        raise InputError("point", f"expected an n × d = {n} × {d} configuration, got shape {P.shape}")
+    at = {c: P[i, a] for c, (i, a) in zip(pe.coords, [(i, a) for i in range(n) for a in range(d)])}
+    U = particle_symbols(n, d, "u")
+    u = list(U.reshape(N, 1))
+    c = pe.coords
+    # Euler-Lagrange of L = ½ ẋᵀ g(x) ẋ at velocity u: g a = ½ ∇_x(uᵀ g u) - (Dg[u]) u (no Christoffel symbols)
+    quad = (U.reshape(N, 1).T * pe.g * U.reshape(N, 1))[0, 0]
+    Dg_u = sum((sp.diff(pe.g, c[k]) * u[k] for k in range(N)), sp.zeros(N, N))
+    rhs_el = sp.Matrix([sp.diff(quad, ck) / 2 for ck in c]) - Dg_u * sp.Matrix(u)
+    acc = (pe.ginv * rhs_el).subs(at)
+    dE = ph_pt.dE.subs(at)
+    uc = sp.Matrix(u)
+    D2 = (uc.T * ph_pt.D2E.subs(at) * uc)[0, 0]
+    hess_pt = (uc.T * ph_pt.H.subs(at) * uc)[0, 0]       # = ph_pt.form(U) at the point, substituted first
+    pt = f"X = {_fmt(P)}" + (f", A = {_fmt(A_pt)}" if symbolic_A else "")
+    out = [checked_step(
+        "Second variation at a point: Christoffel symbols against the geodesic equation",
+        Shown("Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E at " + pt,
+           r"\operatorname{Hess}E(U,U) = D^2E(U,U) - \Gamma^k_{ij}U^iU^j\partial_k E"),
+        Shown("D²E(U, U) + ∂E · a, g a = ½ ∇(Uᵀ g U) - (Dg[U]) U", r"D^2E(U,U) + \partial E\cdot a,\ "
+           r"g\,a = \tfrac12\nabla(U^\top g U) - (Dg[U])\,U"),
+        hess_pt, D2 + (dE.T * acc)[0, 0],
+        "a is the acceleration of the geodesic with velocity U (Euler-Lagrange equation of ½ ẋᵀ g ẋ); the left "
+        "side is symbolic.hessian.particle_hessian (Christoffel symbols of g_X); U symbolic",
+        where.replace(", symbolic symmetric A", "") + f", at the rational point {pt}")]
+    pe = ph.pe
+    zero = {x: 0 for x in c}
+    hess_0 = (uc.T * ph.H.subs(zero) * uc)[0, 0]
+    s_sum = sum((U[i, :].T for i in range(n)), sp.zeros(d, 1))
+    closed = (s_sum.T * A * s_sum)[0, 0] / n ** 2
+    out.append(checked_step(
+        "Second variation at the critical point X = 0",
+        Shown("Hess E(U, U) at X = 0", r"\operatorname{Hess}E(U,U)\big|_{X=0}"),
+        Shown("(1/n²) (Σ_i u_i)ᵀ A (Σ_i u_i)", r"\frac{1}{n^2}\Big(\sum_i u_i\Big)^\top A\Big(\sum_i u_i\Big)"),
+        hess_0, closed, "∂E = 0 at X = 0, so the Christoffel term vanishes", where))
+    total, _, _ = curve_second_derivative(pe.E, c, zero, u, [0] * N, simplify=False)
+    out.append(checked_step(
+        "At a critical point the second variation is intrinsic",
+        Shown("d²/ds² E_n(sU) at s = 0", r"\frac{d^2}{ds^2}E_n(sU)\big|_{s=0}"),
+        Shown("Hess E(U, U) at X = 0", r"\operatorname{Hess}E(U,U)\big|_{X=0}"), total, hess_0,
+        "along the straight line, not a geodesic (symbolic.hessian.curve_second_derivative); for A = -I and "
+        "u_i = v: -|v|², E(δ_{sv}) = ½ exp(-s²|v|²)", where))
+    return out
