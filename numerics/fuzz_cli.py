@@ -9,7 +9,14 @@ with stdout/stderr captured, and classifies the outcome:
   error message of more than one line;
 * ``non-finite success``: exit 0 with output that is not strict JSON or holds NaN/Infinity;
 * ``wrong success``: exit 0 for an input that is certainly invalid (the generator knows which);
+* ``time-limit``: exit 5 from a run stopped by its ``--max-seconds`` cap (the generator sets tiny caps on some
+  cases), with the status ``"time-limit"`` and a finite time ``t`` in strict JSON on stdout (``gaussian``,
+  ``particles``) or one ``tpde sweep: time-limit`` line on stderr with the output files written (``sweep``);
 * ``hang``: a case that took longer than ``--hang`` seconds (default 30).
+
+``tpde sweep`` cases draw hostile values for every argument (grid sizes, ranges, kinds, ``d``, ``V``,
+``--rest``, workers, scheduler, output stem, caps); each invalid one must be refused (exit 2, one line), a
+valid one is a tiny grid whose files must exist.
 
 Run ``python numerics/fuzz_cli.py --cases 10000 --seed 0``: prints the table.  ``tests/test_fuzz_cli.py``
 runs a few hundred cases in the fast suite and 10 000 under ``-m slow``.
@@ -71,7 +78,9 @@ def _mutate(rng: random.Random, scn: dict) -> tuple[dict | bytes | str, bool]:
         value = rng.choice(HOSTILE)
         s[key] = value
         valid_T = key == "T" and type(value) in (int, float) and 0 <= value <= 1e6
-        return s, not (key in ("name", "description") or valid_T or (key == "ffn" and value == {}))
+        # null for an optional parameter of the custom kind means "not given" (model.make_head)
+        optional_none = value is None and s.get("attention") == "custom" and key in ("P", "R", "p", "r")
+        return s, not (key in ("name", "description") or valid_T or (key == "ffn" and value == {}) or optional_none)
     if kind == 2:  # reserved / unknown keys in a head or at top level
         bad = rng.choice(["d", "kind", "where", "params", "bad\nkey", "x\r\nERROR: forged", "\u2028", "__class__"])
         if "heads" in s:
@@ -123,12 +132,52 @@ def _mutate(rng: random.Random, scn: dict) -> tuple[dict | bytes | str, bool]:
     return s, False  # unchanged: a valid scenario
 
 
+#: ``tpde sweep`` arguments: (argv piece, certainly invalid); valid pieces keep the run tiny
+SWEEP_BAD = [(["--n", "0"], True), (["--n", "201"], True), (["--n", "-3"], True), (["--K", "0"], True),
+             (["--K", "10001"], True), (["--n", "200", "--K", "50"], True), (["--range", "1", "-1"], True),
+             (["--n", "2", "--range", "0.5", "0.5"], True), (["--range", "nan", "1"], True),
+             (["--range", "0", "1e999"], True),
+             (["--range", "-1e300", "0"], True), (["--kind", "sigmoid"], True), (["--kind", "nope"], True),
+             (["--kind", ""], True), (["--kind", "x\ny"], True), (["--d", "1"], True), (["--d", "9"], True),
+             (["--d", "100000"], True), (["--rest", "0.5"], True), (["--V", "1", "2", "3"], True),
+             (["--V", "inf", "1"], True), (["--V", "1e80", "1"], True), (["--skew", "nan"], True),
+             (["--theta", "-inf"], True), (["--T", "0"], True), (["--T", "-1"], True), (["--T", "1e7"], True),
+             (["--seed", "-1"], True), (["--workers", "0"], True), (["--workers", "100000"], True),
+             (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], True), (["--scheduler", ""], True),
+             (["--scheduler", "a b"], True), (["--out", "/proc/nope/x"], True), (["--out", ""], True),
+             (["--out", "/"], True), (["--out", "/dev/null/x"], True), (["--max-seconds", "0"], True),
+             (["--max-seconds", "-1"], True), (["--max-seconds", "nan"], True), (["--max-seconds", "1e9"], True),
+             (["--n", "1.5"], True), (["--max-seconds", "0.01"], False), (["--d", "3", "--rest", "-0.5"], False),
+             (["--kind", "l2"], False), (["--kind", "linear"], False), (["--V", "1", "0", "0", "1"], False),
+             (["--no-symmetrise"], False), (["--skew", "0.3"], False)]
+
+
+def _sweep_case(rng: random.Random):
+    """A ``tpde sweep`` argv (tiny grid: ``--n 1 --K 1 --T 1``) with 1-2 argument pieces that set different
+    options (a later piece must not override an earlier bad value), and its validity."""
+    argv = ["sweep", "--n", "1", "--K", "1", "--T", "1", "--out", "{dir}/sw", "--max-seconds", "20"]
+    invalid, used = False, set()
+    for piece, bad in rng.sample(SWEEP_BAD, rng.choice([1, 1, 2])):
+        opts = {a for a in piece if a.startswith("--")}
+        if opts & used:
+            continue
+        used |= opts
+        argv += piece
+        invalid = invalid or bad
+    return argv, invalid
+
+
 def generate(seed: int, n: int):
-    """``n`` cases ``(argv_template, scenario, invalid)``; ``argv_template`` has ``{path}`` for the file."""
+    """``n`` cases ``(argv_template, scenario, invalid)``; ``argv_template`` has ``{path}`` for the scenario
+    file and ``{dir}`` for the case's scratch directory."""
     rng = random.Random(seed)
     for _ in range(n):
         base = rng.choice(BASES)
         scn, invalid = _mutate(rng, base)
+        if rng.random() < 0.08:
+            argv, bad = _sweep_case(rng)
+            yield argv, None, bad
+            continue
         cmd = rng.choice(["rhs", "gaussian", "particles", "particles"])
         argv = [cmd, "--scenario", "{path}", "--json"]
         if cmd == "rhs":
@@ -149,6 +198,10 @@ def generate(seed: int, n: int):
                 argv += extra
                 if extra != ["--T", "0.1"]:
                     invalid = True
+        if cmd != "rhs" and rng.random() < 0.1:  # wall-clock caps: hostile ones, and tiny ones (time-limit)
+            cap = rng.choice(["0", "-1", "nan", "1e9", "1e-6", "0.001", "0.02"])
+            argv += ["--max-seconds", cap]
+            invalid = invalid or cap in ("0", "-1", "nan", "1e9")
         if invalid == "tilt":
             invalid = cmd in ("rhs",)  # gaussian: issue 11 wants exit 2 too (see the report); particles: valid
         yield argv, scn, bool(invalid)
@@ -158,10 +211,14 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, 
     from symbolic_tpde.cli import main
 
     path = os.path.join(tmpdir, "case.json")
-    data = scn if isinstance(scn, bytes) else (scn if isinstance(scn, str) else _dumps(scn)).encode("utf-8")
-    with open(path, "wb") as fh:
-        fh.write(data)
-    args = [a.replace("{path}", path) for a in argv]
+    if scn is not None:
+        data = scn if isinstance(scn, bytes) else (scn if isinstance(scn, str) else _dumps(scn)).encode("utf-8")
+        with open(path, "wb") as fh:
+            fh.write(data)
+    for old in ("sw.npz", "sw.csv", "sw.png"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(tmpdir, old))
+    args = [a.replace("{path}", path).replace("{dir}", tmpdir) for a in argv]
     out, err = io.StringIO(), io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -178,6 +235,27 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, 
         return "hang", f"{seconds:.0f} s: {args}"
     if "Traceback" in e or "internal error" in e:
         return "traceback", e.strip().splitlines()[-1][:200] if e.strip() else ""
+    if args[0] == "sweep" and rc in (0, 5):
+        files = all(os.path.exists(os.path.join(tmpdir, "sw" + x)) for x in (".npz", ".csv", ".png"))
+        if invalid:
+            return "wrong success", " ".join(args)[:200]
+        if not files:
+            return "traceback", f"sweep exit {rc} without its files: {e[:150]!r}"
+        if rc == 5:
+            ok = len(lines) == 1 and lines[0].startswith("tpde sweep: time-limit")
+            return ("time-limit", "") if ok else ("traceback", f"not one line: {e[:200]!r}")
+        return "success", ""
+    if rc == 5:  # gaussian / particles stopped by the wall-clock cap: strict JSON, status and finite time
+        try:
+            obj = json.loads(out.getvalue(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+        except ValueError:
+            return "non-finite success", out.getvalue()[:200]
+        if invalid:
+            return "wrong success", " ".join(args)[:200]
+        t = obj.get("t") if isinstance(obj, dict) else None
+        if obj.get("status") == "time-limit" and isinstance(t, float) and t >= 0:
+            return "time-limit", ""
+        return "traceback", f"exit 5 without a time-limit status: {out.getvalue()[:150]!r}"
     if rc == 0:
         text = out.getvalue()
         try:
@@ -185,7 +263,8 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, 
         except ValueError:
             return "non-finite success", text[:200]
         if invalid:
-            return "wrong success", f"{args[0]} {_dumps(scn)[:150] if not isinstance(scn, bytes) else scn[:50]}"
+            shown = "" if scn is None else (_dumps(scn)[:150] if not isinstance(scn, bytes) else scn[:50])
+            return "wrong success", f"{' '.join(args)[:120]} {shown}"
         if isinstance(obj, dict) and obj.get("status") not in (None, "ok", "blowup", "tilt-ceased", "overflow",
                                                                    "stalled"):
             return "wrong success", text[:200]
@@ -206,14 +285,18 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, 
     return "traceback", f"exit {rc}: {e[:200]!r}"
 
 
-def fuzz(seed: int = 0, cases: int = 300, hang: float = 30.0):
+def fuzz(seed: int = 0, cases: int = 300, hang: float = 30.0, commands: Counter | None = None):
+    """Outcome counts and the first examples of each bad outcome; ``commands`` (if given) counts
+    ``(command, outcome)`` pairs."""
     counts: Counter = Counter()
     examples: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for argv, scn, invalid in generate(seed, cases):
             outcome, detail = run_case(argv, scn, invalid, tmp, hang)
             counts[outcome] += 1
-            if outcome not in ("success", "clean error"):
+            if commands is not None:
+                commands[(argv[0], outcome)] += 1
+            if outcome not in ("success", "clean error", "time-limit"):
                 examples.setdefault(outcome, []).append(detail)
     return counts, examples
 
@@ -225,12 +308,15 @@ def main(argv=None) -> int:
     ap.add_argument("--hang", type=float, default=30.0)
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    counts, examples = fuzz(a.seed, a.cases, a.hang)
-    print(f"{'cases':>8} {'success':>8} {'clean errors':>13} {'tracebacks':>11} {'non-finite succ.':>17} "
-          f"{'wrong succ.':>12} {'hangs':>6} {'seconds':>8}")
-    print(f"{a.cases:>8} {counts['success']:>8} {counts['clean error']:>13} {counts['traceback']:>11} "
-          f"{counts['non-finite success']:>17} {counts['wrong success']:>12} {counts['hang']:>6} "
-          f"{time.perf_counter() - t0:>8.0f}")
+    per: Counter = Counter()
+    counts, examples = fuzz(a.seed, a.cases, a.hang, per)
+    print(f"{'cases':>8} {'success':>8} {'clean errors':>13} {'time-limits':>12} {'tracebacks':>11} "
+          f"{'non-finite succ.':>17} {'wrong succ.':>12} {'hangs':>6} {'seconds':>8}")
+    print(f"{a.cases:>8} {counts['success']:>8} {counts['clean error']:>13} {counts['time-limit']:>12} "
+          f"{counts['traceback']:>11} {counts['non-finite success']:>17} {counts['wrong success']:>12} "
+          f"{counts['hang']:>6} {time.perf_counter() - t0:>8.0f}")
+    for cmd in sorted({c for c, _ in per}):
+        print(f"  {cmd:>10}: " + ", ".join(f"{o} {k}" for (c, o), k in sorted(per.items()) if c == cmd))
     for k, v in examples.items():
         print(f"\n{k} ({len(v)}), first examples:")
         for x in v[:5]:

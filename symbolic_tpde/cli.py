@@ -8,8 +8,11 @@ Exit status (README "Commands"): 0 success (``tpde gaussian`` reports a blow-up 
 with its status and time); 1 a failed ``tpde verify`` check, or an internal error (a bug: one line, the
 traceback only with ``TPDE_DEBUG=1``); 2 bad input (unreadable or invalid scenario or argument, not
 Gaussian-preserving, tilt does not exist at ``Σ₀``, unknown variant); 3 a blow-up that prevents the
-requested result; 4 Sinkhorn non-convergence; 130 interrupted (``interrupted at t = …``; no partial output
-files are left).  Every message is one line (control characters escaped).  Arguments common to all
+requested result; 4 Sinkhorn non-convergence; 5 a wall-clock cap (``--max-seconds``: ``tpde gaussian`` and
+``tpde particles`` 600 s per run, ``tpde sweep`` 60 s per grid point) stopped the work before the requested
+result: the output is still printed (``"status": "time-limit"`` with the time ``t`` reached; sweep: files
+written, capped points in phase ``time-limit``), since it is neither bad input (2) nor a property of the
+dynamics (3); 130 interrupted (``interrupted at t = …``; no partial output files are left).  Every message is one line (control characters escaped).  Arguments common to all
 commands are checked here before a command runs: every float argument must be finite, a horizon ``--T``
 lies in ``[0, T_MAX]`` (:mod:`symbolic_tpde.spec.checks`).
 """

@@ -20,13 +20,14 @@ import numpy as np
 from .errors import InputError
 from .gaussian import pack_state, unpack_state
 from .model import check_gaussian
+from .spec.checks import positive_number
 
 
 @dataclass(frozen=True)
 class GaussianSolution:
     """``t (K,)``, ``alpha (K, d)``, ``Sigma (K, d, d)``, packed ``y (K, n)``; ``status`` a
     :class:`~symbolic_tpde.numerics.solve.Status` (``== "ok"``, ``"blowup"``, ``"tilt-ceased"``, ``"stalled"``,
-    ``"overflow"``).  After a blow-up the last row is the state at the top detection level
+    ``"overflow"``, ``"time-limit"``).  After a blow-up the last row is the state at the top detection level
     (``r ≈ 10¹⁰ r₀``) and ``blowup_time ± blowup_time_error`` the extrapolated singular time."""
 
     t: np.ndarray
@@ -59,7 +60,7 @@ def gaussian_rhs(ode, T: float):
 
 def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853", rtol: float = 1e-12,
                        atol: float | None = None, t_eval=None, blowup: bool = True, progress=None,
-                       max_nfev: int = 1_000_000) -> GaussianSolution:
+                       max_nfev: int = 1_000_000, max_seconds: float | None = None) -> GaussianSolution:
     """Integrate the moment ODE of ``ode`` on ``[0, T]`` from ``N(alpha0, Sigma0)``.
 
     ``method``: ``"DOP853"`` (default; scipy's 8th-order pair, dense output of order 7), any other
@@ -67,7 +68,9 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
     package's own ``"dopri5"``/``"rk4"``/``"euler"``.  ``atol`` default ``1e-14 max(1, |y0|_∞)``.
     ``t_eval``: output times (dense output inside steps, the integrator's own values at step ends).
     ``blowup``: monitor ``tr Σ + |α|²`` for a finite-time singularity (:mod:`symbolic_tpde.numerics.solve`).
-    ``progress(t, T)``: called after each accepted step."""
+    ``progress(t, T)``: called after each accepted step.  Caps (status, never a hang): ``max_nfev`` rhs
+    evaluations (``"stalled"``) and ``max_seconds`` of wall-clock time (``"time-limit"`` at the last accepted
+    time; ``None``: no cap)."""
     from .analysis.blowup import gaussian_size
     from .numerics.solve import BlowupMonitor, integrate
 
@@ -78,6 +81,8 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
         t_eval = np.asarray(t_eval, dtype=float)
         if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or (t_eval.size and (t_eval[0] < 0 or t_eval[-1] > T)):
             raise InputError("t_eval", "must be increasing times within [0, T]")
+    if max_seconds is not None:
+        positive_number(max_seconds, "max_seconds")
     y0 = pack_state(alpha0, Sigma0)
     cond = getattr(ode, "condition_values", None)
     jac = ode.jac if method in ("BDF", "Radau") else None
@@ -85,7 +90,7 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
     try:
         sol = integrate(gaussian_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol,
                         t_eval=t_eval, breakpoints=ode.schedule.breakpoints(T), blowup=mon,
-                        conditions=cond, max_nfev=max_nfev, progress=progress, jac=jac)
+                        conditions=cond, max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=max_seconds)
     except ValueError as exc:
         raise InputError("method", str(exc)) from None
     alpha, Sigma = unpack_state(sol.y, ode.d)

@@ -39,3 +39,30 @@ def test_fuzz_cli_10000_cases():
     mod = _fuzz_module()
     counts, examples = mod.fuzz(seed=12345, cases=10000, hang=30.0)
     _check(counts, examples, 10000)
+
+
+LONG = {"attention": "softmax", "A": [[0.0, 1.0], [-1.0, 0.0]], "V": [[0.0, 1.0], [-1.0, 0.0]],
+        "alpha0": [0.5, 0.0], "Sigma0": [[1.0, 0.0], [0.0, 1.0]], "T": 1e4}
+
+
+@pytest.mark.parametrize("argv", [
+    ["gaussian", "--scenario", "{path}", "--json", "--backend", "numpy", "--max-seconds", "0.02"],
+    ["particles", "--scenario", "{path}", "--json", "--n", "30", "--seed", "0", "--steps", "900000",
+     "--max-seconds", "0.02"],
+    ["sweep", "--n", "1", "--K", "1", "--T", "1e6", "--out", "{dir}/sw", "--max-seconds", "0.001"],
+])
+def test_fuzz_classifies_a_capped_run_as_time_limit(argv, tmp_path):
+    """The fuzz's oracle for exit 5 (status time-limit, finite t; sweep: files + one stderr line); each run
+    would take minutes without its cap."""
+    mod = _fuzz_module()
+    assert mod.run_case(argv, LONG, False, str(tmp_path)) == ("time-limit", "")
+    assert mod.run_case(argv, LONG, True, str(tmp_path))[0] == "wrong success"   # the oracle can fail
+
+
+def test_fuzz_generates_sweep_and_cap_cases():
+    mod = _fuzz_module()
+    cases = list(mod.generate(0, 400))
+    sweeps = [a for a, _, _ in cases if a[0] == "sweep"]
+    capped = [a for a, _, _ in cases if a[0] != "sweep" and "--max-seconds" in a]
+    assert len(sweeps) > 10 and any(bad for a, _, bad in cases if a[0] == "sweep")
+    assert len(capped) > 10

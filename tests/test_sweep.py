@@ -80,3 +80,46 @@ def test_dask_localcluster_equals_local():
         dist = run_sweep(SPEC, scheduler=cluster.scheduler_address)
     assert np.array_equal(local.counts, dist.counts)
     assert np.allclose(local.blowup_time, dist.blowup_time, equal_nan=True, rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------------ argument checks (issue 11)
+SWEEP_BAD_ARGS = [
+    (["--n", "0"], "n"), (["--n", "201"], "n"), (["--K", "0"], "K"), (["--K", "10001"], "K"),
+    (["--n", "200", "--K", "100"], "K"), (["--range", "1", "-1"], "range"), (["--range", "0.5", "0.5"], "range"),
+    (["--range", "0", "1e300"], "range"), (["--range", "nan", "1"], "range"), (["--kind", "sigmoid"], "kind"),
+    (["--kind", "nope"], "kind"), (["--d", "1"], "d"), (["--d", "9"], "d"), (["--rest", "0.5"], "rest"),
+    (["--d", "3", "--rest", "1e80"], "rest"), (["--V", "1", "2", "3"], "V"), (["--V", "1e80", "1"], "V"),
+    (["--skew", "inf"], "skew"), (["--theta", "1e76"], "theta"), (["--T", "0"], "T"), (["--T", "1e7"], "T"),
+    (["--seed", "-1"], "seed"), (["--workers", "0"], "workers"), (["--workers", "5000"], "workers"),
+    (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "workers"), (["--scheduler", ""], "scheduler"),
+    (["--scheduler", "tcp://a b"], "scheduler"), (["--out", ""], "out"), (["--out", "/"], "out"),
+    (["--out", "/proc/no/such/dir/x"], "out"), (["--out", "/dev/null/x"], "out"),
+    (["--max-seconds", "0"], "max-seconds"), (["--max-seconds", "1e9"], "max-seconds"),
+]
+
+
+@pytest.mark.parametrize("argv,field", SWEEP_BAD_ARGS)
+def test_sweep_arguments_are_checked_naming_the_argument(argv, field, tmp_path, capsys):
+    """Every bad argument: exit 2, one line ``tpde sweep: error: <argument>: ...``, and nothing written."""
+    from symbolic_tpde.cli import main
+
+    out = [] if "--out" in argv else ["--out", str(tmp_path / "sw")]
+    assert main(["sweep", *argv, *out]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tpde sweep: error: {field}:"), err
+    assert cap.out == "" and not list(tmp_path.iterdir())
+
+
+def test_sweep_output_directory_is_created_and_rest_used_for_d3(tmp_path, capsys):
+    """A valid tiny sweep (d = 3 with --rest) into a directory that does not exist yet: exit 0, files written,
+    and the third eigenvalue of A + Aᵀ recorded in the npz example is --rest."""
+    from symbolic_tpde.cli import main
+
+    stem = tmp_path / "new" / "dir" / "sw"
+    rc = main(["sweep", "--n", "1", "--range", "-0.5", "-0.5", "--K", "1", "--T", "2", "--d", "3", "--rest",
+               "-0.25", "--out", str(stem)])
+    assert rc == 0, capsys.readouterr().err
+    data = np.load(stem.with_suffix(".npz"))
+    A = data["A_example"]
+    assert np.allclose(np.sort(np.linalg.eigvalsh(A + A.T)), [-0.5, -0.5, -0.25], atol=1e-14)

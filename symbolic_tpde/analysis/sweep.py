@@ -16,7 +16,14 @@ blow-up-time map is symmetric about the diagonal, up to the integration error of
 
 Per point: the counts of each outcome, the majority phase, the median blow-up time and the largest error
 bound of the blow-up times there.  Phases: 0 collapse, 1 low rank (``1 <= r < d``), 2 full rank, 3 diverge,
-4 blow-up, 5 undetermined.
+4 blow-up, 5 undetermined, 6 time-limit.
+
+Bounded work: every point gets ``max_seconds_point`` seconds of wall-clock time (default
+:data:`DEFAULT_POINT_SECONDS`; the integrator's one cap, :class:`symbolic_tpde.numerics.solve.Deadline`, checked
+before every batched right-hand side evaluation, the clock starting after the ODE is built); a point that
+reaches it counts all its ``Σ₀`` as ``"time-limit"`` (phase 6) and the sweep goes on.  The step count is
+capped too (``classify_batch``'s ``max_steps``: rows that exhaust it are ``"undetermined"`` or ``"diverge"``).
+With the cap reached the map depends on the machine's speed; without, it is deterministic.
 
 Execution: the grid is cut into chunks (rows of the grid) evaluated by :func:`sweep_chunk`, a pure module-level
 function, on a local ``concurrent.futures.ProcessPoolExecutor`` (``workers``) or, with ``scheduler``, on a Dask
@@ -30,7 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-PHASES = ("collapse", "low rank", "full rank", "diverge", "blow-up", "undetermined")
+PHASES = ("collapse", "low rank", "full rank", "diverge", "blow-up", "undetermined", "time-limit")
+#: wall-clock cap of one grid point, seconds (``tpde sweep --max-seconds``)
+DEFAULT_POINT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class SweepSpec:
     skew: float = 0.0
     rest: float = -1.0
     symmetrise: bool = True
+    max_seconds_point: float | None = DEFAULT_POINT_SECONDS
 
     def points(self) -> np.ndarray:
         s = np.linspace(self.smin, self.smax, self.n)
@@ -119,14 +129,15 @@ def _phase_of(label: str, d: int) -> int:
         return 0
     if label.startswith("rank"):
         return 1 if int(label.split()[1]) < d else 2
-    return {"diverge": 3, "blowup": 4}.get(label, 5)
+    return {"diverge": 3, "blowup": 4}.get(label, 5)   # 6 (time-limit) is set by sweep_chunk
 
 
 def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarray, float, float]]:
-    """Classify the grid points ``indices``; returns ``(index, outcome counts (6,), median T* or NaN,
+    """Classify the grid points ``indices``; returns ``(index, outcome counts (7,), median T* or NaN,
     largest T* error bound or NaN)``."""
     from ..gaussian import GaussianODE
     from ..model import make_weights
+    from ..numerics.solve import Deadline, TimeLimitReached
     from .clustering import classify_batch
 
     pts = spec.points()
@@ -138,8 +149,19 @@ def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarr
         w = make_weights([head_for(spec.kind, spec.A(*pts[i]), V)])
         ode = GaussianODE.from_weights(w) if ode is None else ode
         p = GaussianODE.from_weights(w).params(0.0)
-        res = classify_batch(lambda t, Y, p=p: ode.rhs_batch(t, Y, p), S0, T=spec.T)
+        dl = Deadline(spec.max_seconds_point)
+
+        def F(t, Y, p=p, dl=dl):
+            dl.check()
+            return ode.rhs_batch(t, Y, p)
+
         counts = np.zeros(len(PHASES), dtype=int)
+        try:
+            res = classify_batch(F, S0, T=spec.T)
+        except TimeLimitReached:
+            counts[PHASES.index("time-limit")] = len(S0)
+            out.append((i, counts, float("nan"), float("nan")))
+            continue
         for r in res:
             counts[_phase_of(r.label(), spec.d)] += 1
         bt = [r.blowup_time for r in res if r.kind == "blowup"]
@@ -152,7 +174,7 @@ def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarr
 class SweepResult:
     spec: SweepSpec
     points: np.ndarray        # (P, 2)
-    counts: np.ndarray        # (P, 6)
+    counts: np.ndarray        # (P, 7), columns PHASES
     phase: np.ndarray         # (P,) majority phase
     blowup_time: np.ndarray   # (P,) median T* (NaN if none)
     blowup_time_error: np.ndarray | None = None  # (P,) largest error bound of the T* there (NaN if none)
@@ -226,8 +248,9 @@ def save_sweep(res: SweepResult, out: Path) -> list[Path]:
     n = sp_.n
     s = np.linspace(sp_.smin, sp_.smax, n)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13.5, 5.2), gridspec_kw={"wspace": 0.55})
-    cmap = ListedColormap(["tab:green", "tab:blue", "tab:cyan", "tab:orange", "tab:red", "grey"])
-    a1.pcolormesh(s, s, res.phase.reshape(n, n).T, cmap=cmap, vmin=-0.5, vmax=5.5, shading="nearest")
+    cmap = ListedColormap(["tab:green", "tab:blue", "tab:cyan", "tab:orange", "tab:red", "grey", "black"])
+    a1.pcolormesh(s, s, res.phase.reshape(n, n).T, cmap=cmap, vmin=-0.5, vmax=len(PHASES) - 0.5,
+                  shading="nearest")
     for k, name in enumerate(PHASES):
         a1.plot([], [], "s", color=cmap(k), label=name)
     a1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, title="majority")

@@ -3,8 +3,8 @@
 Prints (``--json``, strict JSON: non-finite numbers become ``null``, the ``status`` says why)::
 
     {"t": .., "alpha": [..] | null, "Sigma": [[..]], "status": "ok" | "blowup" | "overflow" | "stalled" |
-     "tilt-ceased", "blowup_time": null | number, "blowup_time_error": null | number, "covariance_only": bool,
-     "saved": null | FILE, ...}
+     "tilt-ceased" | "time-limit", "blowup_time": null | number, "blowup_time_error": null | number,
+     "covariance_only": bool, "saved": null | FILE, ...}
 
 ``t``/``alpha``/``Sigma``: the state at ``T`` or, after a blow-up, at the last detection level (``tr Σ + |α|²``
 about ``10¹⁰`` times its start).  ``blowup_time`` is extrapolated from the growth law and
@@ -14,6 +14,14 @@ existence condition of the Gaussian tilt crossed zero at ``t``.  ``"overflow"`` 
 grew past ``10²⁰⁰`` times its start without the signature of a finite-time singularity (exponential growth);
 ``t`` is where the run stopped to stay finite.  ``"stalled"`` (rare): the integrator's step size collapsed
 before ``T``; ``t`` is where it gave up.  Blow-up and tilt-ceased are results, reported with exit status 0.
+
+Bounded work: ``--max-seconds S`` (default :data:`DEFAULT_MAX_SECONDS` = 600) caps the wall-clock time of the
+integration (:class:`symbolic_tpde.numerics.solve.Deadline`, checked before every right-hand side evaluation,
+the error-bar run included); when it is reached the output is printed as usual with ``"status": "time-limit"``
+and ``t`` the last accepted time, and the exit status is :data:`EXIT_TIME_LIMIT` (5): the requested result was
+not obtained, it is neither bad input (2) nor a property of the ODE (3).  The rhs evaluations are capped too
+(``max_nfev`` = 10⁶, status ``"stalled"``).  (``--covariance-only`` runs through
+:func:`symbolic_tpde.analysis.clustering.integrate_covariance`, which does not take the cap yet.)
 
 ``--save FILE`` (``.npz`` or ``.csv``) writes the trajectory: the accepted steps, or the dense output at
 ``--times t1 t2 ...`` / ``--n-times N`` (``N`` equally spaced times on ``[0, T]``), plus the stopping point
@@ -27,6 +35,13 @@ from __future__ import annotations
 
 import json
 import math
+
+#: wall-clock cap of one ``tpde gaussian`` / ``tpde particles`` run, seconds (``--max-seconds``)
+DEFAULT_MAX_SECONDS = 600.0
+#: exit status of a run stopped by its wall-clock cap (README "Commands"; ``status`` ``"time-limit"``)
+EXIT_TIME_LIMIT = 5
+#: the largest ``--max-seconds`` accepted (a day: any cap must be a real bound)
+MAX_SECONDS_CAP = 86400.0
 
 
 def register(sub) -> None:
@@ -42,8 +57,27 @@ def register(sub) -> None:
     g.add_argument("--times", type=float, nargs="+", default=None, metavar="t",
                    help="output times (increasing, within [0, T]; dense output)")
     g.add_argument("--n-times", type=int, default=None, metavar="N", help="N equally spaced output times on [0, T]")
+    add_max_seconds(p, DEFAULT_MAX_SECONDS, "the integration")
     p.add_argument("--json", action="store_true", help="print JSON (default: a short text summary)")
     p.set_defaults(func=run)
+
+
+def add_max_seconds(p, default: float, what: str) -> None:
+    """The ``--max-seconds`` option shared by ``gaussian``, ``particles`` and ``sweep``."""
+    p.add_argument("--max-seconds", type=float, default=default, metavar="S",
+                   help=f"wall-clock cap of {what} in seconds (default {default:g}); when reached: status "
+                        f"time-limit with the time reached, exit {EXIT_TIME_LIMIT}")
+
+
+def max_seconds(args) -> float:
+    """``--max-seconds`` checked: finite, ``> 0`` and at most :data:`MAX_SECONDS_CAP`."""
+    from ..errors import InputError
+    from ..spec.checks import positive_number
+
+    s = positive_number(args.max_seconds, "max-seconds")
+    if s > MAX_SECONDS_CAP:
+        raise InputError("max-seconds", f"must be at most {MAX_SECONDS_CAP:g} s, got {s:g}")
+    return s
 
 
 def finite_or_none(x):
@@ -151,6 +185,7 @@ def run(args) -> int:
 
     if not (0 < args.rtol < 1e-3):
         raise InputError("rtol", f"must lie in (0, 1e-3), got {args.rtol}")
+    cap = max_seconds(args)
     scn, T, ode = load_ode(args.scenario, args.T, args.backend)
     ts = output_times(args, T)
     if args.save is not None and not args.save.endswith((".npz", ".csv")):
@@ -166,7 +201,7 @@ def run(args) -> int:
         backend = ode.backend
     else:
         # the same call as the Python API (GaussianODE.integrate): identical blow-up times
-        sol = ode.integrate(scn.alpha0, scn.Sigma0, T, rtol=args.rtol, t_eval=ts)
+        sol = ode.integrate(scn.alpha0, scn.Sigma0, T, rtol=args.rtol, t_eval=ts, max_seconds=cap)
         alphas, Sig = sol.alpha, sol.Sigma
         t_end, a_end, S_end = float(sol.t[-1]), sol.alpha[-1], sol.Sigma[-1]
         backend = sol.backend
@@ -191,4 +226,6 @@ def run(args) -> int:
         print("Sigma =", np.array2string(S_end, precision=6))
         if out["saved"]:
             print(f"trajectory ({out['n_saved']} times) -> {out['saved']}")
-    return 0
+        if str(sol.status) == "time-limit":
+            print(sol.message)
+    return EXIT_TIME_LIMIT if str(sol.status) == "time-limit" else 0

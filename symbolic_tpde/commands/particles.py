@@ -7,7 +7,10 @@ Prints (``--json``)::
 
 ``cov`` is the covariance of the empirical measure (``1/n``).  Exit status: 0 success; 2 bad input (one-line
 message naming the field); 3 blow-up (the state left the finite floats: ``{"status": "blowup", "t": last
-finite time, "where": .., "detail": ..}``); 4 a Sinkhorn head did not converge (``"status": "no_convergence"``).
+finite time, "where": .., "detail": ..}``); 4 a Sinkhorn head did not converge (``"status": "no_convergence"``);
+5 the wall-clock cap ``--max-seconds`` (default 600 s, :class:`symbolic_tpde.numerics.solve.Deadline`, checked
+once per step) stopped the run before ``T``: ``{"status": "time-limit", "t": time reached, "mean", "cov": of the
+cloud at t, ...}``, no ``--save`` file is written (the trajectory is incomplete).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def register(sub) -> None:
         description="Sample N tokens from N(alpha0, Sigma0) of the scenario with numpy.random.default_rng(SEED), "
                     "evolve them to T and print the empirical mean and covariance (1/n).  Exit status: 0 ok, "
                     f"2 bad input, {EXIT_BLOWUP} blow-up (reported with its time), {EXIT_NO_CONVERGENCE} Sinkhorn "
-                    "non-convergence.")
+                    "non-convergence, 5 wall-clock cap reached (status time-limit with the time reached).")
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario JSON file (or a built-in name)")
     p.add_argument("--n", type=int, required=True, help="number of tokens (>= 2)")
     p.add_argument("--seed", type=int, required=True, help="seed of numpy.random.default_rng (>= 0)")
@@ -47,6 +50,9 @@ def register(sub) -> None:
     p.add_argument("--atol", type=float, default=1e-9, help="adaptive: absolute tolerance (default 1e-9)")
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                    help="progress bar on stderr (auto: runs expected to exceed ~2 s)")
+    from .gaussian import DEFAULT_MAX_SECONDS, add_max_seconds
+
+    add_max_seconds(p, DEFAULT_MAX_SECONDS, "the simulation")
     p.add_argument("--json", action="store_true", help="print JSON (default: a short text summary)")
     p.set_defaults(func=run)
 
@@ -56,7 +62,9 @@ def _emit(out: dict, as_json: bool) -> None:
 
     if as_json:
         print(strict_json(out))
-    elif out["status"] == "ok":
+    elif out["status"] in ("ok", "time-limit"):
+        if out["status"] == "time-limit":
+            print(f"time-limit: {out['detail']}")
         print(f"n = {out['n']}, t = {out['t']:.6g} ({out['method']}, {out['steps']} steps, {out['dtype']}, "
               f"{out['seconds']:.2f} s)")
         print(f"mean = {out['mean']}")
@@ -87,6 +95,9 @@ def run(args) -> int:
         raise InputError("save-every", "only meaningful with --save")
     positive_number(args.rtol, "rtol")
     positive_number(args.atol, "atol")
+    from .gaussian import EXIT_TIME_LIMIT, max_seconds
+
+    cap = max_seconds(args)
     scn = load_scenario(args.scenario, need_T=args.T is None)
     T = scn.T if args.T is None else args.T
     if not (math.isfinite(T) and T >= 0):
@@ -122,7 +133,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     try:
         run_ = simulate(X0, scn.schedule, T, steps=steps, method=args.method, dtype=np.dtype(args.dtype),
-                        save_every=save_every, progress=progress, rtol=args.rtol, atol=args.atol)
+                        save_every=save_every, progress=progress, rtol=args.rtol, atol=args.atol, max_seconds=cap)
     except BlowupError as exc:
         _emit({"status": "blowup", "n": args.n, "t": exc.t, "where": exc.where, "detail": exc.detail}, args.json)
         return EXIT_BLOWUP
@@ -131,19 +142,23 @@ def run(args) -> int:
                "detail": exc.detail}, args.json)
         return EXIT_NO_CONVERGENCE
     seconds = time.perf_counter() - t0
-    mean, cov = moments(run_.X)
+    with np.errstate(over="ignore", invalid="ignore"):   # a finite cloud of huge tokens: checked just below
+        mean, cov = moments(run_.X)
     if not (np.isfinite(mean).all() and np.isfinite(cov).all()):
         _emit({"status": "blowup", "n": args.n, "t": run_.t, "where": "moments",
                "detail": "the mean or covariance of the final cloud is not finite"}, args.json)
         return EXIT_BLOWUP
-    if args.save:
+    stopped = run_.status == "time-limit"
+    if args.save and not stopped:
         _save_atomic(args.save, run_.times, run_.trajectory)
-    _emit({"status": "ok", "n": args.n, "t": run_.t, "mean": mean.tolist(), "cov": cov.tolist(),
+    extra = {"detail": f"wall-clock limit of {cap:g} s reached at t = {run_.t:.6g} (before T = {T:.6g}); raise "
+                       "--max-seconds to finish"} if stopped else {}
+    _emit({"status": run_.status, **extra, "n": args.n, "t": run_.t, "mean": mean.tolist(), "cov": cov.tolist(),
            "cov_normalisation": "1/n", "method": run_.method, "steps": run_.steps, "nfev": run_.nfev,
            "error_estimate": getattr(run_, "error_estimate", None), "tolerance": getattr(run_, "tolerance", None),
            "dtype": run_.dtype, "seed": args.seed, "seconds": seconds}, args.json)
     sys.stdout.flush()
-    return 0
+    return EXIT_TIME_LIMIT if stopped else 0
 
 
 def _save_atomic(path: str, times, X) -> None:

@@ -1,8 +1,27 @@
 """``tpde sweep``: phase diagram over two eigenvalues of ``A + Aᵀ`` for any Gaussian-preserving kind, any ``d``,
 a skew part and any ``V``, one ``Σ₀`` sample shared by the grid; see
-:mod:`symbolic_tpde.analysis.sweep`.  Local process pool by default, ``--scheduler ADDRESS`` for Dask."""
+:mod:`symbolic_tpde.analysis.sweep`.  Local process pool by default, ``--scheduler ADDRESS`` for Dask.
+
+Every argument is checked before any work (:func:`check_args`, one-line :class:`InputError` naming it): ``--n``
+in ``[1, 200]``; ``--K`` in ``[1, 10000]``; at most :data:`MAX_TRAJECTORIES` trajectories in all
+(``n² · K``, doubled by the symmetrised sample); ``--range`` finite, ``SMIN < SMAX`` (``<=`` when ``n = 1``);
+``--skew``, ``--rest``, ``--theta``, ``--V`` finite with ``|x| <= MAX_ENTRY``; ``--kind`` a Gaussian-preserving
+kind of the registry whose head the grid can build; ``--d`` in ``[2, 8]`` (the moment ODE is derived per
+``d``; 8 is far below ``MAX_DIM``); ``--rest`` only for ``d > 2``; ``--V`` ``d`` or ``d²`` numbers; ``--T`` in
+``(0, T_MAX]``; ``--seed >= 0``; ``--workers`` in ``[1, 1024]`` and not together with ``--scheduler``; the
+output stem's directory writable (or creatable).  Bounded work: ``--max-seconds S`` per grid point (default
+60 s, :data:`symbolic_tpde.analysis.sweep.DEFAULT_POINT_SECONDS`); a point that reaches it is phase
+``time-limit``, the sweep goes on, the files are written and the exit status is 5.
+"""
 
 from __future__ import annotations
+
+#: the largest number of trajectories (grid points x initial covariances) one sweep may integrate
+MAX_TRAJECTORIES = 1_000_000
+MAX_WORKERS = 1024
+#: ``--max-seconds`` default: :data:`symbolic_tpde.analysis.sweep.DEFAULT_POINT_SECONDS` (spelled out so that
+#: ``tpde --help`` does not import numpy; tests/test_caps.py checks they agree)
+POINT_SECONDS = 60.0
 
 
 def register(sub) -> None:
@@ -13,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--kind", default="softmax", help="attention kind of the registry (default softmax)")
     p.add_argument("--d", type=int, default=2, help="dimension (default 2)")
     p.add_argument("--skew", type=float, default=0.0, help="skew part: A - Aᵀ = 2·SKEW·N (default 0)")
-    p.add_argument("--rest", type=float, default=-1.0, help="the other d - 2 eigenvalues of A + Aᵀ (default -1)")
+    p.add_argument("--rest", type=float, default=None, help="the other d - 2 eigenvalues of A + Aᵀ (default -1; "
+                   "only for d > 2)")
     p.add_argument("--theta", type=float, default=0.4, help="rotation of the eigenbasis (default 0.4)")
     p.add_argument("--V", type=float, nargs="+", default=None, metavar="V",
                    help="d numbers (V diagonal) or d*d numbers (row by row); default identity")
@@ -24,43 +44,119 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--out", default="sweep", help="output stem: writes STEM.npz, STEM.csv, STEM.png")
+    from .gaussian import add_max_seconds
+
+    add_max_seconds(p, POINT_SECONDS, "each grid point")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def _writable_stem(out: str) -> None:
+    """The stem's files can be created: a non-empty name, not a directory, in a writable (or creatable)
+    directory."""
+    import os
+    from pathlib import Path
+
+    from ..errors import InputError
+
+    p = Path(out)
+    if not out or p.name in ("", ".", "..") or out.endswith(os.sep):
+        raise InputError("out", f"must be a file stem such as results/sweep, got {out!r}")
+    for suffix in (".npz", ".csv", ".png"):
+        if p.with_suffix(suffix).is_dir():
+            raise InputError("out", f"{p.with_suffix(suffix)} is a directory")
+    parent = p.parent.resolve() if str(p.parent) else Path.cwd()
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError("out", f"{probe} is not a directory")
+    import tempfile
+
+    try:  # a real probe (os.access does not know read-only mounts, /proc, or root's view)
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise InputError("out", f"directory {probe} is not writable ({exc.strerror or exc})") from None
+
+
+def check_args(args):
+    """All ``tpde sweep`` arguments checked (module docstring); returns the :class:`SweepSpec`."""
     import math
 
-    from ..analysis.sweep import PHASES, SweepSpec, run_sweep, save_sweep
+    from ..analysis.sweep import SweepSpec, head_for
     from ..errors import InputError
+    from ..spec import kinds
+    from ..spec.checks import MAX_ENTRY, horizon
+    from .gaussian import max_seconds
 
     if not 1 <= args.n <= 200:
         raise InputError("n", f"must be in [1, 200], got {args.n}")
     if not 1 <= args.K <= 10000:
         raise InputError("K", f"must be in [1, 10000], got {args.K}")
-    if not (math.isfinite(args.T) and args.T > 0):
-        raise InputError("T", f"must be finite and > 0, got {args.T}")
-    from ..spec import kinds
-
+    total = args.n ** 2 * args.K * (1 if args.no_symmetrise else 2)
+    if total > MAX_TRAJECTORIES:
+        raise InputError("K", f"n² K{'' if args.no_symmetrise else ' · 2 (symmetrised)'} = {total} trajectories "
+                         f"exceed the cap {MAX_TRAJECTORIES} (lower --n or --K)")
     if args.kind not in kinds.kind_names():
         raise InputError("kind", f"unknown kind {args.kind!r}; expected one of {list(kinds.kind_names())}")
     if not kinds.get(args.kind).preserves_gaussians:
         raise InputError("kind", f"{args.kind!r} does not preserve Gaussians: no moment ODE to sweep")
     if not 2 <= args.d <= 8:
         raise InputError("d", f"must be in [2, 8], got {args.d}")
+    if args.rest is not None and args.d == 2:
+        raise InputError("rest", "has no effect for d = 2 (there are no other eigenvalues): omit it or raise --d")
+    rest = -1.0 if args.rest is None else args.rest
     V = tuple([1.0] * args.d) if args.V is None else tuple(args.V)
     if len(V) not in (args.d, args.d**2):
-        raise InputError("V", f"expected {args.d} or {args.d ** 2} numbers, got {len(V)}")
-    if not all(math.isfinite(x) for x in (*args.range, *V, args.skew, args.rest, args.theta)) \
-            or args.range[0] > args.range[1]:
-        raise InputError("range", "must be finite numbers SMIN <= SMAX (and V finite)")
-    if args.workers < 1:
-        raise InputError("workers", f"must be >= 1, got {args.workers}")
-    spec = SweepSpec(n=args.n, smin=args.range[0], smax=args.range[1], v=V, K=args.K, T=args.T,
-                     seed=args.seed, kind=args.kind, d=args.d, skew=args.skew, rest=args.rest, theta=args.theta,
-                     symmetrise=not args.no_symmetrise)
+        raise InputError("V", f"expected d = {args.d} or d² = {args.d ** 2} numbers, got {len(V)}")
+    named = [("range", x) for x in args.range] + [("V", x) for x in V] + \
+        [("skew", args.skew), ("rest", rest), ("theta", args.theta)]
+    for name, x in named:
+        if not (math.isfinite(x) and abs(x) <= MAX_ENTRY):
+            raise InputError(name, f"must be a finite number with |x| <= {MAX_ENTRY:g}, got {x}")
+    smin, smax = args.range
+    if not (smin < smax or (smin == smax and args.n == 1)):
+        raise InputError("range", f"must be SMIN < SMAX (equal only with --n 1), got {smin:g} {smax:g}")
+    T = horizon(args.T, "T")
+    if not T > 0:
+        raise InputError("T", f"must be > 0, got {args.T}")
+    if args.seed < 0:
+        raise InputError("seed", f"must be >= 0, got {args.seed}")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise InputError("workers", f"must be in [1, {MAX_WORKERS}], got {args.workers}")
+    if args.scheduler is not None:
+        import importlib.util
+
+        if args.workers != 1:
+            raise InputError("workers", "a Dask --scheduler runs the grid on its own workers: omit --workers")
+        if not args.scheduler or any(c.isspace() or not c.isprintable() for c in args.scheduler):
+            raise InputError("scheduler", f"expected an address such as tcp://127.0.0.1:8786, got {args.scheduler!r}")
+        if importlib.util.find_spec("dask") is None:
+            raise InputError("scheduler", "needs dask.distributed, which is not installed")
+    _writable_stem(args.out)
+    cap = max_seconds(args)
+    spec = SweepSpec(n=args.n, smin=smin, smax=smax, v=V, K=args.K, T=T, seed=args.seed, kind=args.kind,
+                     d=args.d, skew=args.skew, rest=rest, theta=args.theta, symmetrise=not args.no_symmetrise,
+                     max_seconds_point=cap)
+    head_for(args.kind, spec.A(smin, smax), spec.V())   # the grid's heads can be built (InputError otherwise)
+    return spec
+
+
+def run(args) -> int:
+    import sys
+
+    from ..analysis.sweep import PHASES, run_sweep, save_sweep
+    from .gaussian import EXIT_TIME_LIMIT
+
+    spec = check_args(args)
     res = run_sweep(spec, workers=args.workers, scheduler=args.scheduler)
     for p in save_sweep(res, args.out):
         print(p)
     counts = {PHASES[k]: int((res.phase == k).sum()) for k in range(len(PHASES)) if (res.phase == k).any()}
     print("phases:", counts)
+    capped = int((res.counts[:, PHASES.index("time-limit")] > 0).sum())
+    if capped:
+        print(f"tpde sweep: time-limit: {capped} of {len(res.points)} grid points reached the per-point cap of "
+              f"{spec.max_seconds_point:g} s (phase time-limit); raise --max-seconds", file=sys.stderr)
+        return EXIT_TIME_LIMIT
     return 0

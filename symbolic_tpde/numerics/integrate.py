@@ -27,6 +27,11 @@ segment all stages use that layer's weights (a stage at the right end of a segme
 layer).  The adaptive method restarts at each breakpoint (the weights of a segment are those of its start).  For a callable schedule the weights
 are read at each stage time.
 
+Bounded work: ``max_seconds`` caps the wall-clock time with the integrator's one mechanism,
+:class:`symbolic_tpde.numerics.solve.Deadline`, checked once per step (per rhs evaluation for ``adaptive``);
+when it expires the run returns early with ``status == "time-limit"`` and ``t`` the last completed time (the
+state there exact, and appended to a saved trajectory).
+
 Failure is never silent: each stage is checked for finiteness and an overflow raises
 :class:`~symbolic_tpde.errors.BlowupError` with the last finite time and the step; a Sinkhorn head that does
 not converge raises :class:`~symbolic_tpde.errors.ConvergenceError` naming the time.  A plain-text progress
@@ -58,7 +63,8 @@ class ParticleRun:
     """Result of :func:`simulate`.
 
     ``X``: final cloud at time ``t``; ``times`` and ``trajectory`` (``(len(times), n, d)``) are filled only when
-    ``save_every`` was given.  ``steps``: accepted steps; ``nfev``: field evaluations.
+    ``save_every`` was given.  ``steps``: accepted steps; ``nfev``: field evaluations.  ``status``: ``"ok"``
+    (``t = T``) or ``"time-limit"`` (the wall-clock cap stopped the run at ``t < T``).
     """
 
     t: float
@@ -72,6 +78,7 @@ class ParticleRun:
     error_estimate: float | None = None   # error-controlled default: Σ over steps of max |local error|
     tolerance: float | None = None        # error-controlled default: the rtol = atol used
     rejected: int = 0
+    status: str = "ok"
 
 
 class _Progress:
@@ -135,7 +142,7 @@ def segments(schedule: Schedule, T: float) -> list[tuple[float, float]]:
 def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *, steps: int | None = None,
              method: str = "rk4", dtype=np.float64, save_every: int | None = None, progress: bool | None = None,
              rtol: float = 1e-7, atol: float = 1e-9, ivp_method: str = "dopri5", block: int | None = None,
-             threads: int | None = None) -> ParticleRun:
+             threads: int | None = None, max_seconds: float | None = None) -> ParticleRun:
     """Evolve the particles ``X0`` to time ``T`` (see the module docstring).
 
     ``steps``: number of fixed steps over ``[0, T]``; ``None`` (default) with ``method="rk4"`` means error-
@@ -145,21 +152,27 @@ def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: f
     larger.  For ``adaptive`` it only defines the nominal grid on which ``save_every`` saves.
     ``save_every=k``: keep the state every ``k`` steps (and at ``0`` and ``T``).  ``dtype`` (float32/float64):
     fixed-step methods do all work in it; ``adaptive`` keeps the state in float64 and evaluates the field in
-    ``dtype``.
+    ``dtype``.  ``max_seconds``: wall-clock cap (``None``: none; module docstring, Bounded work).
     """
+    from .solve import Deadline
+
     T = _check_args(T, steps, method, save_every, rtol, atol)
+    if max_seconds is not None:
+        positive_number(max_seconds, "max_seconds")
     dt = work_dtype(X0, dtype)
     X = as_points(X0, dt, "X0").copy()
     sched = as_schedule(schedule)
     n_steps = int(steps) if steps is not None else max(10, math.ceil(100 * T))
     bar = _Progress(T, progress)
     cache: dict = {}
+    dl = Deadline(max_seconds)
     try:
         if method == "rk4" and steps is None:
-            return _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads)
+            return _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl)
         if method == "adaptive":
-            return _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads)
-        return _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads)
+            return _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block,
+                             threads, dl)
+        return _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads, dl)
     finally:
         bar.close()
 
@@ -177,7 +190,16 @@ def _eval(X, weights, t, where, cache, block, threads):
     return k
 
 
-def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads) -> ParticleRun:
+def _stopped(t, X, times, traj, method, steps, nfev, dt, **kw) -> ParticleRun:
+    """The run stopped by its wall-clock cap at ``t``: the state there closes a saved trajectory."""
+    if times is not None and times[-1] != t:
+        times.append(t)
+        traj.append(X.copy())
+    return ParticleRun(t, X, None if times is None else np.array(times), None if traj is None else np.stack(traj),
+                       method, steps, nfev, dt.name, status="time-limit", **kw)
+
+
+def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads, dl) -> ParticleRun:
     """Fixed steps of the :mod:`.rk` tableau ``method`` (Euler or RK4), in the particles' dtype."""
     tab = rk.tableau(method)
     h_max = T / n_steps if T > 0 else 0.0
@@ -210,6 +232,8 @@ def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, thre
                 times.append(t_now)
                 traj.append(X.copy())
             bar.update(t_now)
+            if t_now < T and dl.expired():
+                return _stopped(t_now, X, times, traj, method, k_step, nfev, dt)
     if save_every and times[-1] != T:
         times.append(T)
         traj.append(X.copy())
@@ -234,7 +258,7 @@ def auto_tolerance(n: int, dtype=np.float64) -> float:
     return max(MC_FRACTION / math.sqrt(max(1, n)), floor)
 
 
-def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads) -> ParticleRun:
+def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl) -> ParticleRun:
     """Dormand-Prince 5(4) with the standard step-size controller (Hairer I §II.4, as in :mod:`.rk`), on the
     whole cloud at once, in its dtype; restarts (new first stage) at each layer breakpoint."""
     tab = rk.DOPRI5
@@ -303,6 +327,9 @@ def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads
                 h *= min(1.0 if rejected_last else 10.0, max(0.2, fac))
                 rejected_last = False
                 bar.update(t)
+                if t < T and dl.expired():
+                    return _stopped(t, X, times, traj, "dopri5", nacc, nfev, dt, error_estimate=err_sum,
+                                    tolerance=tol, rejected=nrej)
             else:
                 nrej += 1
                 h *= 0.2 if not np.isfinite(err) else max(0.2, 0.9 * err ** (-1.0 / (q + 1)))
@@ -318,7 +345,7 @@ def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads
                        err_sum, tol, nrej)
 
 
-def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads):
+def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads, dl):
     """The flattened cloud through :func:`.solve.integrate` (own Dormand-Prince by default), restarting at the
     layer breakpoints.  A non-finite field makes the step fail (rejection); the step size then collapses at
     the blow-up and :class:`BlowupError` is raised with the last accepted time."""
@@ -344,7 +371,12 @@ def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar,
     if save_every:
         t_eval = np.unique(np.concatenate([np.linspace(0.0, T, n_steps // save_every + 1), edges]))
     sol = integrate(fun, X.astype(np.float64).ravel(), (0.0, T), method=ivp_method, rtol=rtol, atol=atol,
-                    t_eval=t_eval, breakpoints=edges[1:-1], progress=lambda t, _T: bar.update(t))
+                    t_eval=t_eval, breakpoints=edges[1:-1], progress=lambda t, _T: bar.update(t), max_seconds=dl)
+    if sol.status == Status.TIME_LIMIT:
+        times = list(sol.t) if save_every else None
+        traj = list(sol.y.reshape(-1, n, d)) if save_every else None
+        return _stopped(sol.t_end, sol.y_end.reshape(n, d).copy(), times, traj, "adaptive", sol.n_steps, sol.nfev,
+                        dt)
     if sol.status != Status.OK:
         raise BlowupError(sol.t_end, where, sol.message)
     Xf = sol.y_end.reshape(n, d).copy()

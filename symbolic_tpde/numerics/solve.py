@@ -32,11 +32,18 @@ to round-off.  If instead the rhs became non-finite there first (the step size c
 values, or the step size collapsed as the ODE became singular) with a condition within ``1e-3`` of its start
 scale of 0, the time reached is reported as ``TILT_CEASED``.  ``STALLED``: more than ``max_nfev`` evaluations, or the step size collapsed without a
 blow-up signature; a non-finite rhs is an :class:`Event` ``"nonfinite"`` with its time, never silent NaNs.
+
+Bounded work.  Two caps, both reported as a status with the time reached, never a hang: ``max_nfev``
+right-hand side evaluations (``STALLED``) and ``max_seconds`` of wall-clock time (``TIME_LIMIT``; a
+:class:`Deadline`, checked before every rhs evaluation, so the overshoot is at most one evaluation; the
+100x-looser error-bar run shares the same deadline).  :class:`Deadline` is the package's one wall-clock cap:
+the particle loops of :mod:`.integrate` check the same object once per step.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Sequence
@@ -56,6 +63,7 @@ class Status(str, Enum):
     TILT_CEASED = "tilt-ceased"
     STALLED = "stalled"
     OVERFLOW = "overflow"
+    TIME_LIMIT = "time-limit"
 
     def __str__(self) -> str:
         return self.value
@@ -64,7 +72,7 @@ class Status(str, Enum):
 @dataclass(frozen=True)
 class Event:
     """``kind``: ``"level"`` (size crossed level ``index``, ``value`` = size), ``"blowup"``, ``"tilt-ceased"``
-    (``index`` = condition component), ``"overflow"``, ``"nonfinite"``, ``"stalled"``."""
+    (``index`` = condition component), ``"overflow"``, ``"nonfinite"``, ``"stalled"``, ``"time-limit"``."""
 
     kind: str
     time: float
@@ -135,8 +143,41 @@ def as_monitor(blowup) -> BlowupMonitor | None:
     return BlowupMonitor(lambda y: float(w @ y), lambda y, fy: float(w @ fy))
 
 
+class Deadline:
+    """A wall-clock cap of ``seconds`` from construction (``time.monotonic``); ``None`` means no cap.
+
+    :meth:`expired` is the one test every time loop of the package makes (module docstring, Bounded work)."""
+
+    def __init__(self, seconds: float | None):
+        if seconds is not None and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+                                        and math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"max_seconds must be a finite number > 0 or None, got {seconds!r}")
+        self.seconds = None if seconds is None else float(seconds)
+        self.end = None if seconds is None else time.monotonic() + float(seconds)
+
+    @classmethod
+    def of(cls, limit) -> Deadline:
+        """``limit``: a :class:`Deadline` (shared, e.g. by the error-bar run), seconds, or ``None``."""
+        return limit if isinstance(limit, Deadline) else cls(limit)
+
+    def expired(self) -> bool:
+        return self.end is not None and time.monotonic() >= self.end
+
+    def check(self) -> None:
+        """Raise :class:`TimeLimitReached` once expired (for loops that are not :func:`integrate`'s)."""
+        if self.expired():
+            raise TimeLimitReached(self.describe())
+
+    def describe(self) -> str:
+        return f"wall-clock limit of {self.seconds:g} s reached"
+
+
 class _Stalled(Exception):
     pass
+
+
+class TimeLimitReached(Exception):
+    """A :class:`Deadline` expired inside a loop; :func:`integrate` turns it into status ``TIME_LIMIT``."""
 
 
 class _NonFinite(ArithmeticError):
@@ -145,17 +186,19 @@ class _NonFinite(ArithmeticError):
 
 
 class _Rhs:
-    """Counts evaluations (``_Stalled`` past ``limit``), notes the time of the last non-finite value and, for
-    the implicit scipy methods, raises ``_NonFinite`` on it (they cannot reject such a step)."""
+    """Counts evaluations (``_Stalled`` past ``limit``; :class:`TimeLimitReached` once ``deadline`` expired),
+    notes the time of the last non-finite value and, for the implicit scipy methods, raises ``_NonFinite`` on
+    it (they cannot reject such a step)."""
 
-    def __init__(self, f, limit, raise_nonfinite):
-        self.f, self.limit, self.raise_nonfinite = f, limit, raise_nonfinite
+    def __init__(self, f, limit, raise_nonfinite, deadline):
+        self.f, self.limit, self.raise_nonfinite, self.deadline = f, limit, raise_nonfinite, deadline
         self.n, self.bad_t = 0, None
 
     def __call__(self, t, y):
         self.n += 1
         if self.n > self.limit:
             raise _Stalled()
+        self.deadline.check()
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             out = np.asarray(self.f(t, y), dtype=float)
         if not np.isfinite(out).all():
@@ -222,12 +265,17 @@ def _root(g, a, b):
 def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 1e-10, atol: float | None = None,
               t_eval=None, breakpoints: Sequence[float] = (), blowup=None, conditions: Callable | None = None,
               max_nfev: int = 1_000_000, progress: Callable | None = None, h: float | None = None,
-              steps: int | None = None, jac: Callable | None = None) -> Solution:
+              steps: int | None = None, jac: Callable | None = None, max_seconds=None) -> Solution:
     """Integrate ``y' = f(t, y)`` on ``t_span = (t0, T)`` (module docstring).
 
     ``atol`` default ``1e-14 max(1, |y0|_∞)``; ``h``/``steps`` for the fixed-step methods (default 100
     steps per unit time, at least 10); ``jac`` is passed to scipy's implicit methods; ``progress(t, T)`` is
-    called after each accepted step."""
+    called after each accepted step; ``max_seconds`` (seconds, a :class:`Deadline`, or ``None``: no cap) the
+    wall-clock cap, status ``TIME_LIMIT`` at the last accepted time when it is reached (the clock starts
+    here, after the one-off import of scipy's steppers)."""
+    if method in SCIPY_METHODS:
+        import scipy.integrate  # noqa: F401  (a one-off import is not integration time)
+    deadline = Deadline.of(max_seconds)
     if method not in OWN_METHODS + SCIPY_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(OWN_METHODS + SCIPY_METHODS)}")
     y0 = np.asarray(y0, dtype=float).ravel()
@@ -242,7 +290,7 @@ def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 
             raise ValueError("t_eval must be increasing times within t_span")
     mon = as_monitor(blowup)
     kw = dict(method=method, rtol=rtol, atol=atol, breakpoints=breakpoints, conditions=conditions,
-              max_nfev=max_nfev, h=h, steps=steps, jac=jac)
+              max_nfev=max_nfev, h=h, steps=steps, jac=jac, deadline=deadline)
     sol = _Run(f, y0, t0, T, mon, t_eval=t_eval, progress=progress, **kw).run()
     if sol.status == Status.BLOWUP and mon.error_run:
         k = len(sol.samples)
@@ -262,8 +310,9 @@ class _Run:
     """One pass of :func:`integrate` (the error-bar run is a second pass)."""
 
     def __init__(self, f, y0, t0, T, mon, *, method, rtol, atol, t_eval, breakpoints, conditions, max_nfev,
-                 progress, h, steps, jac):
-        self.rhs = _Rhs(f, max_nfev, method in ("LSODA", "BDF", "Radau"))
+                 progress, h, steps, jac, deadline):
+        self.rhs = _Rhs(f, max_nfev, method in ("LSODA", "BDF", "Radau"), deadline)
+        self.deadline = deadline
         self.y0, self.t0, self.T, self.mon = y0, t0, T, mon
         self.method, self.rtol, self.atol, self.jac = method, rtol, atol, jac
         self.t_eval, self.conditions, self.progress, self.max_nfev = t_eval, conditions, progress, max_nfev
@@ -337,6 +386,8 @@ class _Run:
                 y, t = res, b
         except _Stalled:
             return self._stalled(f"integrator stalled after {self.max_nfev} right-hand side evaluations")
+        except TimeLimitReached:
+            return self._time_limit()
         if mon is not None and self.k_next == len(self.thresholds) and self.samples:
             return self._finish(Status.OK, "large growth without blow-up signature", t, y)
         return self._finish(Status.OK, "integrated to T", t, y)
@@ -347,6 +398,17 @@ class _Run:
         self.events.append(Event("stalled", t))
         return self._finish(Status.STALLED, f"{why} at t = {t:.6g} (step size collapsed; the right-hand side may "
                             "be ill-conditioned there, e.g. a nearly singular Σ)", t, y)
+
+    def _time_limit(self):
+        """The wall-clock cap expired: stop at the last accepted step (its state is exact, not interpolated)."""
+        cur = getattr(self, "cur", None)
+        t, y = self.seg_start if cur is None else (cur.t, cur.y)
+        if self.t_eval is None and self.ts[-1] != t:
+            self.ts.append(t)
+            self.ys.append(y)
+        self.events.append(Event("time-limit", t))
+        return self._finish(Status.TIME_LIMIT, f"{self.deadline.describe()} at t = {t:.6g} (before T = "
+                            f"{self.T:.6g}); raise the limit to finish", t, y)
 
     def _segment(self, a, b, y):
         rhs = self.rhs
