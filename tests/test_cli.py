@@ -185,3 +185,24 @@ def test_library_bug_is_one_line_exit_1(capsys, monkeypatch):
     monkeypatch.setattr(scenario, "load_scenario", lambda *a, **k: 1 / 0)
     rc, out, err = _run(capsys, "rhs", "--scenario", "softmax_2d")
     assert rc == 1 and "internal error (ZeroDivisionError" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra", [[], ["--preset", "castin2025"]])
+def test_figures_refuses_an_unknown_figure_name_before_drawing(tmp_path, capsys, extra):
+    from symbolic_tpde.cli import main
+
+    assert main(["figures", "--out", str(tmp_path), *extra, "--only", "nosuch"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--only" in err and "'nosuch'" in err
+    assert not any(tmp_path.iterdir())  # nothing was drawn
+
+
+def test_a_scalar_parameter_gets_the_same_range_check_as_arrays(tmp_path, capsys):
+    # found by the 10 000-case fuzz (seed 12345): "tau": 1e300 passed because only arrays were range-checked
+    from symbolic_tpde.cli import main
+
+    path = tmp_path / "tau.json"
+    path.write_text('{"attention": "l2", "Q": [[1]], "K": [[1]], "V": [[1]], "tau": 1e300, "alpha0": [0], '
+                    '"Sigma0": [[1]], "T": 1}')
+    assert main(["rhs", "--scenario", str(path), "--json"]) == 2
+    assert "tau: magnitude 1e+300 exceeds 1e+75" in capsys.readouterr().err

@@ -46,7 +46,7 @@ def finite_array(value: Any, field: str, ndim: int | None = None, dtype=float, s
     """``value`` as a finite array of ``dtype`` (``ndim`` dimensions and/or exactly ``shape``), read-only
     unless ``readonly=False``.  Nested lists (what JSON gives) are checked by :func:`number_tree` first:
     numbers only (no strings, booleans or ``null``), rectangular, magnitudes ``<= MAX_ENTRY``."""
-    if isinstance(value, (list, tuple)) or _is_scalar_like(value):
+    if isinstance(value, (list, tuple, int, float)) or _is_scalar_like(value):  # scalars get the range check too
         value = number_tree(value, field, ndim)
     elif isinstance(value, np.ndarray) and value.dtype.kind not in "iuf":
         raise InputError(field, f"must hold real numbers, got an array of dtype {value.dtype}")
