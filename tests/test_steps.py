@@ -89,3 +89,51 @@ def test_steps_latex_compiles_and_states_assumptions(capsys, tmp_path, extra):
             txt = subprocess.run(["pdftotext", "d.pdf", "-"], cwd=tmp_path, capture_output=True, text=True).stdout
             txt = " ".join(txt.split())                     # words wrapped across lines
             assert "positive definite" in txt and "Assumptions" in txt and "Checked by SymPy" in txt
+
+
+def test_energy_flag_needs_no_attention_and_conflicts_are_errors(capsys):
+    """``--energy`` replaces ``--attention``; neither, or both, is a one-line input error (exit 2)."""
+    for argv in (["--steps"], ["--energy", "--attention", "softmax"], ["--energy", "--d", "2"],
+                 ["--energy", "--format", "text", "--beamer"]):
+        assert main(["derive", *argv]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "tpde derive" in err
+
+
+@pytest.mark.slow
+def test_energy_steps_rendered_like_the_moment_steps(capsys):
+    rc, out = _json(capsys, "--energy", "--steps", "--format", "json")
+    assert rc == 0 and out["all_checked"] and len(out["steps"]) >= 5
+
+
+def test_step_chains_come_from_the_registry(monkeypatch):
+    """steps.py switches on no kind name: each kind's SymbolicPart names its chain, and a new kind's own chain
+    is the one used."""
+    import inspect
+    import re
+
+    from symbolic_tpde.spec import kinds as spec_kinds
+    from symbolic_tpde.symbolic import steps as steps_mod
+    from symbolic_tpde.symbolic.kinds import SymbolicPart
+
+    src = inspect.getsource(steps_mod)
+    assert not re.search(r"kind\s*==\s*['\"]|k\s*==\s*['\"]", src)
+    assert all(spec_kinds.part(k, "symbolic").steps is not None for k in ("softmax", "l2", "linear", "sinkhorn",
+                                                                          "custom"))
+    marker = step("own chain", sp.Integer(1), sp.Integer(1))
+    toy = spec_kinds.KindSpec("toy", spec_kinds.get("softmax").params, "affine", "a toy kind")
+    monkeypatch.setitem(spec_kinds.KINDS, "toy", toy)       # removed again after the test
+    spec_kinds.register("toy", "symbolic")(SymbolicPart(steps=lambda kind, syms, pre: ([marker], None, None, None)))
+    assert steps_mod._head_steps("toy", {}, "")[0] == [marker]
+
+
+def test_entrywise_steps_one_based_and_size_threshold(capsys):
+    rc, out = _json(capsys, "--attention", "softmax", "--steps", "--d", "2", "--format", "json")
+    ent = [s for s in out["steps"] if s["title"].startswith("entrywise at d = 2")]
+    assert rc == 0 and out["all_checked"] and len(ent) == 2 and all(s["checked"] for s in ent)
+    text = " ".join(s["rhs"] for s in ent)
+    assert "Sigma_11" in text and "alpha_2" in text and "A_22" in text
+    assert "Sigma_0" not in text and "alpha_0" not in text and "x_" not in text
+    rc, out = _json(capsys, "--attention", "softmax", "--steps", "--d", "3", "--format", "json")
+    assert rc == 0 and not any(s["title"].startswith("entrywise") for s in out["steps"])
+    assert len(out["notes"]) == 1 and "not shown" in out["notes"][0]

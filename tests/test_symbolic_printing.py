@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -53,11 +54,11 @@ def _pdflatex(tmp_path, name: str, document: str) -> str:
                     reason="pdflatex not installed (Debian: apt-get install --no-install-recommends "
                            "texlive-latex-base)")
 def test_latex_compiles_for_every_variant(tmp_path, capsys):
-    """Every ``tpde derive --format latex`` output (matrix form, entrywise d = 2, 3, the witnesses, FFN and
+    """Every ``tpde derive --format latex`` output (matrix form, entrywise d = 1, 2, 3, the witnesses, FFN and
     3 heads) typesets in ONE amsmath document (one pdflatex run keeps this fast), with no line running off
     the page (no ``Overfull \\hbox``: the row breaker keeps lines within the page)."""
     fragments = []
-    cases = [[v] + ([] if d is None else ["--d", str(d)]) for v in VARIANTS for d in (None, 2, 3)]
+    cases = [[v] + ([] if d is None else ["--d", str(d)]) for v in VARIANTS for d in (None, 1, 2, 3)]
     cases += [[w] for w in WITNESSES] + [["masked", "--sink"], ["multihead", "--heads", "3", "--ffn", "--d", "3"],
                                          ["softmax", "--d", "3", "--no-cse"]]
     for case in cases:
@@ -67,7 +68,9 @@ def test_latex_compiles_for_every_variant(tmp_path, capsys):
             continue
         assert rc == 0, (case, err)
         fragments.append(f"\\section*{{{' '.join(case).replace('_', ' ').replace('--', '')}}}\n{out}")
-    log = _pdflatex(tmp_path, "all", printing.latex_document("\n".join(fragments)))
+    doc = printing.latex_document("\n".join(fragments))
+    assert "a4paper" in doc and "landscape" not in doc                 # A4 portrait
+    log = _pdflatex(tmp_path, "all", doc)
     assert "Overfull \\hbox" not in log, log[log.index("Overfull"):][:800]
 
 
@@ -104,6 +107,7 @@ def test_broken_rows_are_the_same_expression():
 
     def rejoin(row: str) -> str:
         body = "".join(line.split("&", 1)[1].lstrip("=").replace(r"\quad", "") for line in row.split("\\\\\n"))
+        body = re.sub(r"\\right\)\^\{([^}]*)\}", r")**(\1)", body)      # a broken (sum)^p, e.g. 1/(sum)
         return (body.replace(r"\left.", "").replace(r"\right.", "").replace(r"\left(", "(")
                 .replace(r"\right)", ")"))
 
@@ -122,12 +126,17 @@ def test_broken_rows_are_the_same_expression():
 
 
 def test_no_cse_latex_refuses_unbreakable_rows(capsys):
-    """A fraction cannot be broken across lines: forced --no-cse LaTeX refuses rows wider than the page
-    (text has no page width and prints); the CLI maps the refusal to an --no-cse input error."""
+    """An exponent cannot be broken across lines: forced --no-cse LaTeX refuses rows wider than the page
+    (text has no page width and prints); the CLI maps the refusal to an --no-cse input error.  A long
+    reciprocal ``1/(sum)`` is broken as ``(sum)^{-1}`` instead."""
     from symbolic_tpde.symbolic.system import OdeSystem
 
     xs = sp.symbols("Sigma_0_0 alpha_0 " + " ".join(f"p_{k}" for k in range(80)), real=True)
-    wide = 1 / sp.Add(*[xs[0] * p for p in xs[2:]])              # ~250 glyphs in one denominator
+    long_sum = sp.Add(*[xs[0] * p for p in xs[2:]])                # ~250 glyphs
+    recip = OdeSystem(states=xs[1:2], params=xs[2:], rhs=(1 / long_sum,), origin={"variant": "test", "d": 1})
+    tex = printing.render_system(recip, "latex", cse=False)
+    assert "\\right)^{-1}" in tex and tex.count("\\quad") >= 2 and printing.check_latex_structure(tex) == []
+    wide = sp.exp(long_sum)                                         # ~250 glyphs in one superscript
     system = OdeSystem(states=xs[1:2], params=xs[2:], rhs=(wide,), origin={"variant": "test", "d": 1})
     with pytest.raises(ValueError, match="wider than the page"):
         printing.render_system(system, "latex", cse=False)

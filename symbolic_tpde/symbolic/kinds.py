@@ -32,7 +32,12 @@ class SymbolicPart:
     """A kind's symbolic part.  Entrywise (concrete ``d``): ``log_kernel(prm, x, y)`` or
     ``field(prm, alpha, Sigma)``; general ``d`` (``MatrixSymbol``s): ``matrix_kernel(syms)`` (an
     :class:`~.kernels.ExpQuadKernel` of matrix expressions) or ``matrix_field(syms, alpha, Sigma, d) ->
-    (b, J, Cᵀ or None, assumptions)``; or ``witness(sink)`` for a kind that does not preserve Gaussians."""
+    (b, J, Cᵀ or None, assumptions)``; or ``witness(sink)`` for a kind that does not preserve Gaussians.
+
+    Derivation steps (:mod:`.steps`): ``steps(kind, syms, pre) -> (steps, b, J, (C, Cᵀ) or None)`` builds the
+    kind's own checked chain up to the affine field ``Γ = b + Jx`` (a kind with a ``matrix_kernel`` and no
+    ``steps`` gets the generic tilt chain :func:`.steps.kernel_head_steps`); ``matrix_definition(syms, x,
+    y)``: the log-kernel as the README writes it (shown in step 1, checked against ``matrix_kernel``)."""
 
     log_kernel: Callable | None = None
     field: Callable | None = None
@@ -40,6 +45,27 @@ class SymbolicPart:
     matrix_kernel: Callable | None = None
     matrix_field: Callable | None = None
     entrywise_max_d: int | None = None   # above it the entrywise form needs a matrix square root
+    steps: Callable | None = None
+    matrix_definition: Callable | None = None
+
+
+def _kernel_steps(kind, syms, pre):
+    """The generic chain of a softmax-normalised kernel (tilt, completed square, affine field)."""
+    from .steps import kernel_head_steps
+
+    return (*kernel_head_steps(kind, syms, pre), None)
+
+
+def _linear_steps(kind, syms, pre):
+    from .steps import linear_head_steps
+
+    return (*linear_head_steps(syms, pre), None)
+
+
+def _sinkhorn_steps(kind, syms, pre):
+    from .steps import sinkhorn_head_steps
+
+    return sinkhorn_head_steps(syms, pre)
 
 
 def _bilinear(A, x, y):
@@ -48,7 +74,9 @@ def _bilinear(A, x, y):
 
 
 register("softmax", "symbolic")(SymbolicPart(log_kernel=lambda p, x, y: _bilinear(p["A"], x, y),
-                                             matrix_kernel=lambda s: softmax_kernel(s["A"])))
+                                             matrix_kernel=lambda s: softmax_kernel(s["A"]),
+                                             steps=_kernel_steps,
+                                             matrix_definition=lambda s, x, y: y.T * s["A"] * x))
 
 
 def _l2_log_kernel(p, x, y):
@@ -57,8 +85,15 @@ def _l2_log_kernel(p, x, y):
     return -sum((v[i] ** 2 for i in range(v.shape[0])), sp.S.Zero) / p["tau"]
 
 
+def _l2_definition(s, x, y):
+    """``-(Qx - Ky)ᵀ(Qx - Ky)/τ`` in matrix form, unexpanded."""
+    v = s["Q"] * x - s["K"] * y
+    return -v.T * v / s["tau"]
+
+
 register("l2", "symbolic")(SymbolicPart(log_kernel=_l2_log_kernel,
-                                        matrix_kernel=lambda s: l2_kernel_matrix(s["Q"], s["K"], s["tau"])))
+                                        matrix_kernel=lambda s: l2_kernel_matrix(s["Q"], s["K"], s["tau"]),
+                                        steps=_kernel_steps, matrix_definition=_l2_definition))
 
 
 def _custom_log_kernel(p, x, y):
@@ -69,7 +104,8 @@ def _custom_log_kernel(p, x, y):
 
 register("custom", "symbolic")(SymbolicPart(
     log_kernel=_custom_log_kernel,
-    matrix_kernel=lambda s: ExpQuadKernel(B=s["B"], P=s["P"], R=s["R"], p=s["p"], r=s["r"])))
+    matrix_kernel=lambda s: ExpQuadKernel(B=s["B"], P=s["P"], R=s["R"], p=s["p"], r=s["r"]),
+    steps=_kernel_steps))
 
 
 def _linear_field(p, alpha, Sigma):
@@ -95,7 +131,8 @@ def _linear_matrix(s, alpha, Sigma, d):
     return sp.ZeroMatrix(d, 1), s["V"] * (Sigma + alpha * alpha.T) * s["A"], None, ()
 
 
-register("linear", "symbolic")(SymbolicPart(field=_linear_field, matrix_field=_linear_matrix))
+register("linear", "symbolic")(SymbolicPart(field=_linear_field, matrix_field=_linear_matrix,
+                                                         steps=_linear_steps))
 
 
 def _sinkhorn_field(p, alpha, Sigma):
@@ -116,7 +153,7 @@ def _sinkhorn_matrix(s, alpha, Sigma, d):
 
 
 register("sinkhorn", "symbolic")(SymbolicPart(field=_sinkhorn_field, matrix_field=_sinkhorn_matrix,
-                                              entrywise_max_d=2))
+                                              entrywise_max_d=2, steps=_sinkhorn_steps))
 
 
 def _witness(kind: str):

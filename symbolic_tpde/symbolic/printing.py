@@ -15,11 +15,12 @@
   expression each.
 
 LaTeX output is a fragment (``align*``, needs ``amsmath``); :func:`latex_document` wraps it into a complete
-document (A3 landscape).  Rows wider than the page (:data:`LATEX_LINE_WIDTH`, estimated by
+document (A4 portrait, 11pt, 2 cm margins).  Rows wider than the page (:data:`LATEX_LINE_WIDTH`, estimated by
 :func:`latex_width`) are broken between the terms of sums, also inside parenthesised sums (``\\right.`` /
 ``\\left.`` close and reopen the parenthesis at the break, as TeX needs ``\\left``/``\\right`` paired per
-line).  Fractions and powers cannot be broken: with CSE forced off, a row whose unbreakable piece is still
-wider than the page is refused (``ValueError``) rather than typeset off the page.  Checked: every variant's
+line), and inside long reciprocals and roots of sums, typeset as ``\\left(...\\right)^{-1}`` /
+``^{1/2}``.  Exponents and other fractions cannot be broken: with CSE forced off, a row whose unbreakable
+piece is still wider than the page is refused (``ValueError``) rather than typeset off the page.  Checked: every variant's
 output compiles with ``pdflatex`` without overfull lines (``tests/test_symbolic_printing.py``).
 """
 
@@ -87,9 +88,10 @@ def _cse(exprs: list, prefix: str = "u_") -> tuple[list, list]:
     return sp.cse(exprs, symbols=sp.numbered_symbols(prefix, start=1), order="none")
 
 
-#: width budget of one typeset line, in the units of :func:`latex_width` (A3 landscape with 1 cm margins is
-#: ~1140 pt wide; an average math glyph at 10 pt is ~5.5 pt, so ~200 glyphs; 170 leaves room for the label)
-LATEX_LINE_WIDTH = 170
+#: width budget of one typeset line, in the units of :func:`latex_width` (A4 portrait with 2 cm margins is
+#: 17 cm = ~484 pt wide; an average math glyph at 11 pt is ~6 pt, so ~80 glyphs; 66 leaves room for the
+#: label ``\frac{d\Sigma_{1,2}}{dt} =`` and the ``\quad`` indent of continuation lines)
+LATEX_LINE_WIDTH = 66
 
 
 def latex_width(s: str) -> int:
@@ -123,19 +125,46 @@ def _tokens(e, tex, budget: int) -> list[tuple[str, str]]:
             out.append((kind, sign + text))
             out.extend(sub[1:])
         return out
+    if _breakable_factor(e):                               # (sum)^p, e.g. 1/(sum): \left( ... \right)^{p}
+        return _paren_tokens(e, tex, budget)
     if isinstance(e, sp.Mul):
-        sums = [a for a in e.args if isinstance(a, sp.Add)]
+        sums = [a for a in e.args if _breakable_factor(a)]
         if sums:
-            rest = sp.Mul(*[a for a in e.args if not isinstance(a, sp.Add)])
+            rest = sp.Mul(*[a for a in e.args if not _breakable_factor(a)])
             out = [(_TEXT, "" if rest == 1 else "-" if rest == -1 else tex(rest))]
-            for f in sums:                          # every parenthesised sum is a place to break
-                inner = _tokens(f, tex, budget)
-                if len(inner) == 1:
-                    out.append((_TEXT, r"\left(" + inner[0][1] + r"\right)"))
-                else:
-                    out += [(_OPEN, r"\left(")] + inner + [(_CLOSE, r"\right)")]
-            return [t for t in out if t[1]]
+            # the first parenthesis is broken to fit after its coefficient on the same line
+            first = max(budget - latex_width(out[0][1]) - 2, budget // 2)
+            for k, f in enumerate(sums):            # every parenthesised sum is a place to break
+                out += _paren_tokens(f, tex, first if k == 0 else budget)
+            return _glue([t for t in out if t[1]], budget)
     return [(_TEXT, s)]
+
+
+def _glue(tokens: list[tuple[str, str]], budget: int) -> list[tuple[str, str]]:
+    """A product's coefficient joined to the first piece after it while they fit, so it stays on the line of
+    the parenthesis it multiplies (``2 Σ₁₁ (...``, not ``2 Σ₁₁`` / ``(...)``)."""
+    if (len(tokens) > 1 and tokens[0][0] == _TEXT and tokens[1][0] in (_TEXT, _OPEN)
+            and latex_width(tokens[0][1]) + latex_width(tokens[1][1]) <= budget):
+        return [(tokens[1][0], tokens[0][1] + " " + tokens[1][1])] + tokens[2:]
+    return tokens
+
+
+def _breakable_factor(e) -> bool:
+    """A sum, or a sum to a rational power (``1/(a + b)``, ``sqrt(a + b)``): typeset as a parenthesis that
+    may be broken, ``\\left( a + b \\right)^{-1}``, instead of an unbreakable fraction or root."""
+    return isinstance(e, sp.Add) or (isinstance(e, sp.Pow) and isinstance(e.base, sp.Add)
+                                     and e.exp.is_Rational and e.exp != 1)
+
+
+def _paren_tokens(f, tex, budget: int) -> list[tuple[str, str]]:
+    base, exp = (f.base, f.exp) if isinstance(f, sp.Pow) else (f, sp.S.One)
+    sup = "" if exp == 1 else "^{" + sp.latex(exp) + "}"
+    inner = _tokens(base, tex, budget)
+    if len(inner) == 1 and exp == 1:
+        return [(_TEXT, r"\left(" + inner[0][1] + r"\right)")]
+    if len(inner) == 1:                             # small enough whole: keep SymPy's own form
+        return [(_TEXT, tex(f))]
+    return [(_OPEN, r"\left(")] + inner + [(_CLOSE, r"\right)" + sup)]
 
 
 def _latex_row(label: str, e, tex, budget: int = LATEX_LINE_WIDTH) -> tuple[str, int]:
@@ -274,18 +303,24 @@ def render_witness(w, fmt: str = "text") -> str:
     if fmt == "latex":
         # the point's values are numbers set by the witness code (int / Rational), never user strings
         point = ", ".join(f"{tex(sp.Symbol(k))} = {tex(sp.S(v))}" for k, v in w.point.items())
-        q = w.quantity if len(sp.sstr(w.quantity)) < 400 else sp.Derivative(w.field_expr, sp.Symbol("x", real=True), 2)
+        rows = [_latex_row(r"\Gamma(x)", w.field_expr, tex)[0]]
+        q_row, q_width = _latex_row(r"\frac{\partial^2 \Gamma}{\partial x^2}", w.quantity, tex)
+        if len(sp.sstr(w.quantity)) < 400 and q_width <= LATEX_LINE_WIDTH:   # else: the value only
+            rows.append(q_row)
+            rows.append(f"&= {w.value:.15g} \\quad \\text{{at }} " + point)
+        else:
+            rows.append(r"\frac{\partial^2 \Gamma}{\partial x^2} &= " + f"{w.value:.15g}"
+                        + r" \quad \text{at } " + point)
         return (f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n"
-                "\\begin{align*}\n\\Gamma(x) &= " + tex(w.field_expr) + " \\\\\n"
-                "\\frac{\\partial^2 \\Gamma}{\\partial x^2} &= " + tex(q) + " \\\\\n"
-                f"&= {w.value:.15g} \\quad \\text{{at }} " + point + "\n\\end{align*}")
+                "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}")
     raise ValueError(f"unknown format {fmt!r}")
 
 
 def latex_document(fragment: str) -> str:
-    """A complete ``amsmath`` document around a fragment (long equations broken by ``breqn`` are avoided:
-    only ``amsmath``/``amssymb`` are used)."""
-    return ("\\documentclass{article}\n\\usepackage{amsmath,amssymb}\n\\usepackage[margin=1cm,a3paper,landscape]"
+    """A complete ``amsmath`` document around a fragment: A4 portrait, 11pt, 2 cm margins; the rows are
+    already broken to :data:`LATEX_LINE_WIDTH` and ``\\allowdisplaybreaks`` lets long ``align*`` blocks
+    break across pages (``breqn`` is avoided: only ``amsmath``/``amssymb`` are used)."""
+    return ("\\documentclass[11pt,a4paper]{article}\n\\usepackage{amsmath,amssymb}\n\\usepackage[margin=2cm]"
             "{geometry}\n\\allowdisplaybreaks\n\\begin{document}\n" + fragment + "\n\\end{document}\n")
 
 

@@ -13,7 +13,12 @@ arXiv 2501.18322, §3), in matrix form for general ``d`` (``MatrixSymbol``s):
    results (``V = I``: ``d(Σ⁻¹)/dt = -(A + Aᵀ)``, ``Σ(t) = (Σ₀⁻¹ - t(A + Aᵀ))⁻¹``, the blow-up time).
 
 Linear attention and Sinkhorn get their own chains (MGF moment; Gaussian conditioning and the plan's
-first-order condition), several heads and the FFN ``Wx + c`` add their fields.  **Decision**: the steps are
+first-order condition), several heads and the FFN ``Wx + c`` add their fields.  Each kind's chain is named
+by its registry entry (``SymbolicPart.steps`` in :mod:`.kinds`), so nothing here switches on kind names and
+a new kind brings its own chain.  Sides are shown in the order a lecturer writes them (:class:`Shown`,
+:func:`_lect`) while the checks run on the SymPy expressions.  With ``--d N``,
+:func:`entrywise_display_steps` adds the entrywise equations in 1-based names (``Sigma_11``, ``alpha_1``)
+while they stay readable (:data:`ENTRYWISE_MAX_NODES`).  **Decision**: the steps are
 written in matrix form (readable at every ``d``) and checked on explicit instances (``d = 2`` with symbolic
 entries, exact; ``d = 2, 3`` at random rational points; 50 digits where a square root appears), see
 :mod:`.steps_check`; an entrywise system adds one step comparing its right-hand side with the matrix form.
@@ -23,7 +28,8 @@ not checked, never hidden.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -52,12 +58,14 @@ class Shown:
 @dataclass(frozen=True)
 class Derivation:
     """An ordered derivation: ``steps`` (checked :class:`Step`s), ``assumptions`` and ``conclusions`` in
-    words, ``title``; ``all_checked`` is True only when every step was verified."""
+    words, ``title``, ``notes`` (one-line remarks on what is not shown and why); ``all_checked`` is True only
+    when every step was verified."""
 
     title: str
     steps: tuple
     assumptions: tuple = ()
     conclusions: tuple = ()
+    notes: tuple = ()
 
     @property
     def all_checked(self) -> bool:
@@ -105,13 +113,25 @@ def _mexpand(e):
 
 
 # ------------------------------------------------------------------------------------ one normalised head
-def _definition(kind: str, s: dict, x, y):
-    """The kind's log-kernel as written in README §2 (matrix form), for display; step 1 checks it."""
-    if kind == "softmax":
-        return y.T * s["A"] * x
-    if kind == "l2":
-        return -(s["Q"] * x - s["K"] * y).T * (s["Q"] * x - s["K"] * y) / s["tau"]
-    return None
+def _lect(*pieces) -> Shown:
+    """A side written as a lecturer writes it: ``pieces`` are ``(text, tex)`` literals, SymPy expressions, or
+    ``(expr, paren)`` with ``paren`` asking for parentheses around a sum; the step's check is made on the
+    expressions themselves, this is only how the side is shown."""
+    from .steps_render import tex, text_side
+
+    txt, tx = [], []
+    for p in pieces:
+        if isinstance(p, tuple) and isinstance(p[0], str):
+            txt.append(p[0])
+            tx.append(p[1])
+            continue
+        e, paren = p if isinstance(p, tuple) else (p, False)
+        e = _sym(e)
+        wrap = paren and isinstance(e, (sp.MatAdd, sp.Add))
+        txt.append(f"({text_side(e)})" if wrap else text_side(e))
+        tx.append(r"\left(" + tex(e) + r"\right)" if wrap else tex(e))
+    return Shown("".join(txt), "".join(tx))
+
 
 
 def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list[Step], Any, Any]:
@@ -127,25 +147,37 @@ def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list[Step],
         if (K.P is not None or K.p is not None) else None
     lin = _sum([Bt * x, K.r])
     blocks = _sum([c, y.T * R * y if R is not None else None, lin.T * y])
-    definition = _definition(kind, syms, x, y)
-    out = [step(f"{pre}the log-kernel as a quadratic in the key y", definition if definition is not None
-                else K.log_kernel(x, y), blocks,
+    shown = spec_kinds.part(kind, "symbolic").matrix_definition
+    definition = shown(syms, x, y) if shown is not None else None
+    lhs1 = definition if definition is not None else K.log_kernel(x, y)
+    shown1 = _lect(*([c, (" + ", " + ")] if c is not None else []),
+                   *([("y^T ", r"y^{\top}"), (R, True), (" y + ", r"\, y + ")] if R is not None else []),
+                   ("(", r"\left("), lin, (")^T y", r"\right)^{\top} y"))
+    out = [step(f"{pre}the log-kernel as a quadratic in the key y", lhs1, shown1,
                 "c(x) = " + (sp.sstr(c) if c is not None else "0") + " collects the terms free of y; "
                 f"R = {sp.sstr(R) if R is not None else '0'}, B^T x + r = {sp.sstr(lin)}",
-                symmetric=("R",))]
+                check=lambda: check_equal(lhs1, blocks, symmetric=("R",)))]
     Si = Sigma.I
     N = _sum([Si, -R if R is not None else None, -R.T if R is not None else None])
     n = _sum([Si * alpha, K.r, Bt * x])
     exponent = blocks - HALF * (y - alpha).T * Si * (y - alpha)
     quad = -HALF * y.T * N * y + n.T * y
+    square = -HALF * (y - N.I * n).T * N * (y - N.I * n)
+    # shown in the order a lecturer writes them (SymPy would reorder the sums); checked on the expressions
+    half = ("-(1/2) ", r"-\tfrac{1}{2}\,")
+    shown_exp = Shown(shown1.text + " - (1/2) (y - alpha)^T Sigma^-1 (y - alpha)",
+                      shown1.tex + r" - \tfrac{1}{2}\,(y - \alpha)^{\top}\Sigma^{-1}(y - \alpha)")
+    shown_quad = _lect(half, ("y^T ", r"y^{\top}"), (N, True), (" y + ", r"\, y + "), (n, True), ("^T y", r"^{\top} y"))
+    shown_sq = _lect(half, ("(y - ", r"\bigl(y - "), (N.I, False), (n, True), (")^T ", r"\bigr)^{\top}"), (N, True),
+                     (" (y - ", r"\bigl(y - "), (N.I, False), (n, True), (")", r"\bigr)"))
     out.append(step(f"{pre}exponent of the tilted measure k(x, y) N(y; alpha, Sigma), up to terms free of y",
-                    exponent, quad, "log N(y; alpha, Sigma) = -(y - alpha)^T Sigma^{-1} (y - alpha)/2 + const; "
-                    "terms free of y cancel when the tilted measure is normalised", modulo=("y",),
-                    exact_d=(), random_d=(2, 3), points=1))
-    out.append(step(f"{pre}completing the square", quad, -HALF * (y - N.I * n).T * N * (y - N.I * n),
+                    shown_exp, shown_quad, "log N(y; alpha, Sigma) = -(y - alpha)^T Sigma^{-1} (y - alpha)/2 + "
+                    "const; terms free of y cancel when the tilted measure is normalised",
+                    check=lambda: check_equal(exponent, quad, modulo=("y",), exact_d=(), random_d=(2, 3), points=1)))
+    out.append(step(f"{pre}completing the square", shown_quad, shown_sq,
                     "so the normalised tilt is the Gaussian N(m(x), S) with S = N^{-1}, m(x) = S n(x); it exists "
-                    "iff N = Sigma^{-1} - R - R^T is positive definite", modulo=("y",), exact_d=(),
-                    random_d=(2, 3), points=1))
+                    "iff N = Sigma^{-1} - R - R^T is positive definite",
+                    check=lambda: check_equal(quad, square, modulo=("y",), exact_d=(), random_d=(2, 3), points=1)))
     tilt = tilt_matrix(K, alpha, Sigma)
     out.append(step(f"{pre}tilted precision S^-1 (y-Hessian of the exponent, by matrix calculus)", N,
                     tilt.precision))
@@ -232,14 +264,14 @@ def sinkhorn_head_steps(syms: dict, pre: str = "") -> tuple[list[Step], Any, Any
 
 # -------------------------------------------------------------------------------------------- assembly
 def _head_steps(kind: str, syms: dict, pre: str):
+    """The kind's own chain, named by its registry entry (``SymbolicPart.steps``); a normalised kernel
+    without one gets the generic tilt chain."""
     sym = spec_kinds.part(kind, "symbolic")
+    if sym.steps is not None:
+        return sym.steps(kind, syms, pre)
     if sym.matrix_kernel is not None:
         return (*kernel_head_steps(kind, syms, pre), None)
-    if kind == "linear":
-        return (*linear_head_steps(syms, pre), None)
-    if kind == "sinkhorn":
-        return sinkhorn_head_steps(syms, pre)
-    raise NotImplementedError(f"no step-by-step derivation for kind {kind!r}")
+    raise NotImplementedError(f"no step-by-step derivation for kind {kind!r} (its SymbolicPart has no steps)")
 
 
 def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity: bool = False,
@@ -344,17 +376,16 @@ def entrywise_kernel_steps(ell, form, V, x, y, alpha, Sigma, b, J, rhs) -> tuple
     return tuple(out)
 
 
-def entrywise_system_steps(system) -> tuple:
-    """Steps of a built-in entrywise system: the matrix-form derivation of its kinds, then its right-hand side
-    compared with the matrix form evaluated at the system's own symbols (random rational points, exact)."""
-    from .moments import matrix_form
+def _compare_with_matrix_form(system) -> tuple[Step, Step]:
+    """The entrywise right-hand side of a built-in ``system`` compared with the matrix form evaluated at the
+    system's own symbols (mean; covariance upper triangle), at seeded random rational points (exact; 50
+    digits where a square root appears)."""
+    from .moments import effective_params, head_symbols, matrix_form
+    from .tilt import sym_vector
 
     d, heads, has_ffn, _ = system.origin["structure"]
     kinds_ = tuple(k for k, _ in heads)
-    dv = kind_derivation(kinds_, ffn=has_ffn)
     mf = matrix_form(kinds_, ffn=has_ffn)
-    from .moments import effective_params, head_symbols
-    from .tilt import sym_vector
     alpha, Sigma = sym_vector("alpha", d), sp.Matrix(d, d, lambda i, j: sp.Symbol(
         f"Sigma_{min(i, j)}_{max(i, j)}", real=True))
     env = {"alpha": alpha, "Sigma": Sigma}
@@ -366,14 +397,73 @@ def entrywise_system_steps(system) -> tuple:
         env["W"] = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"ffn_W_{i}_{j}", real=True))
         env["c"] = sym_vector("ffn_c", d)
     dims = {"d": d, "m": d}
-    a_dot = explicit(mf.alpha_dot, {k: v for k, v in env.items()}, dims)
+    a_dot = explicit(mf.alpha_dot, env, dims)
     S_dot = explicit(mf.Sigma_dot, env, dims)
     up = sp.ImmutableMatrix([S_dot[i, j] for i in range(d) for j in range(i, d)])
-    num = any(k == "sinkhorn" for k in kinds_)
+    # a kind whose entrywise form needs a matrix square root (Sinkhorn) is compared at 50 digits
+    num = any(spec_kinds.part(k, "symbolic").entrywise_max_d is not None for k in kinds_)
     kw = dict(exact_d=(), random_d=(1,), points=2, numeric=num)
-    return (*dv.steps,
-            step(f"entrywise right-hand side at d = {d} (mean) equals the matrix form", sp.ImmutableMatrix(a_dot),
+    return (step(f"entrywise right-hand side at d = {d} (mean) equals the matrix form", sp.ImmutableMatrix(a_dot),
                  sp.ImmutableMatrix(system.rhs[:d]), "the entrywise system is derived by a different route "
                  "(explicit tilt, LDL^T pivots); this compares the two", **kw),
             step(f"entrywise right-hand side at d = {d} (covariance, upper triangle) equals the matrix form", up,
                  sp.ImmutableMatrix(system.rhs[d:]), **kw))
+
+
+def entrywise_system_steps(system) -> tuple:
+    """Steps of a built-in entrywise system: the matrix-form derivation of its kinds, then its right-hand side
+    compared with the matrix form evaluated at the system's own symbols (random rational points, exact)."""
+    d, heads, has_ffn, _ = system.origin["structure"]
+    dv = kind_derivation(tuple(k for k, _ in heads), ffn=has_ffn)
+    return (*dv.steps, *_compare_with_matrix_form(system))
+
+
+#: an entrywise step is shown only while it stays readable: at most this many nodes per equation written
+#: out as a tree (softmax: ~55 at d = 2, ~160 at d = 3; linear d = 2: ~90; l2 d = 2: ~6000)
+ENTRYWISE_MAX_NODES = 120
+_NAME = re.compile(r"^(?:h(\d+)_)?(?:ffn_)?([A-Za-z]+)((?:_\d+)+)$")
+
+
+def one_based(symbols, several_heads: bool) -> dict:
+    """Display names with 1-based indices as in the paper (arXiv 2501.18322): ``alpha_0 -> alpha_1``,
+    ``Sigma_0_1 -> Sigma_12``, ``h0_A_0_1 -> A_12`` (several heads: ``A^(1)_12``); indices are joined by
+    commas when one exceeds 9.  Returns ``{symbol: display symbol}`` (for display only; checks use the
+    system's own symbols)."""
+    out = {}
+    for s in symbols:
+        m = _NAME.match(s.name)
+        if not m:
+            continue
+        idx = [int(v) + 1 for v in m.group(3).split("_")[1:]]
+        joined = ("," if max(idx) > 9 else "").join(map(str, idx))
+        head = f"^({int(m.group(1)) + 1})" if m.group(1) is not None and several_heads else ""
+        out[s] = sp.Symbol(f"{m.group(2)}{head}_{joined}", **s.assumptions0)
+    return out
+
+
+def entrywise_display_steps(system, max_nodes: int = ENTRYWISE_MAX_NODES) -> tuple[list[Step], list[str]]:
+    """``(steps, notes)``: the entrywise moment ODE of ``system`` at its ``d`` in 1-based names, each step
+    carrying the check of :func:`_compare_with_matrix_form` (done on the system's own expressions); when the
+    written-out right-hand side exceeds ``max_nodes`` nodes per equation, no step and a one-line note."""
+    from .printing import tree_size
+
+    d = system.origin["structure"][0]
+    size = tree_size(system.rhs)
+    if size > max_nodes * len(system.rhs):
+        return [], [f"The entrywise form at d = {d} has {size} nodes written out ({size // len(system.rhs)} per "
+                    f"equation, more than {max_nodes}): not shown, the matrix form above is the result "
+                    f"(tpde derive --d {d} prints it with named sub-expressions u_k)."]
+    mean, cov = _compare_with_matrix_form(system)
+    names = one_based(system.states + system.params, len(system.origin["structure"][1]) > 1)
+    rhs = [e.xreplace(names) for e in system.rhs]
+    S = sp.zeros(d, d)
+    k = d
+    for i in range(d):
+        for j in range(i, d):
+            S[i, j] = S[j, i] = rhs[k]
+            k += 1
+    note = "1-based indices as in the paper; the check compares the entrywise system with the matrix form"
+    return [replace(mean, title=f"entrywise at d = {d}: the mean equation", note=note,
+                    lhs=Shown("d alpha/dt", r"\frac{d\alpha}{dt}"), rhs=sp.ImmutableMatrix(rhs[:d])),
+            replace(cov, title=f"entrywise at d = {d}: the covariance equation", note=note,
+                    lhs=Shown("d Sigma/dt", r"\frac{d\Sigma}{dt}"), rhs=sp.ImmutableMatrix(S))], []

@@ -16,6 +16,7 @@ import sympy as sp
 
 from .steps import Shown
 
+_HEADED = re.compile(r"^([A-Za-z]+)\^\((\d+)\)_([\d,]+)$")
 _WORDS = [(r"Sigma\^-1", r"$\\Sigma^{-1}$"), (r"Sigma_0\^-1", r"$\\Sigma_0^{-1}$")]
 
 
@@ -23,14 +24,23 @@ def tex(e) -> str:
     """LaTeX of one side, with the house notation (``^\\top``, ``\\varepsilon``)."""
     if isinstance(e, Shown):
         return e.tex
-    s = sp.latex(e, symbol_names={sp.Symbol("lambda_max", positive=True): r"\lambda_{\max}"})
+    names = {sp.Symbol("lambda_max", positive=True): r"\lambda_{\max}"}
+    if isinstance(e, sp.Basic):                 # 1-based entrywise names with a head index: A^(1)_12
+        for a in e.free_symbols:
+            m = _HEADED.match(getattr(a, "name", ""))
+            if m:
+                names[a] = f"{_GREEK_WORDS.get(m.group(1), m.group(1))}^{{({m.group(2)})}}_{{{m.group(3)}}}"
+    s = sp.latex(e, symbol_names=names)
     s = s.replace("^{T}", "^{\\top}").replace("\\epsilon", "\\varepsilon")
     s = re.sub(r"\\mathbb\{I\}", "I", s)
     return s
 
 
 def text_side(e) -> str:
-    return e.text if isinstance(e, Shown) else sp.sstr(e)
+    """One line: an explicit matrix as its rows ``[[a, b], [c, d]]``, not SymPy's multi-line ``Matrix(...)``."""
+    if isinstance(e, Shown):
+        return e.text
+    return sp.sstr(e.tolist()) if isinstance(e, sp.MatrixBase) else sp.sstr(e)
 
 
 _TEXT_SUBS = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon", "ε"), ("eps", "ε"), ("Gamma", "Γ"),
@@ -41,12 +51,14 @@ _GREEK_WORDS = {"Sigma": r"\Sigma", "Sigma_0": r"\Sigma_0", "alpha": r"\alpha", 
                 "eps": r"\varepsilon", "Gamma": r"\Gamma", "tau": r"\tau", "lambda_max": r"\lambda_{\max}",
                 "mu_t": r"\mu_t", "pi": r"\pi", "mu": r"\mu"}
 _MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
-                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)")
+                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<ptop>\)\^T\b)")
 
 
 def _math_piece(m: re.Match) -> str:
     if m.group("ge"):
         return r"$\geq$"
+    if m.group("ptop"):
+        return r")$^{\top}$"
     if m.group("word"):
         return "$" + _GREEK_WORDS[m.group("word")] + "$"
     base, exp = m.group("pow").split("^", 1)
@@ -72,7 +84,7 @@ def words_tex(s: str) -> str:
 
 def to_json(dv) -> dict:
     return {"title": dv.title, "assumptions": list(dv.assumptions), "conclusions": list(dv.conclusions),
-            "all_checked": dv.all_checked, "expr_format": "sympy-str",
+            "all_checked": dv.all_checked, "expr_format": "sympy-str", "notes": list(dv.notes),
             "steps": [{"title": s.title, "lhs": text_side(s.lhs), "rhs": text_side(s.rhs), "checked": s.checked,
                        "method": s.method, "note": s.note} for s in dv.steps]}
 
@@ -86,13 +98,50 @@ def to_text(dv) -> str:
             lines.append(f"    ({s.note})")
         lines.append(("    checked: " if s.checked else "    NOT CHECKED: ") + s.method)
     lines += ["", "Conclusions:"] + [f"  - {c}" for c in dv.conclusions]
+    lines += ([""] + [f"Note: {n}" for n in dv.notes]) if dv.notes else []
     return "\n".join(lines)
 
 
+#: an equation whose two sides typeset wider than this many glyphs (:func:`.printing.latex_width`) is set
+#: on two lines (``multline*``); the A4 text width holds ~80 glyphs at 11pt, minus the list indent
+EQ_ONE_LINE = 66
+
+
 def _eq(s) -> str:
-    return "\\begin{dmath*}" if False else ("\\begin{multline*}\n" + tex(s.lhs) + "\n\\\\ = " + tex(s.rhs)
-                                           + "\n\\end{multline*}" if len(tex(s.lhs)) + len(tex(s.rhs)) > 150
-                                           else "\\[\n" + tex(s.lhs) + " = " + tex(s.rhs) + "\n\\]")
+    from .printing import latex_width
+
+    lhs, rhs = tex(s.lhs), tex(s.rhs)
+    if isinstance(s.rhs, sp.MatrixBase) and latex_width(rhs) > 2 * EQ_ONE_LINE:
+        return _entry_rows(lhs, s.rhs)
+    if latex_width(lhs) + latex_width(rhs) > EQ_ONE_LINE:
+        return "\\begin{multline*}\n" + lhs + "\n\\\\ = " + rhs + "\n\\end{multline*}"
+    return "\\[\n" + lhs + " = " + rhs + "\n\\]"
+
+
+def _entry_rows(lhs: str, M) -> str:
+    """A matrix too wide for the page, one entry per ``align*`` row (``(lhs)_{ij} = ...``, 1-based; the upper
+    triangle of a symmetric matrix), long entries broken between terms by :func:`.printing._latex_row`."""
+    from .printing import _latex_row
+
+    sym = M.rows == M.cols and all(M[i, j] == M[j, i] for i in range(M.rows) for j in range(i))
+    rows = []
+    for i in range(M.rows):
+        for j in range(i if sym else 0, M.cols):
+            idx = f"{i + 1}" if M.cols == 1 else f"{i + 1}{j + 1}" if max(M.shape) < 10 else f"{i + 1},{j + 1}"
+            rows.append(_latex_row(rf"\left({lhs}\right)_{{{idx}}}", M[i, j], tex, budget=ENTRY_ROW_WIDTH)[0])
+    return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+
+
+#: glyphs per row of an entry (the list indent and the label ``(dΣ/dt)_{12} =`` take the rest of the A4 line)
+ENTRY_ROW_WIDTH = 56
+
+
+def _sentence(note: str) -> str:
+    """A note as a sentence: capitalised unless it starts with a formula (``c(x) = ...``, ``log N(...)``)."""
+    first = note.split(" ", 1)[0]
+    if "(" in first or "_" in first or first in ("log", "exp") or first in _GREEK_WORDS or len(first) == 1:
+        return note
+    return note[:1].upper() + note[1:]
 
 
 def _check_line(s) -> str:
@@ -108,10 +157,11 @@ def to_latex(dv) -> str:
         out.append(f"\\item \\textbf{{{words_tex(s.title)}.}}")
         out.append(_eq(s))
         if s.note:
-            out.append(words_tex(s.note[:1].upper() + s.note[1:]) + ".\\\\")
+            out.append(words_tex(_sentence(s.note)) + ".\\\\")
         out.append(_check_line(s))
     out += ["\\end{enumerate}", "\\paragraph{Conclusions.}", "\\begin{itemize}"]
     out += [f"\\item {words_tex(c)}" for c in dv.conclusions] + ["\\end{itemize}"]
+    out += [f"\\paragraph{{Note.}} {words_tex(n)}" for n in dv.notes]
     return "\n".join(out)
 
 
@@ -135,7 +185,7 @@ def beamer(dv) -> str:
         fr.append(f"\\begin{{frame}}{{Step {k}}}\n\\textbf{{{words_tex(s.title)}}}\n{_eq(s)}\n"
                   + (words_tex(s.note) + "\\\\[1ex]\n" if s.note else "") + _check_line(s) + "\n\\end{frame}")
     fr.append("\\begin{frame}{Conclusions}\n\\begin{itemize}\n" + "\n".join(f"\\item {words_tex(c)}"
-                                                                           for c in dv.conclusions)
+                                                                           for c in dv.conclusions + dv.notes)
               + "\n\\end{itemize}\n\\end{frame}")
     return ("\\documentclass[aspectratio=169]{beamer}\n" + _PREAMBLE + "\\title{" + words_tex(dv.title) + "}\n"
             "\\begin{document}\n\\frame{\\titlepage}\n" + "\n".join(fr) + "\n\\end{document}\n")
