@@ -49,7 +49,6 @@ def test_sweep_bitwise_repeatable(tmp_path, capsys):
     assert outs[0] == outs[1]
 
 
-@pytest.mark.slow
 def _drop_timings(obj):
     """The JSON reports carry wall-clock ``seconds`` (a measurement, not a result): compare everything else."""
     if isinstance(obj, dict):
@@ -59,13 +58,23 @@ def _drop_timings(obj):
     return obj
 
 
+@pytest.mark.slow
 def test_meanfield_quick_bitwise_repeatable(tmp_path, capsys):
+    """Two full ``--quick`` runs, the second with one BLAS and one kernel thread: same bits (the fast
+    counterpart at tiny sizes is in tests/test_meanfield.py)."""
+    import contextlib
     import json
+
+    from threadpoolctl import threadpool_limits
+
+    from symbolic_tpde.numerics.threads import limit_threads
 
     outs = []
     for k in range(2):
         d = tmp_path / f"m{k}"
-        assert main(["meanfield", "--quick", "--out", str(d)]) == 0
+        with (threadpool_limits(1) if k else contextlib.nullcontext()), \
+                (limit_threads(1) if k else contextlib.nullcontext()):
+            assert main(["meanfield", "--quick", "--out", str(d)]) == 0
         capsys.readouterr()
         out = {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.suffix == ".csv"}
         out.update({p.name: _drop_timings(json.loads(p.read_text())) for p in sorted(d.iterdir())

@@ -268,8 +268,17 @@ def moment_convergence(weights, alpha0, Sigma0, T: float, ns: Sequence[int], see
                 CY = np.cov(YT, rowvar=False, ddof=1).reshape(len(mY), len(mY))
                 row.append(moment_error(XT, mY, CY))
         errors.append(row)
+    return fit_rate(ns, errors, rng, reference, T, steps, level)
+
+
+def fit_rate(ns, errors, rng: np.random.Generator, reference: str, T: float, steps: int, level: float = 0.95,
+             extra: dict | None = None) -> Convergence:
+    """:class:`Convergence` from per-``n`` per-seed errors: the OLS slope of ``log e`` on ``log n`` over all
+    ``(n, seed)`` pairs with its Student-t interval (:func:`ols`) and the seed-bootstrap interval
+    (:func:`bootstrap_slope`, which draws from ``rng``)."""
     x = np.concatenate([[np.log(n)] * len(e) for n, e in zip(ns, errors)])
     y = np.log(np.concatenate(errors))
     fit = ols(x, y, level)
     bslope, bci = bootstrap_slope(ns, errors, rng, level=level)
-    return Convergence(list(map(int, ns)), errors, fit, bslope, bci, reference, float(T), int(steps))
+    return Convergence(list(map(int, ns)), errors, fit, bslope, bci, reference, float(T), int(steps),
+                       extra=dict(extra or {}))

@@ -6,15 +6,24 @@ Writes to ``--out`` (default ``meanfield_out``):
   initial data (uniform ball, Gaussian mixture) and two regimes (expanding ``A``; clustering ``A + Aᵀ ≺ 0``),
   with the fitted growth constant ``λ`` (``ratio ≈ e^{λt}``);
 * ``stability_radius.png``: ``log C(T, R₀)`` against ``R₀²`` per variant with the fitted ``e^{c‖A‖R²}`` line;
-* ``meanfield_convergence.png`` / ``.csv``: log-log moment error against ``n`` with the fitted slope and its
-  95% interval (softmax and ℓ2 against the Gaussian moment ODE; sigmoid against an independent copy);
+* ``meanfield_convergence.png`` / ``.csv``: log-log errors against ``n`` with the fitted slopes and their 95%
+  intervals: the propagation-of-chaos error (softmax and ℓ2: interacting particles against the decoupled
+  mean-field particles from the same initial sample, a coupling, :mod:`symbolic_tpde.analysis.meanfield_chaos`)
+  and, from the same runs, the moment error against the Gaussian moment ODE (mostly the initial sample's CLT,
+  shown for contrast); sigmoid (not Gaussian-preserving): coupling to a larger system started from the same
+  points, and the moment error against an independent copy;
 * ``masked_sensitivity.png`` / ``.csv``: ``|δx_i(T)|/|δ|`` per position after moving the first token, with
   and without an attention sink, the flat-kernel prediction, and ``W^c`` stability curves;
 * ``masked_gaussianity.png``: final token clouds (masked with sink vs unmasked control) with Mardia z-scores;
 * ``summary.json``: every fitted number, the settings and the seed.
 
 Defaults: ``d = 2``, ``A = A₀/‖A₀‖`` with ``A₀ = [[1, .5], [-.5, .6]]``, ``V = I``, ``T = 1``, seed 0.
-``--quick`` shrinks particle counts and seeds (about a minute on 2 cores).
+``--quick`` shrinks particle counts and seeds.  ``--json`` prints the summary as JSON on stdout (progress
+lines then go to stderr).  The run is one process under the thread policy of
+:mod:`symbolic_tpde.numerics.threads` (``pool_plan(tasks=1)``: one worker, BLAS/OpenMP and the package's
+kernels held to the usable cores by ``limit_threads``); every random draw comes from one
+``numpy.random.default_rng(seed)`` consumed in a fixed order, so a seed gives the same bits whatever the thread
+count (tests/test_meanfield.py).
 """
 
 from __future__ import annotations
@@ -29,7 +38,8 @@ def register(sub) -> None:
     p = sub.add_parser("meanfield", help="stability / mean-field convergence / masked attention experiments "
                        "(plots + data)")
     p.add_argument("--out", default="meanfield_out", help="output directory (created if missing)")
-    p.add_argument("--quick", action="store_true", help="smaller runs (about a minute)")
+    p.add_argument("--quick", action="store_true", help="smaller runs (about 20 s of CPU time)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (default: text lines)")
     p.add_argument("--seed", type=int, default=0, help="seed of numpy.random.default_rng (default 0)")
     p.add_argument("--only", choices=("stability", "convergence", "masked"), action="append",
                    help="run only this part (repeatable)")
@@ -47,9 +57,12 @@ def settings(quick: bool) -> dict:
     the effects measured (checked in tests/test_meanfield.py by halving the step)."""
     if quick:
         return dict(stab_n=80, stab_steps=20, radii=[0.5, 1.0, 1.5, 2.0], radius_n=60,
-                    conv_ns=[64, 128, 256, 512], conv_seeds=5, mask_n=128, mask_seeds=3, gauss_n=1500)
+                    conv_ns=[64, 128, 256, 512], conv_seeds=5, chaos_ns=[64, 128, 256, 512, 1024], chaos_seeds=8,
+                    ref_ns=[64, 128, 256, 512], ref_N=2048, ref_seeds=5, mask_n=128, mask_seeds=3, gauss_n=1500)
     return dict(stab_n=200, stab_steps=40, radii=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0], radius_n=150,
-                conv_ns=[64, 128, 256, 512, 1024], conv_seeds=8, mask_n=256, mask_seeds=8, gauss_n=3000)
+                conv_ns=[64, 128, 256, 512, 1024], conv_seeds=8, chaos_ns=[64, 128, 256, 512, 1024, 2048, 4096],
+                chaos_seeds=12, ref_ns=[64, 128, 256, 512, 1024], ref_N=4096, ref_seeds=8, mask_n=256, mask_seeds=8,
+                gauss_n=3000)
 
 
 def _write_csv(path: Path, header: list[str], rows) -> None:
@@ -142,41 +155,90 @@ def run_stability(out: Path, cfg: dict, rng, A, V, plt) -> dict:
     return res
 
 
+CHAOS_VARIANTS = ("softmax", "l2")   # Gaussian-preserving: exact decoupled flow (affine mean-field field)
+
+
 def run_convergence(out: Path, cfg: dict, rng, A, V, plt) -> dict:
+    """Propagation of chaos (coupling) and moment errors for softmax and ℓ2 from the same runs
+    (``cfg["chaos_ns"]``, ``cfg["chaos_seeds"]``); sigmoid: propagation of chaos against an ``N = cfg["ref_N"]``
+    system from the same points, and the moment error against an independent copy."""
     import numpy as np
 
     from ..analysis import meanfield as MF
+    from ..analysis import meanfield_chaos as MC
     from ..analysis import stability as S
 
     alpha0, Sigma0 = np.array([0.5, 0.0]), np.array([[0.5, 0.1], [0.1, 0.3]])
-    cases = [("softmax", "gaussian"), ("l2", "gaussian"), ("sigmoid", "pair")]
-    res, rows = {}, []
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for var, ref in cases:
-        w = S.variant_weights(var, 0.5 * A, V)
-        c = MF.moment_convergence(w, alpha0, Sigma0, 1.0, cfg["conv_ns"], cfg["conv_seeds"], rng, steps=20,
-                                  reference=ref)
-        res[var] = c.as_dict()
-        rms = c.rms
+    res, rows = {"propagation_of_chaos": {}}, []
+    fig, ax = plt.subplots(figsize=(7.5, 5.0))
+
+    def draw(c, label, marker, ls):
         ns = np.asarray(c.ns, float)
-        line = ax.loglog(ns, rms, "o", label=None)[0]
-        ax.loglog(ns, np.exp(c.fit.intercept) * ns ** c.fit.slope, "-", color=line.get_color(),
-                  label=f"{var} vs {'Gaussian ODE' if ref == 'gaussian' else 'independent copy'}: slope "
-                  f"{c.fit.slope:.3f} [{c.fit.ci[0]:.3f}, {c.fit.ci[1]:.3f}]")
-        for n, errs in zip(c.ns, c.errors):
-            rows += [[var, ref, n, k, e] for k, e in enumerate(errs)]
-    ns = np.asarray(cfg["conv_ns"], float)
-    ax.loglog(ns, 0.5 * rms[0] * (ns / ns[0]) ** -0.5, "k:", label="n^(-1/2)")
+        line = ax.loglog(ns, c.rms, marker, label=None)[0]
+        ax.loglog(ns, np.exp(c.fit.intercept) * ns ** c.fit.slope, ls, color=line.get_color(),
+                  label=f"{label}: slope {c.fit.slope:.3f} [{c.fit.ci[0]:.3f}, {c.fit.ci[1]:.3f}]")
+
+    for var in CHAOS_VARIANTS:
+        w = S.variant_weights(var, 0.5 * A, V)
+        ch = MC.chaos_convergence(w, alpha0, Sigma0, 1.0, cfg["chaos_ns"], cfg["chaos_seeds"], rng, steps=20)
+        res["propagation_of_chaos"][var] = ch.chaos.as_dict()
+        res[var] = ch.moments.as_dict()   # the former figure (initial-sample CLT), same runs
+        draw(ch.chaos, f"{var} chaos (coupling)", "s", "-")
+        draw(ch.moments, f"{var} moments vs ODE (initial CLT)", "o", ":")
+        for kind, c in (("coupling", ch.chaos), ("moments_vs_gaussian_ode", ch.moments)):
+            for n, errs in zip(c.ns, c.errors):
+                rows += [[var, kind, n, k, e] for k, e in enumerate(errs)]
+    w = S.variant_weights("sigmoid", 0.5 * A, V)
+    # not Gaussian-preserving: propagation of chaos against a larger system from the same initial points
+    ref = MC.reference_convergence(w, alpha0, Sigma0, 1.0, cfg["ref_ns"], cfg["ref_seeds"], rng, N=cfg["ref_N"],
+                                   steps=20)
+    res["propagation_of_chaos"]["sigmoid"] = ref.as_dict()
+    draw(ref, f"sigmoid chaos (vs N = {cfg['ref_N']} system)", "D", "-")
+    for n, errs in zip(ref.ns, ref.errors):
+        rows += [["sigmoid", "coupling_vs_larger_system", n, k, e] for k, e in enumerate(errs)]
+    c = MF.moment_convergence(w, alpha0, Sigma0, 1.0, cfg["conv_ns"], cfg["conv_seeds"], rng, steps=20,
+                              reference="pair")
+    res["sigmoid"] = c.as_dict()
+    draw(c, "sigmoid moments vs independent copy", "^", "--")
+    for n, errs in zip(c.ns, c.errors):
+        rows += [["sigmoid", "moments_vs_independent_copy", n, k, e] for k, e in enumerate(errs)]
+    ns = np.asarray(cfg["chaos_ns"], float)
+    r0 = res["propagation_of_chaos"]["softmax"]["rms"][0]
+    ax.loglog(ns, 0.5 * r0 * (ns / ns[0]) ** -0.5, "k:", lw=0.8, label="n^(-1/2)")
     ax.set_xlabel("n (particles)")
-    ax.set_ylabel("RMS moment error at T = 1")
-    ax.set_title(f"Mean-field convergence ({cfg['conv_seeds']} seeds per n; OLS slope, 95% CI)")
+    ax.set_ylabel("RMS error at T = 1")
+    ax.set_title("Mean-field limit: propagation of chaos ((1/n)Σ|x_i - x̄_i|²)^½ vs moment error\n"
+                 f"({cfg['chaos_seeds']} seeds per n; OLS slope, 95% Student-t CI)", fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "meanfield_convergence.png", dpi=120)
     plt.close(fig)
-    _write_csv(out / "meanfield_convergence.csv", ["variant", "reference", "n", "seed", "error"], rows)
+    _write_csv(out / "meanfield_convergence.csv", ["variant", "error", "n", "seed", "value"], rows)
     return res
+
+
+def convergence_lines(res: dict) -> list[str]:
+    """Text summary of the rates (printed by ``tpde meanfield``)."""
+    out = []
+    for var, c in res["propagation_of_chaos"].items():
+        if c["reference"] == "larger_system":
+            out.append(f"  {var}: propagation of chaos (same-sample coupling to an N = {c['N']} system, T = "
+                       f"{c['T']:g}): slope {c['fit']['slope']:.3f}, 95% t-CI [{c['fit']['ci'][0]:.3f}, "
+                       f"{c['fit']['ci'][1]:.3f}], bootstrap [{c['bootstrap_ci'][0]:.3f}, {c['bootstrap_ci'][1]:.3f}] "
+                       f"(expected -1/2; n = {c['ns'][0]}..{c['ns'][-1]}, {len(c['errors'][0])} seeds)")
+            continue
+        m = res[var]
+        out.append(f"  {var}: propagation of chaos (same-sample coupling to the mean-field flow, T = {c['T']:g}): "
+                   f"slope {c['fit']['slope']:.3f}, 95% t-CI [{c['fit']['ci'][0]:.3f}, {c['fit']['ci'][1]:.3f}], "
+                   f"bootstrap [{c['bootstrap_ci'][0]:.3f}, {c['bootstrap_ci'][1]:.3f}] (expected -1/2; "
+                   f"n = {c['ns'][0]}..{c['ns'][-1]}, {len(c['errors'][0])} seeds)")
+        out.append(f"  {var}: initial-sample CLT (moment error vs Gaussian ODE, same runs): slope "
+                   f"{m['fit']['slope']:.3f}, 95% t-CI [{m['fit']['ci'][0]:.3f}, {m['fit']['ci'][1]:.3f}]")
+    s = res["sigmoid"]
+    out.append(f"  sigmoid: moment error vs independent copy: slope {s['fit']['slope']:.3f}, 95% t-CI "
+               f"[{s['fit']['ci'][0]:.3f}, {s['fit']['ci'][1]:.3f}]")
+    return out
 
 
 def run_masked(out: Path, cfg: dict, rng, A, V, plt) -> dict:
@@ -245,12 +307,19 @@ def run_masked(out: Path, cfg: dict, rng, A, V, plt) -> dict:
 
 
 def run(args) -> int:
+    import sys
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from ..errors import InputError
+    from ..numerics.threads import limit_threads, pool_plan
+
+    if args.seed < 0:
+        raise InputError("seed", f"must be a non-negative integer, got {args.seed}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = settings(args.quick)
@@ -258,15 +327,23 @@ def run(args) -> int:
     A = np.asarray(A0) / np.linalg.norm(np.asarray(A0), 2)
     V = np.eye(2)
     parts = args.only or ["stability", "convergence", "masked"]
+    as_json = bool(getattr(args, "json", False))
+    say = sys.stderr if as_json else sys.stdout
     summary = {"seed": args.seed, "quick": bool(args.quick), "settings": cfg, "A": A.tolist(), "V": V.tolist()}
-    for name, fn in (("stability", run_stability), ("convergence", run_convergence), ("masked", run_masked)):
-        if name not in parts:
-            continue
-        t0 = time.perf_counter()
-        summary[name] = fn(out, cfg, rng, A, V, plt)
-        summary[name]["seconds"] = time.perf_counter() - t0
-        print(f"tpde meanfield: {name} done in {summary[name]['seconds']:.1f} s", flush=True)
-        with open(out / "summary.json", "w") as fh:  # rewritten after each part: partial runs keep their data
-            json.dump(summary, fh, indent=1, default=float)
-    print(f"tpde meanfield: wrote {out}/summary.json and plots", flush=True)
+    _, threads = pool_plan(tasks=1)  # one process: all usable cores for BLAS/OpenMP and the kernels, no more
+    with limit_threads(threads):
+        for name, fn in (("stability", run_stability), ("convergence", run_convergence), ("masked", run_masked)):
+            if name not in parts:
+                continue
+            t0 = time.perf_counter()
+            summary[name] = fn(out, cfg, rng, A, V, plt)
+            summary[name]["seconds"] = time.perf_counter() - t0
+            print(f"tpde meanfield: {name} done in {summary[name]['seconds']:.1f} s", file=say, flush=True)
+            if name == "convergence":
+                print("\n".join(convergence_lines(summary[name])), file=say, flush=True)
+            with open(out / "summary.json", "w") as fh:  # rewritten after each part: partial runs keep their data
+                json.dump(summary, fh, indent=1, default=float)
+    print(f"tpde meanfield: wrote {out}/summary.json and plots", file=say, flush=True)
+    if as_json:
+        print(json.dumps(summary, indent=1, default=float), flush=True)
     return 0

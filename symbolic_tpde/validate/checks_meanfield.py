@@ -1,4 +1,6 @@
-"""``tpde verify`` rows: distances (known answers), mean-field rate, stability, attention sink, Gaussianity.
+"""``tpde verify`` rows: distances (known answers), mean-field rates (initial-sample CLT of the moments and the
+propagation-of-chaos coupling, :mod:`symbolic_tpde.analysis.meanfield_chaos`), stability, attention sink,
+Gaussianity.
 
 Every row states where its tolerance comes from.  Monte-Carlo rows use fixed seeds (reproducible) and
 tolerances of 4 estimated standard errors or a 95% confidence interval.
@@ -80,9 +82,22 @@ def checks(quick: bool = False):
     c = MF.moment_convergence(S.variant_weights("softmax", A, V), alpha0, Sigma0, 1.0, ns, 5 if quick else 6,
                               rng, steps=16)
     half = (c.fit.ci[1] - c.fit.ci[0]) / 2
-    yield result(f"mean-field rate: slope {c.fit.slope:.3f} vs -1/2", "softmax", 2, abs(c.fit.slope + 0.5), half,
+    yield result(f"initial-sample CLT: moment error slope {c.fit.slope:.3f} vs -1/2", "softmax", 2,
+                 abs(c.fit.slope + 0.5), half,
                  "95% OLS interval of log error vs log n over seeds (must also be < 0.3 wide)",
                  passed=c.fit.contains(-0.5) and half < 0.3)
+
+    # propagation of chaos: interacting particles vs decoupled mean-field particles from the same sample
+    from ..analysis import meanfield_chaos as MC
+
+    ch = MC.chaos_convergence(S.variant_weights("softmax", A, V), alpha0, Sigma0, 1.0,
+                              [64, 128, 256, 512, 1024], 6 if quick else 10, np.random.default_rng(102), steps=16)
+    f = ch.chaos.fit
+    half = (f.ci[1] - f.ci[0]) / 2
+    yield result(f"propagation of chaos: coupling slope {f.slope:.3f} [{f.ci[0]:.3f}, {f.ci[1]:.3f}] vs -1/2",
+                 "softmax", 2, abs(f.slope + 0.5), half,
+                 "same-sample coupling ((1/n)Σ|x_i - x̄_i|²)^½ at T = 1: 95% Student-t interval of the OLS slope "
+                 "over (n, seed) must contain -1/2 and be < 0.3 half-wide", passed=f.contains(-0.5) and half < 0.3)
 
     # stability: measured ratio below the rigorous identity-coupling bound (finite for R0 = 0.5, T = 0.5);
     # the ratio is a linear-response quantity (independent of the perturbation size δ)
