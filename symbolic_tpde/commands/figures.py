@@ -1,28 +1,39 @@
-"""``tpde figures [--out DIR] [--only NAME ...]``: make every covariance-trajectory figure family, the rank
-histograms and the particle-cloud figure (PNG and PDF), on built-in defaults (seeds stated in each figure)."""
+"""``tpde figures [--out DIR] [--only NAME ...] [--preset castin2025] [--panels]``: make every
+covariance-trajectory figure family, the rank histograms and the particle-cloud figure (PNG and PDF), on built-in
+defaults (seeds stated in each figure).
+
+``--preset castin2025`` makes instead the paper authors' figure families with their exact parameter draws and
+conventions, beside the same draws integrated by this project (:mod:`..analysis.castin2025`; README
+"Reproducing the authors' figures").  ``--panels`` also writes one file per panel, for slides.
+"""
 
 from __future__ import annotations
 
 NAMES = ("collapse", "rank_one", "two_lines", "explosion", "initial_data", "histograms_softmax",
          "histograms_l2", "particles")
+PRESETS = ("castin2025",)
 
 
 def register(sub) -> None:
     p = sub.add_parser("figures", help="make the dynamics-atlas figures (README Mathematics §7) as PNG and PDF")
     p.add_argument("--out", default="figures", metavar="DIR", help="output directory (default ./figures)")
-    p.add_argument("--only", nargs="+", choices=NAMES, metavar="NAME", help=f"subset of {list(NAMES)}")
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help=f"subset of {list(NAMES)} (with --preset castin2025: of its family names)")
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help="castin2025: the authors' figure families with their draws, beside ours")
+    p.add_argument("--panels", action="store_true", help="also write one file per panel (PNG and PDF)")
     p.set_defaults(func=run)
 
 
-def make(name: str, out):
+def make(name: str, out, panels: bool = False):
     from ..analysis import figures, figures_extra
 
     if name in figures.FAMILIES:
-        return figures.make_family_figure(figures.FAMILIES[name](), out)
+        return figures.make_family_figure(figures.FAMILIES[name](), out, panels=panels)
     if name.startswith("histograms_"):
-        return figures_extra.make_rank_histograms(name.split("_", 1)[1], out)
+        return figures_extra.make_rank_histograms(name.split("_", 1)[1], out, panels=panels)
     if name == "particles":
-        return figures_extra.make_particle_figure(out)
+        return figures_extra.make_particle_figure(out, panels=panels)
     raise ValueError(name)
 
 
@@ -31,11 +42,22 @@ def run(args) -> int:
     import warnings
     from pathlib import Path
 
+    from ..errors import InputError
+
+    if args.preset == "castin2025":
+        from ..analysis import castin2025
+
+        names, maker = castin2025.NAMES, castin2025.make
+    else:
+        names, maker = NAMES, make
+    unknown = [n for n in (args.only or ()) if n not in names]
+    if unknown:
+        raise InputError("--only", f"unknown figure {unknown[0]!r}; choose from {', '.join(names)}")
     out = Path(args.out)
-    for name in args.only or NAMES:
+    for name in args.only or names:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            paths = make(name, out)
+            paths = maker(name, out, panels=args.panels)
         print(f"{name}: {', '.join(str(p) for p in paths)} ({time.perf_counter() - t0:.1f} s)", flush=True)
     return 0
