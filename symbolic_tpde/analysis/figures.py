@@ -30,6 +30,7 @@ from ..model import Weights, make_head, make_weights
 
 D = 2
 SQ = np.sqrt(D)
+SINKHORN_EPS_FACTOR = 10.0   # explosion family: Sinkhorn ε = 10‖A‖₂ (family_explosion docstring)
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -89,6 +90,19 @@ class Family:
     colour_by: str = "w"      # "w" (starting off-diagonal) or "trace" (final trace)
     grid: int = 12
     lim: float = 0.9
+    horizons: tuple[tuple[str, float], ...] = ()   # per-variant horizon overriding T (variant label, T)
+    note: str = ""            # stated under the title (e.g. why a variant has no row)
+
+    def horizon(self, label: str) -> float:
+        return dict(self.horizons).get(label, self.T)
+
+
+#: row labels as drawn (mathtext); the variant keys stay plain for code that looks rows up by name
+DISPLAY = {"softmax": "softmax", "l2": r"$\ell_2$", "sinkhorn": "Sinkhorn"}
+
+
+def display(label: str) -> str:
+    return DISPLAY.get(label, label)
 
 
 def family_collapse(seed: int = 35) -> Family:
@@ -101,7 +115,8 @@ def family_collapse(seed: int = 35) -> Family:
     V2 = B2 @ B2.T + 0.1 * np.eye(2)
     vs = tuple((k, variant_weights(k, Q, -Q, V)) for k in ("softmax", "l2", "sinkhorn"))
     vs += (("multi-head (H=2)", multihead_weights([(Q, -Q), (Q2, -Q2)], [V / 2, V2 / 2])),)
-    return Family("collapse", "collapse to a point: A = -QᵀQ/√2 ≺ 0, V SPD", 1e3, seed, vs)
+    return Family("collapse", r"collapse to a point: $A = -Q^\top Q/\sqrt{2} \prec 0$, $V = BB^\top + 0.1I$ SPD",
+                  1e3, seed, vs)
 
 
 def family_rank_one(seed: int = 36) -> Family:
@@ -110,8 +125,12 @@ def family_rank_one(seed: int = 36) -> Family:
     q /= np.linalg.norm(q)
     vs = tuple((k, variant_weights(k, q, -q, np.eye(2))) for k in ("softmax", "l2", "sinkhorn"))
     vs += (("multi-head (H=2)", multihead_weights([(q, -q), (0.5 * q, -q)], [np.eye(2) / 2, np.eye(2) / 2])),)
-    return Family("rank_one", f"rank-one limit on ker A = q⊥: A = -qᵀq/√2, V = I, q = {np.round(q[0], 3)}",
-                  1e3, seed, vs)
+    return Family("rank_one", r"rank-one limit on $\ker A = q^\perp$: $A = -q^\top q/\sqrt{2}$, $V = I$, "
+                  rf"$q = ({q[0, 0]:.3f}, {q[0, 1]:.3f})$", 1e3, seed, vs)
+
+
+NO_SINKHORN = ("no Sinkhorn row: README Mathematics §4 states only global existence for Sinkhorn "
+               r"($\|\Sigma(t)\| \leq \|\Sigma_0\|e^{2\|V\|t}$), no limit for indefinite $A + A^\top$ and random $V$")
 
 
 def family_two_lines(seed: int = 44) -> Family:
@@ -120,18 +139,38 @@ def family_two_lines(seed: int = 44) -> Family:
     V = rng.normal(size=(2, 2))
     vs = tuple((k, variant_weights(k, Q, K, V)) for k in ("softmax", "l2"))
     vs += (("multi-head (H=2, row split)", row_split_heads(Q, K, V)),)
-    return Family("two_lines", "'two lines': indefinite A + Aᵀ, random V; limits (black) on a rank-one ray and a "
-                  "rank-two branch", 1e3, seed, vs)
+    return Family("two_lines", r"'two lines': indefinite $A + A^\top$, random $V$; limits (black) $s\,uu^\top$ with "
+                  r"$u^\top A u = 0$ (red: the two isotropic lines of $A + A^\top$)", 1e3, seed, vs,
+                  note=NO_SINKHORN)
 
 
 def family_explosion(seed: int = 33) -> Family:
+    """``A + Aᵀ ≻ 0``, ``V = I`` (authors' draw, seed 33).  Sinkhorn is run with ``ε = 10‖A‖₂`` instead of the
+    authors' ``ε = 1``: for ``ε ≫ ‖A‖ tr Σ₀`` the fixed point ``C = ΣAᵀ(Σ - CᵀΣ⁻¹C)/ε`` is
+    ``C = ΣAᵀΣ/ε + O(‖A‖²‖Σ‖³/ε²)``, so ``dΣ/dt = Σ(A + Aᵀ)Σ/ε + …``: the softmax ``V = I`` Riccati flow on the
+    time scale ``ε``, which drives ``Σ/tr Σ`` towards rank one as it approaches its blow-up time; once
+    ``‖Σ‖ ≳ ε/‖A‖`` the plan is nearly a Monge map and ``Σ`` grows like ``e^{2t}`` in every direction whose
+    eigenvalue has left the slow regime, so the small eigenvalue, still at ``O(tr Σ₀)``, lags the large one by
+    the time ``~ε/(2‖A‖λ_min)`` it takes to escape (1-D closed form ``C = (√(1 + 4a²σ⁴) - 1)/(2a)``).  With
+    ``ε = 1`` and ``‖A‖ ≈ 3.5`` both eigenvalues leave the slow regime early and ``Σ/tr Σ`` freezes at an
+    interior shape (measured on a 36-point grid: ``λ_min/tr Σ`` up to 0.46 at ``tr Σ = 10⁶``); with
+    ``ε = 10‖A‖₂`` at most ``1.5·10⁻⁴`` (median ``2·10⁻⁷``).
+    (Equivalently, by the scaling ``Σ → εΣ``: ``ε = 1`` from ``tr Σ₀ = 1/ε``.)  The Sinkhorn row runs to
+    ``T = 100`` (its Riccati phase lasts ``~ε T*``)."""
     rng = np.random.default_rng(seed)
     Q, K = _draw_until(rng, lambda e: e.min() > 0)
     Q2, K2 = _draw_until(rng, lambda e: e.min() > 0)
-    vs = tuple((k, variant_weights(k, Q, K, np.eye(2))) for k in ("softmax", "l2", "sinkhorn"))
+    vs = tuple((k, variant_weights(k, Q, K, np.eye(2))) for k in ("softmax", "l2"))
+    eps = SINKHORN_EPS_FACTOR * float(np.linalg.norm(K.T @ Q, 2))
+    vs += (("sinkhorn", make_weights([make_head("sinkhorn", A=K.T @ Q, V=np.eye(2), epsilon=eps)])),)
     vs += (("multi-head (H=2)", multihead_weights([(Q, K), (Q2, K2)], [np.eye(2) / 2, np.eye(2) / 2])),)
-    return Family("explosion", "A + Aᵀ ≻ 0, V = I: softmax/multi-head blow up, ℓ2/Sinkhorn only diverge",
-                  20.0, seed, vs)
+    return Family("explosion", r"$A + A^\top \succ 0$, $V = I$: softmax/multi-head blow up, $\ell_2$/Sinkhorn "
+                  r"only diverge; $\Sigma/\mathrm{tr}\,\Sigma \to$ rank one (unit circle; how close: "
+                  r"end $\lambda_{min}/\mathrm{tr}\,\Sigma$ per row)", 20.0, seed, vs,
+                  horizons=(("sinkhorn", 100.0),),
+                  note=rf"Sinkhorn: $A = K^\top Q$, $\varepsilon = {SINKHORN_EPS_FACTOR:g}\|A\|_2 = {eps:.3g}$ "
+                  r"($\gg \|A\|\,\mathrm{tr}\,\Sigma_0$: Riccati phase first, then exponential growth; "
+                  r"with $\varepsilon = 1$ the shape freezes inside the disk), horizon 100")
 
 
 def family_initial_data(seed: int = 46) -> Family:
@@ -140,8 +179,8 @@ def family_initial_data(seed: int = 46) -> Family:
     V = rng.normal(size=(2, 2))
     vs = tuple((k, variant_weights(k, Q, K, V)) for k in ("softmax", "l2"))
     vs += (("multi-head (H=2, row split)", row_split_heads(Q, K, V)),)
-    return Family("initial_data", "indefinite A + Aᵀ, random V: the outcome depends on Σ₀", 1e3, seed, vs,
-                  grid=16, lim=0.97)
+    return Family("initial_data", r"indefinite $A + A^\top$, random $V$: the outcome depends on $\Sigma_0$ "
+                  r"(red: isotropic lines of $A + A^\top$)", 1e3, seed, vs, grid=16, lim=0.97, note=NO_SINKHORN)
 
 
 FAMILIES: dict[str, Callable[[], Family]] = {
@@ -171,9 +210,13 @@ class Trajectories:
 
 
 def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, rtol: float = 1e-7,
-            extend: float = 100.0, diverge_factor: float = 1.0) -> Trajectories:
+            extend: float = 100.0, diverge_factor: float = 1.0, resolve_T: float | None = 200.0) -> Trajectories:
     """Classify every row (:func:`.clustering.classify_batch` at ``T``; rows still ``"undetermined"`` there are
-    classified again at ``extend·T``, which settles directions whose decay time lies between the two), then
+    classified again at ``extend·T``, which settles directions whose decay time lies between the two; rows
+    then ``"undetermined"`` or ``"rank 2"`` are classified again by :func:`.figures_resolve.resolve_d2` at
+    horizon ``resolve_T`` with ``log det Σ`` integrated alongside, which resolves a small eigenvalue that
+    decays exponentially below ``rtol·tr Σ``; ``resolve_T = 200``: the exponential approach to ``s uuᵀ``
+    of the indefinite families is complete by then, and a longer run only costs time), then
     integrate the dense output.  Rows stop at ``tr Σ = 10⁶ tr Σ₀``; rows that diverge without blow-up
     run on to ``10⁶·diverge_factor·tr Σ₀`` (or ``T``), so that ``Σ/tr Σ`` can approach its rank-one limit
     (default 1: a larger factor makes ℓ2 rows, whose right-hand side involves ``Σ⁻¹``, very slow): for exponential growth the ratio of eigenvalues decays like ``e^{-(rate gap) t}`` while the trace
@@ -186,6 +229,20 @@ def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, r
     Y0 = np.concatenate([np.zeros((N, 2)), Sigma0s[:, 0, :], Sigma0s[:, 1, 1:]], axis=1)
     tr0 = np.trace(Sigma0s, axis1=1, axis2=2)
     cls = classify_batch(F, Sigma0s, T=T, rtol=rtol)
+    fooled = [i for i, c in enumerate(cls) if c.kind == "undetermined" or (c.kind == "rank" and c.rank == 2)]
+    if fooled and resolve_T:
+        # d = 2 rows whose small eigenvalue sank below the integration's resolution (module figures_resolve):
+        # re-classified with log det Σ integrated alongside Σ; kinds without a log-det formula keep the verdict
+        from .figures_resolve import logdet_rate, resolve_d2
+
+        try:
+            logdet_rate(weights)
+        except ValueError:
+            fooled = []
+        if fooled:
+            for i, c in zip(fooled, resolve_d2(weights, F, Sigma0s[fooled], resolve_T)):
+                if c.kind != "undetermined":
+                    cls[i] = c
     und = [i for i, c in enumerate(cls) if c.kind == "undetermined"]
     if und and extend > 1:
         for i, c in zip(und, classify_batch(F, Sigma0s[und], T=extend * T, rtol=rtol)):
@@ -221,11 +278,12 @@ def _paths(tr: Trajectories) -> list[np.ndarray]:
 
 
 def cone_height(tr: Trajectories) -> float:
-    """Height of the drawn cone: ``1.05 max tr Σ`` over rows that converge (their whole path), at least the
-    start (``tr Σ₀ = 1``) and at most 3 (growing rows are clipped there)."""
+    """Height of the drawn cone: ``1.05 max tr Σ`` over rows that converge (their whole path, so every limit
+    is inside the box), at least the start (``tr Σ₀ = 1``); 3 when every row grows.  Growing rows are clipped
+    at this height."""
     conv = [i for i, lab in enumerate(tr.labels) if lab not in ("blowup", "diverge")]
     z = [np.nanmax(np.trace(P, axis1=1, axis2=2)) for i, P in enumerate(_paths(tr)) if i in conv]
-    return float(min(3.0, 1.05 * max([1.0] + z))) if conv else 3.0
+    return float(1.05 * max([1.0] + z)) if conv else 3.0
 
 
 def draw_cone(ax, tr: Trajectories, colours, zmax: float | None = None) -> None:
@@ -279,11 +337,71 @@ def summary(tr: Trajectories) -> str:
     cnt = Counter(tr.labels)
     s = ", ".join(f"{k}: {v}" for k, v in sorted(cnt.items()))
     if np.isfinite(tr.blowup_times).any():
-        s += f"; T* in [{np.nanmin(tr.blowup_times):.3g}, {np.nanmax(tr.blowup_times):.3g}]"
+        s += f"; $T^*$ in [{np.nanmin(tr.blowup_times):.3g}, {np.nanmax(tr.blowup_times):.3g}]"
+    # distance of the last state from rank one (0 on the unit circle of the disk panel)
+    lam = np.linalg.eigvalsh(tr.Sig_end)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = lam[:, 0] / lam.sum(axis=1)
+    if np.isfinite(r).any():
+        s += "\n" + rf"end $\lambda_{{min}}/\mathrm{{tr}}\,\Sigma$: median {np.nanmedian(r):.1g}, max {np.nanmax(r):.1g}"
     return s
 
 
-def make_family_figure(fam: Family, out_dir: Path, formats=("png", "pdf")) -> list[Path]:
+def isotropic_dirs(weights: Weights) -> list[np.ndarray]:
+    """Unit ``u`` with ``uᵀ(A + Aᵀ)u = 0`` for the summed cross term ``A`` (softmax ``A``, ℓ2 ``(2/τ)KᵀQ``,
+    heads added); empty unless ``A + Aᵀ`` is indefinite.  For ``d = 2`` these are the two lines on which the
+    rank-one equilibria ``s uuᵀ`` of the indefinite families lie (``VΣAΣ = s²(uᵀAu)Vuuᵀ = 0``, and for ℓ2
+    ``JΣ ∝ (uᵀKᵀQu)``); in the disk ``uuᵀ`` is the point ``(cos 2φ, sin 2φ)`` for ``u = (cos φ, sin φ)``."""
+    A = np.zeros((D, D))
+    for h in weights.heads:
+        if h.kind == "softmax":
+            A = A + h.params["A"]
+        elif h.kind == "l2":
+            A = A + 2.0 / float(h.params["tau"]) * h.params["K"].T @ h.params["Q"]
+        else:
+            return []
+    lam, U = np.linalg.eigh(A + A.T)
+    tol = 1e-12 * max(1.0, float(np.abs(lam).max()))  # round-off of eigh on O(1) entries (semidefinite A)
+    if not lam[0] < -tol < tol < lam[1]:
+        return []
+    # u = cos θ U₀ + sin θ U₁ with λ₀cos²θ + λ₁sin²θ = 0
+    th = np.arctan(np.sqrt(-lam[0] / lam[1]))
+    return [np.cos(th) * U[:, 0] + sg * np.sin(th) * U[:, 1] for sg in (1.0, -1.0)]
+
+
+PANELS = ("cone", "disk", "trace")
+
+
+def _slug(label: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in label).strip("_").replace("__", "_")
+
+
+def draw_panel(fig, ax, which: str, label: str, tr: Trajectories, colours, weights: Weights, norm, cmap) -> None:
+    """One of the three panels of a family row (module docstring) on ``ax``; the disk gets the colour bar
+    (one meaning in every family: the initial off-diagonal ``w``) and the isotropic lines (red)."""
+    import matplotlib
+
+    name = display(label)
+    if which == "cone":
+        draw_cone(ax, tr, colours)
+        ax.set_title(f"{name}: cone", fontsize=10)
+    elif which == "disk":
+        draw_disk(ax, tr, colours)
+        for u in isotropic_dirs(weights):
+            ax.plot([u[0] ** 2 - u[1] ** 2], [2 * u[0] * u[1]], "r+", ms=12, mew=2)
+        ax.set_title(rf"{name}: $\Sigma/\mathrm{{tr}}\,\Sigma$", fontsize=10)
+        fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax, fraction=0.046, pad=0.04,
+                     label=r"initial $w = 2\Sigma_{0,01}$")
+    else:
+        draw_trace(ax, tr, colours)
+        # the run may be longer than the family's horizon (rows re-classified at extend·T): say so
+        ax.set_title(f"{name}: {summary(tr)}, drawn to $t = {tr.t[-1]:g}$", fontsize=8)
+
+
+def make_family_figure(fam: Family, out_dir: Path, formats=("png", "pdf"), panels: bool = False) -> list[Path]:
+    """The family's canvas ``fig_<name>`` (one row per variant, three panels); with ``panels=True`` also one
+    file per panel, ``fig_<name>_<variant>_<cone|disk|trace>`` (same data, same colours), in addition to the
+    canvas.  Returns the paths written (canvas first)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -293,25 +411,28 @@ def make_family_figure(fam: Family, out_dir: Path, formats=("png", "pdf")) -> li
     nv = len(fam.variants)
     fig = plt.figure(figsize=(16, 4.4 * nv))
     cmap = plt.get_cmap("viridis")
+    norm = matplotlib.colors.Normalize(-1.0, 1.0)
+    colours = cmap(norm(w))
+    extra: list[Path] = []
+    horizons = []
     for r, (label, weights) in enumerate(fam.variants):
-        tr = compute(weights, S0, fam.T)
-        norm = matplotlib.colors.Normalize(-1.0, 1.0)
-        colours = cmap(norm(w))
-        ax1 = fig.add_subplot(nv, 3, 3 * r + 1, projection="3d")
-        draw_cone(ax1, tr, colours)
-        ax1.set_title(f"{label}: cone", fontsize=10)
-        ax2 = fig.add_subplot(nv, 3, 3 * r + 2)
-        draw_disk(ax2, tr, colours)
-        ax2.set_title(rf"{label}: $\Sigma/\mathrm{{tr}}\,\Sigma$", fontsize=10)
-        fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax2, fraction=0.046, pad=0.04,
-                     label=r"initial $w = 2\Sigma_{0,01}$")
-        ax3 = fig.add_subplot(nv, 3, 3 * r + 3)
-        draw_trace(ax3, tr, colours)
-        ax3.set_title(f"{label}: {summary(tr)}", fontsize=8)
-    fig.suptitle(f"{fam.title}  (seed {fam.seed}, {len(S0)} initial Σ₀, horizon T = {fam.T:g}, "
-                 "adaptive DOPRI5 on the generated RHS)", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
-    return save(fig, out_dir, f"fig_{fam.name}", formats)
+        tr = compute(weights, S0, fam.horizon(label))
+        horizons.append(fam.horizon(label))
+        for k, which in enumerate(PANELS):
+            kw = {"projection": "3d"} if which == "cone" else {}
+            draw_panel(fig, fig.add_subplot(nv, 3, 3 * r + k + 1, **kw), which, label, tr, colours, weights, norm,
+                       cmap)
+            if panels:
+                f1 = plt.figure(figsize=(5.6, 4.6) if which != "trace" else (5.2, 4.2))
+                draw_panel(f1, f1.add_subplot(1, 1, 1, **kw), which, label, tr, colours, weights, norm, cmap)
+                f1.tight_layout()
+                extra += save(f1, out_dir, f"fig_{fam.name}_{_slug(label)}_{which}", formats)
+    hz = f"horizon T = {fam.T:g}" + ("" if len(set(horizons)) == 1 else
+                                     " (" + ", ".join(f"{display(lab)}: {t:g}" for lab, t in fam.horizons) + ")")
+    fig.suptitle(f"{fam.title}\n(seed {fam.seed}, {len(S0)} initial $\\Sigma_0$, {hz}, adaptive DOPRI5 on the "
+                 "generated RHS)" + (f"\n{fam.note}" if fam.note else ""), fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.97 if not fam.note else 0.955))
+    return save(fig, out_dir, f"fig_{fam.name}", formats) + extra
 
 
 def save(fig, out_dir: Path, stem: str, formats) -> list[Path]:

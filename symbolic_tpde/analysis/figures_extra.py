@@ -26,14 +26,26 @@ from ..model import make_head, make_weights
 from .figures import save
 
 
-def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float = 1e4):
-    """Classify ``n`` random ``(Q, V, Σ₀)`` (module docstring); returns (ranks, threshold ranks, labels)."""
+def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float = 1e4,
+                 extend: tuple[float, ...] = ()):
+    """Classify ``n`` random ``(Q, V, Σ₀)`` (module docstring); returns (ranks, threshold ranks, labels).
+
+    The limit rank is at most ``dim ker(A + Aᵀ) = ⌈d/2⌉`` (README Mathematics §4: ``tr(V⁻¹Σ)`` decreases
+    and ``Σ*(A + Aᵀ)Σ* = 0``).  A persistence rank above it, or ``"undetermined"``, means a direction had not
+    reached its decaying regime by ``T`` (ill-conditioned ``V = BᵀB`` slows the ``O(1/t)`` decay by its
+    smallest eigenvalue).  Such rows are classified again at ``extend[k]·T`` (default none: with ``V = BᵀB``
+    the flow is stiff, an explicit run to ``10⁸`` took minutes per row on the shared machine); softmax rows with ``V = I`` take the verified
+    closed-form limit ``Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ`` (:func:`.closed_forms.sigma_star_vi`) instead, its rank being the
+    number of eigenvalues above ``10⁻⁹ tr Σ*`` (the classifier's floor).  Rows still unresolved are reported
+    as ``-1``, never as a rank the theorem excludes.  ``labels`` carries the final verdict (suffix
+    ``" (closed form)"`` or ``" (T = …)"`` when it was not obtained at ``T``)."""
     from ..gaussian import GaussianODE
+    from .closed_forms import sigma_star_vi, sigma_vi
     from .clustering import classify_batch
 
     rng = np.random.default_rng(seed)
     m = d // 2
-    weights, S0s = [], []
+    weights, S0s, As = [], [], []
     for _ in range(n):
         Q = rng.normal(size=(m, d))
         if v_random:
@@ -48,50 +60,96 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
         G = rng.normal(size=(d, d))
         weights.append(w)
         S0s.append(G @ G.T)
+        As.append(-Q.T @ Q / np.sqrt(d))
     ode = GaussianODE.from_weights(weights[0])
     P = np.array([ode.params(0.0) if i == 0 else GaussianODE.from_weights(w).params(0.0)
                   for i, w in enumerate(weights)])
-    res = classify_batch(lambda t, Y, PP: ode.rhs_batch(t, Y, PP), np.array(S0s), T=T, args=(P,))
-    # The limit rank is at most dim ker(A + Aᵀ) = ⌈d/2⌉ (README Mathematics §4, §7).  A persistence rank above
-    # it means a direction had not reached its decaying regime by T (ill-conditioned V = BᵀB): reported as
-    # unresolved (-1), never as a rank the theorem excludes.
+    S0s = np.array(S0s)
+
+    def F(t, Y, PP):
+        return ode.rhs_batch(t, Y, PP)
+
+    res = classify_batch(F, S0s, T=T, args=(P,))
     bound = (d + 1) // 2
-    ranks = [r.rank if r.kind in ("rank", "collapse") and (r.rank or 0) <= bound else -1 for r in res]
-    thr = [int(np.sum(np.linalg.eigvalsh(r.Sigma_T) > 0.1)) if k >= 0 else -1 for r, k in zip(res, ranks)]
-    return ranks, thr, [r.label() for r in res]
+    labels = [r.label() for r in res]
+    sig_T = [r.Sigma_T for r in res]
+
+    def ok(r) -> bool:
+        return r.kind in ("rank", "collapse") and (r.rank or 0) <= bound
+
+    bad = [i for i, r in enumerate(res) if not ok(r)]
+    if bad and kind == "softmax" and not v_random:
+        for i in bad:
+            S_star, _ = sigma_star_vi(S0s[i], As[i])
+            lam = np.linalg.eigvalsh(S_star)
+            k = int(np.sum(lam > 1e-9 * lam.sum()))
+            res[i] = type(res[i])("collapse" if k == 0 else "rank", k, Sigma_T=S_star, t=float("inf"))
+            labels[i] = res[i].label() + " (closed form)"
+            sig_T[i] = sigma_vi(T, S0s[i], As[i])
+        bad = []
+    for fac in extend:
+        if not bad:
+            break
+        again = classify_batch(F, S0s[bad], T=fac * T, args=(P[bad],))
+        for i, r in zip(bad, again):
+            if ok(r):
+                res[i], labels[i], sig_T[i] = r, f"{r.label()} (T = {fac * T:g})", r.Sigma_T
+        bad = [i for i in bad if not ok(res[i])]
+    ranks = [r.rank if ok(r) else -1 for r in res]
+    thr = [int(np.sum(np.linalg.eigvalsh(S) > 0.1)) if k >= 0 else -1 for S, k in zip(sig_T, ranks)]
+    return ranks, thr, labels
+
+
+def draw_histogram(ax, kind: str, d: int, v_random: bool, ranks, thr, n: int) -> None:
+    """One histogram panel: persistence ranks (ours) beside the authors' 0.1-threshold count, bound in red."""
+    xs = np.arange(d + 1)
+    cr, ct = Counter(ranks), Counter(thr)
+    ax.bar(xs - 0.2, [cr.get(x, 0) for x in xs], width=0.4, label="persistence rank (ours)")
+    ax.bar(xs + 0.2, [ct.get(x, 0) for x in xs], width=0.4, label="eigenvalues > 0.1 (authors' rule)")
+    bound = (d + 1) // 2
+    ax.axvline(bound + 0.5, color="r", ls="--", lw=1)
+    ax.text(bound + 0.55, 0.9 * n, rf"bound $\lceil d/2\rceil = {bound}$", color="r", fontsize=8)
+    other = n - sum(1 for x in ranks if x >= 0)
+    vname = r"B^{\top}B" if v_random else "I"
+    ax.set_title(rf"$d = {d}$, $V = {vname}$ ({n} draws"
+                 + (f", {other} unresolved" if other else "") + ")", fontsize=10)
+    ax.set_xticks(xs)
+    ax.set_ylim(0, 1.05 * n)
+    ax.set_xlabel("limit rank")
+    ax.set_ylabel("count")
 
 
 def make_rank_histograms(kind: str, out_dir: Path, n: int = 40, seed: int = 40, formats=("png", "pdf"),
-                         T: float = 1e6) -> list[Path]:
+                         T: float = 1e6, panels: bool = False) -> list[Path]:
+    """The 2×3 canvas ``fig_histograms_<kind>`` (columns ``d = 3, 4, 5``, rows ``V = I``, ``V = BᵀB``); with
+    ``panels=True`` also one file per panel ``fig_histograms_<kind>_d<d>_<VI|VBtB>`` in addition."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharey=True)
+    extra: list[Path] = []
     for c, d in enumerate((3, 4, 5)):
         for r, v_random in enumerate((False, True)):
-            ranks, thr, labels = rank_samples(kind, d, v_random, n, seed + 10 * d + r, T)
-            ax = axes[r, c]
-            xs = np.arange(d + 1)
-            cr, ct = Counter(ranks), Counter(thr)
-            ax.bar(xs - 0.2, [cr.get(x, 0) for x in xs], width=0.4, label="persistence rank (ours)")
-            ax.bar(xs + 0.2, [ct.get(x, 0) for x in xs], width=0.4, label="eigenvalues > 0.1 (authors' rule)")
-            bound = (d + 1) // 2
-            ax.axvline(bound + 0.5, color="r", ls="--", lw=1)
-            ax.text(bound + 0.55, 0.9 * n, f"bound ⌈d/2⌉ = {bound}", color="r", fontsize=8)
-            other = n - sum(1 for x in ranks if x >= 0)
-            ax.set_title(f"d = {d}, V = {'BᵀB' if v_random else 'I'} ({n} draws"
-                         + (f", {other} unresolved at T" if other else "") + ")", fontsize=10)
-            ax.set_xticks(xs)
-            ax.set_xlabel("limit rank")
-            if c == 0:
-                ax.set_ylabel("count")
-    axes[0, 0].legend(fontsize=8)
-    fig.suptitle(f"{kind}: rank of lim Σ(t) for A = -QᵀQ/√d, Q ∈ R^(⌊d/2⌋×d)  (seeds {seed}+10d+row, "
-                 f"horizon T = {T:g}, batched DOPRI5)", fontsize=11)
+            ranks, thr, _ = rank_samples(kind, d, v_random, n, seed + 10 * d + r, T)
+            draw_histogram(axes[r, c], kind, d, v_random, ranks, thr, n)
+            if c:
+                axes[r, c].set_ylabel("")
+            if panels:
+                f1, a1 = plt.subplots(figsize=(4.6, 3.6))
+                draw_histogram(a1, kind, d, v_random, ranks, thr, n)
+                a1.legend(fontsize=7, loc="upper left")
+                f1.tight_layout()
+                extra += save(f1, out_dir, f"fig_histograms_{kind}_d{d}_{'VBtB' if v_random else 'VI'}", formats)
+    axes[0, 0].legend(fontsize=8, loc="upper left")
+    name = r"$\ell_2$" if kind == "l2" else kind
+    fig.suptitle(rf"{name}: rank of $\lim\,\Sigma(t)$ for $A = -Q^\top Q/\sqrt{{d}}$, "
+                 rf"$Q \in \mathbb{{R}}^{{\lfloor d/2\rfloor\times d}}$  (seeds {seed}+10d+row, horizon "
+                 f"T = {T:g}, batched DOPRI5" + ("; V = I rows the classifier left open: closed-form limit"
+                                                if kind == "softmax" else "") + ")", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    return save(fig, out_dir, f"fig_histograms_{kind}", formats)
+    return save(fig, out_dir, f"fig_histograms_{kind}", formats) + extra
 
 
 def _ellipse(S: np.ndarray, k: float = 2.0, n: int = 100) -> np.ndarray:
@@ -138,7 +196,10 @@ def cloud_and_ode(schedule, alpha0, Sigma0, times, n: int, seed: int, steps_per_
 
 def draw_cloud_row(axes, panels, dims=(0, 1), label_ode: str = "Gaussian ODE (from the sample moments)") -> None:
     """One panel per time: the tokens (projected on ``dims``), their empirical 2-sd ellipse (dashed red) and the
-    ODE's (solid black), both centred at their own means; axes scaled to the data."""
+    ODE's (solid black), both centred at the cloud's sample mean so that the panel compares covariances (the
+    mean equation ``dα/dt = V(α + ΣAα)`` amplifies the ``O(n^{-1/2})`` finite-``n`` drift of the sample mean
+    like ``e^{t}``, which would put the two ellipses far apart); the relative mean gap
+    ``|ᾱ_emp - α|/max(|α|, √tr Σ)`` is stated in the title.  Axes scaled to the data."""
     i, j = dims
     for ax, (t, X, me, Se, ao, So) in zip(axes, panels):
         ax.scatter(X[:, i], X[:, j], s=1, alpha=0.3, color="tab:blue", rasterized=True)
@@ -148,11 +209,13 @@ def draw_cloud_row(axes, panels, dims=(0, 1), label_ode: str = "Gaussian ODE (fr
         pts = [ee, X[:, [i, j]].T]
         title = f"$t = {t:.3g}$"
         if So is not None:
-            eo = _ellipse(So[sub]) + ao[[i, j], None]
+            eo = _ellipse(So[sub]) + me[[i, j], None]
             ax.plot(eo[0], eo[1], "k-", lw=1.5, label=label_ode)
             pts.append(eo)
             rel = np.linalg.norm(Se - So) / np.linalg.norm(So)
-            title += rf": tr$\,\Sigma$ = {np.trace(So):.3g}, $\|\Sigma_{{emp}}-\Sigma\|/\|\Sigma\|$ = {rel:.2g}"
+            gap = np.linalg.norm(me - ao) / max(np.linalg.norm(ao), np.sqrt(np.trace(So)))
+            title += (rf": tr$\,\Sigma$ = {np.trace(So):.3g}, $\|\Sigma_{{emp}}-\Sigma\|/\|\Sigma\|$ = {rel:.2g}"
+                      rf", mean gap {gap:.2g}")
         P = np.concatenate(pts, axis=1)
         lo, hi = np.percentile(P, 0.5, axis=1), np.percentile(P, 99.5, axis=1)
         c, r = (lo + hi) / 2, 0.55 * max(hi - lo) + 1e-12
@@ -164,10 +227,12 @@ def draw_cloud_row(axes, panels, dims=(0, 1), label_ode: str = "Gaussian ODE (fr
         ax.set_ylabel(f"$x_{j}$")
 
 
-def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("png", "pdf")) -> list[Path]:
+def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("png", "pdf"),
+                         panels: bool = False) -> list[Path]:
     """Two regimes (README Mathematics §4, softmax, ``V = I``): clustering on a line (``A = -2qqᵀ``, limit of
     rank one on ``q⊥``) and blow-up (``A + Aᵀ ≻ 0``, times up to ``0.9 T*`` with ``T*`` from the closed form
-    at the sample covariance)."""
+    at the sample covariance).  ``panels=True``: also one file per panel ``fig_particles_<row>_<k>``, in
+    addition to the canvas."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,18 +252,26 @@ def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("
     rows = [(r"clustering on a line: $A = -2qq^\top$, $V = I$", -2 * np.outer(q, q), np.linspace(0, 8, 4)),
             (rf"blow-up: $A + A^\top \succ 0$, $V = I$, $T^* = {Tb:.4g}$", Ab, np.linspace(0, 0.9 * Tb, 4))]
     fig, axes = plt.subplots(len(rows), 4, figsize=(16, 8.4))
+    extra: list[Path] = []
     for r, (title, A, times) in enumerate(rows):
         w = make_weights([make_head("softmax", A=A, V=np.eye(2))])
-        panels = cloud_and_ode(Schedule.constant(w), np.zeros(2), S0, times, n, seed,
-                               ode=GaussianODE.from_weights(w))
-        draw_cloud_row(axes[r], panels)
+        data = cloud_and_ode(Schedule.constant(w), np.zeros(2), S0, times, n, seed,
+                             ode=GaussianODE.from_weights(w))
+        draw_cloud_row(axes[r], data)
         axes[r, 0].set_ylabel(title + "\n$x_1$", fontsize=9)
+        if panels:
+            for k, one in enumerate(data):
+                f1, a1 = plt.subplots(figsize=(4.4, 4.4))
+                draw_cloud_row([a1], [one])
+                a1.set_title(title + "\n" + a1.get_title(), fontsize=8)
+                f1.tight_layout()
+                extra += save(f1, out_dir, f"fig_particles_{('cluster', 'blowup')[r]}_{k}", formats)
     axes[0, 0].legend(fontsize=7, loc="lower left")
     fig.suptitle(f"token clouds (n = {n}, seed {seed}, RK4) and the Gaussian moment ODE started from the "
                  "cloud's sample mean and covariance (2-sd ellipses); $T^*$: closed form at the sample covariance",
                  fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    return save(fig, out_dir, "fig_particles", formats)
+    return save(fig, out_dir, "fig_particles", formats) + extra
 
 
 def make_scenario_figure(scn, out: Path, *, n: int = 2000, seed: int = 0, T: float | None = None,
