@@ -154,3 +154,16 @@ def test_sweep_point_cap_is_a_phase_and_exit_5(tmp_path, capsys):
     data = np.load(stem.with_suffix(".npz"))
     assert list(data["phase"]) == [PHASES.index("time-limit")] * 4
     assert (data["counts"][:, PHASES.index("time-limit")] == 2).all()   # K = 1, symmetrised: 2 per point
+
+
+def test_gaussian_covariance_only_takes_the_cap_too(tmp_path, capsys):
+    """``--covariance-only`` (softmax, ``V = I``: dΣ/dt free of α) runs through
+    :func:`symbolic_tpde.analysis.clustering.integrate_covariance`, which must take the same cap.  A cap of
+    1e-9 s has expired before the first right-hand side evaluation, whatever the run."""
+    f = tmp_path / "vi.json"
+    f.write_text(json.dumps({"attention": "softmax", "A": [[-1.0, 0.3], [0.2, -0.5]], "V": [[1.0, 0.0], [0.0, 1.0]],
+                             "alpha0": [0.5, 0.0], "Sigma0": [[1.0, 0.0], [0.0, 1.0]], "T": 1e5}))
+    rc = main(["gaussian", "--scenario", str(f), "--backend", "numpy", "--json", "--covariance-only",
+               "--max-seconds", "1e-9"])
+    obj = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-finite {c}"))
+    assert rc == 5 and obj["status"] == "time-limit" and obj["t"] == 0.0

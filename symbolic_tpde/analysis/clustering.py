@@ -291,10 +291,11 @@ def covariance_rhs(ode, T: float) -> Callable:
     return g
 
 
-def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=None, method: str = "DOP853"):
+def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=None, method: str = "DOP853",
+                         max_seconds=None):
     """The covariance equation alone (``α ≡ 0`` in the layout), on the package's one integrator with the
     Gaussian size monitor, the layer breakpoints and the tilt-existence conditions (as
-    :func:`symbolic_tpde.gaussian_integrate.integrate_gaussian`).  Returns the
+    :func:`symbolic_tpde.gaussian_integrate.integrate_gaussian`; ``max_seconds`` its wall-clock cap).  Returns the
     :class:`~symbolic_tpde.numerics.solve.Solution`.  Refuses (:class:`InputError`) when ``dΣ/dt`` involves ``α``."""
     from ..errors import InputError
     from ..numerics.solve import BlowupMonitor
@@ -307,7 +308,7 @@ def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=N
     y0 = _pack(np.zeros(d), np.asarray(Sigma0, float))
     return integrate(covariance_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, t_eval=t_eval,
                      breakpoints=ode.schedule.breakpoints(T), blowup=BlowupMonitor(*gaussian_size(d)),
-                     conditions=getattr(ode, "condition_values", None))
+                     conditions=getattr(ode, "condition_values", None), max_seconds=max_seconds)
 
 
 def linearised_covariance_flow(ode, Sigma_star, t: float = 0.0, alpha=None) -> tuple[np.ndarray, np.ndarray]:

@@ -391,7 +391,7 @@ def draw_panel(fig, ax, which: str, label: str, tr: Trajectories, colours, weigh
             ax.plot([u[0] ** 2 - u[1] ** 2], [2 * u[0] * u[1]], "r+", ms=12, mew=2)
         ax.set_title(rf"{name}: $\Sigma/\mathrm{{tr}}\,\Sigma$", fontsize=10)
         fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax, fraction=0.046, pad=0.04,
-                     label=r"initial $w = 2\Sigma_{0,01}$")
+                     label=r"initial $w = 2\Sigma_{0,12}$")
     else:
         draw_trace(ax, tr, colours)
         # the run may be longer than the family's horizon (rows re-classified at extend·T): say so

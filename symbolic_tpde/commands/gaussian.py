@@ -20,8 +20,7 @@ integration (:class:`symbolic_tpde.numerics.solve.Deadline`, checked before ever
 the error-bar run included); when it is reached the output is printed as usual with ``"status": "time-limit"``
 and ``t`` the last accepted time, and the exit status is :data:`EXIT_TIME_LIMIT` (5): the requested result was
 not obtained, it is neither bad input (2) nor a property of the ODE (3).  The rhs evaluations are capped too
-(``max_nfev`` = 10⁶, status ``"stalled"``).  (``--covariance-only`` runs through
-:func:`symbolic_tpde.analysis.clustering.integrate_covariance`, which does not take the cap yet.)
+(``max_nfev`` = 10⁶, status ``"stalled"``), with ``--covariance-only`` as well.
 
 ``--save FILE`` (``.npz`` or ``.csv``) writes the trajectory: the accepted steps, or the dense output at
 ``--times t1 t2 ...`` / ``--n-times N`` (``N`` equally spaced times on ``[0, T]``), plus the stopping point
@@ -193,7 +192,7 @@ def run(args) -> int:
     if args.covariance_only:
         from ..analysis.clustering import integrate_covariance
 
-        sol = integrate_covariance(ode, scn.Sigma0, T, rtol=args.rtol, t_eval=ts)
+        sol = integrate_covariance(ode, scn.Sigma0, T, rtol=args.rtol, t_eval=ts, max_seconds=cap)
         _, Sig = unpack_state(sol.y, ode.d)
         alphas = None
         t_end, S_end = float(sol.t_end), unpack_state(sol.y_end, ode.d)[1]
