@@ -69,9 +69,20 @@ def test_wrong_independent_route_is_reported_not_checked(tmp_path, capsys, monke
 def test_rationals_are_the_decimals_as_written():
     import sympy as sp
 
-    from symbolic_tpde.commands.derive import _rational
+    from symbolic_tpde.symbolic.metric import RATIONAL_RULES, _exact
+    from symbolic_tpde.symbolic.steps_scenario import RATIONAL_MODE, rational as _rational
     assert _rational(0.1) == sp.Rational(1, 10) and _rational(-2.5e-3) == sp.Rational(-1, 400)
     assert _rational(1 / 3) == sp.Rational(3333333333333333, 10 ** 16)
+    # one helper, two documented rules: tpde convexity's binary rational is the same function's other mode
+    assert _exact(0.1, "x") == sp.Rational(0.1) != _rational(0.1) and RATIONAL_MODE == "decimal"
+    assert set(RATIONAL_RULES) == {"binary", "decimal"}
+
+
+def test_rational_rule_is_stated_in_the_output(tmp_path, capsys):
+    from symbolic_tpde.symbolic.metric import RATIONAL_RULES
+
+    rc, out, _ = _derive(capsys, "--scenario", _write(tmp_path, VI), "--format", "json")
+    assert rc == 0 and any(RATIONAL_RULES["decimal"] in a for a in json.loads(out)["assumptions"])
 
 
 @pytest.mark.parametrize("data, argv, needle", [

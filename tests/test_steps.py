@@ -137,3 +137,46 @@ def test_entrywise_steps_one_based_and_size_threshold(capsys):
     rc, out = _json(capsys, "--attention", "softmax", "--steps", "--d", "3", "--format", "json")
     assert rc == 0 and not any(s["title"].startswith("entrywise") for s in out["steps"])
     assert len(out["notes"]) == 1 and "not shown" in out["notes"][0]
+
+
+def test_closed_form_comes_from_the_precision_equation_not_a_kind_name():
+    """The V = I closed form is offered exactly when d(Sigma^-1)/dt turns out constant (checked symbolically):
+    two softmax heads get it too (M = sum of A_h + A_h^T), linear attention (alpha alpha^T terms) and an FFN
+    (W Sigma terms) do not; steps_special.py names no kind."""
+    import inspect
+    import re
+
+    from symbolic_tpde.symbolic import steps_special
+    from symbolic_tpde.symbolic.moments import matrix_form
+
+    assert not re.search(r"['\"](softmax|l2|linear|sinkhorn|custom)['\"]", inspect.getsource(steps_special))
+    rate = lambda ks, ffn=False: steps_special.constant_precision_rate(matrix_form(ks, ffn=ffn), True, False)[3]  # noqa: E731
+    two = rate(("softmax", "softmax"))
+    assert two is not None and {m.name for m in two.atoms(sp.MatrixSymbol)} == {"A_0", "A_1"}
+    assert rate(("linear",)) is None and rate(("softmax",), ffn=True) is None and rate(("l2",)) is None
+    dv = kind_derivation(("softmax", "softmax"), V_identity=True)
+    assert dv.all_checked and any("closed-form" in s.title for s in dv.steps)
+    assert not any("closed-form" in s.title for s in kind_derivation(("linear",), V_identity=True).steps)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "linear", "sinkhorn"])
+def test_no_step_restates_itself(kind):
+    """No step shows the same thing on both sides ("X = X"): a restatement is merged into the step before."""
+    dv = kind_derivation((kind,), V_identity=True)
+    same = [s.title for s in dv.steps if steps_render.text_side(s.lhs) == steps_render.text_side(s.rhs)]
+    assert not same, same
+    titles = [s.title for s in dv.steps]
+    assert ("the moment ODE (mean), simplified" in titles) == (kind != "softmax")   # softmax: nothing to simplify
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
+@pytest.mark.parametrize("argv", [["softmax", "--d", "2"], ["sinkhorn"], ["multihead", "--d", "2"]])
+def test_beamer_frames_fit(capsys, tmp_path, argv):
+    """The slides have no overfull box: wide equations are broken or shrunk to the line, long steps continue on
+    the next slide (``allowframebreaks``)."""
+    rc = main(["derive", "--attention", *argv, "--steps", "--format", "latex", "--beamer"])
+    (tmp_path / "b.tex").write_text(capsys.readouterr().out)
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "b.tex"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    log = (tmp_path / "b.log").read_text(errors="replace")
+    assert rc == 0 and r.returncode == 0 and "Overfull" not in log, log[log.find("Overfull"):][:600]

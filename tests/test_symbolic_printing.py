@@ -243,3 +243,20 @@ def test_json_with_definitions_evaluates_like_the_system(capsys):
     want = cs.dag_eval(system.rhs[:3], vals)
     assert [sp.nsimplify(a - b) for a, b in zip(got, want)] == [0, 0, 0]   # exact rationals
     assert data["Sigma_dot"][0][2] == data["Sigma_dot"][2][0]
+
+
+def test_assumptions_are_sentences_in_math_notation(capsys):
+    """Assumptions are words with formulas, never SymPy syntax: JSON readable ASCII (no ``**``), text with
+    ``Σ⁻¹``, LaTeX with ``\\Sigma^{-1}``; a standalone document lists them in the body, not as comments."""
+    for argv in (["l2"], ["l2", "--d", "2"], ["softmax"], ["sinkhorn", "--d", "2"]):
+        rc, out, _ = _run(capsys, "--attention", *argv, "--format", "json")
+        ass = json.loads(out)["assumptions"]
+        assert rc == 0 and ass and not any("**" in a or ".T" in a for a in ass), ass
+        rc, out, _ = _run(capsys, "--attention", *argv, "--format", "text")
+        assert "**" not in "\n".join(line for line in out.splitlines() if line.startswith("# "))
+    rc, out, _ = _run(capsys, "--attention", "softmax", "--format", "text")
+    assert "Σ⁻¹ is positive definite" in out
+    rc, out, _ = _run(capsys, "--attention", "l2", "--format", "latex", "--standalone")
+    body = out.split("\\begin{document}")[1]
+    assert "\\paragraph{Assumptions.}" in body and "\\Sigma^{-1}" in body and "% assumption" not in out
+    assert "Conclusions" in body and "**" not in body

@@ -56,3 +56,11 @@ def test_engine_picks_the_sink_witness():
     with pytest.raises(NotGaussianPreserving) as info:
         derive_gaussian_system((1, (("masked", 1),), False, True))
     assert "sink" in info.value.witness.description
+
+
+@pytest.mark.parametrize("kind", ["sigmoid", "softmax_unnormalized", "masked"])
+def test_summary_in_math_notation_not_sympy_syntax(kind):
+    w = witness_for(kind)
+    text, tex, js = w.summary("text"), w.summary("latex"), w.summary("json")
+    assert "**" not in text and "**" not in tex and "**" not in js and "α" in text
+    assert "\\alpha" in tex and "$" in tex and "NOT Gaussian-preserving" in text

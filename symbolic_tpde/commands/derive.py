@@ -10,10 +10,11 @@ and exit 0.  Sinkhorn with ``--d >= 3`` has no exact entrywise form (matrix squa
 exit 1 if any step could not be checked), ``--beamer`` as slides; ``--V identity`` / ``--A symmetric``
 specialise it (softmax with ``V = I``: precision equation, closed-form ``Σ(t)``, blow-up time); with
 ``--d N`` the steps add the entrywise equations in 1-based names (while readable, else a one-line note).
-``--scenario FILE`` reads a scenario with the strict reader, detects its structure (kinds, ``d``, ``V = I``,
-symmetric ``A``, FFN, heads) and prints the steps specialised to it, then its numbers (exact rationals: the
-JSON decimals rationalised) and, for softmax with ``V = I``, ``Σ(t)`` and the blow-up time ``T*``, checked
-against :func:`..analysis.closed_forms.blowup_time_vi`.  ``--energy``: the energy derivation
+``--scenario FILE`` reads a scenario with the strict reader and prints
+:func:`..symbolic.steps_scenario.scenario_derivation`: the steps specialised to its detected structure, then
+its numbers (exact rationals by the rule stated in the output) and, when the precision equation is constant
+(softmax heads with ``V = I``), ``Σ(t)`` and the blow-up time ``T*``, checked against
+:func:`..analysis.closed_forms.blowup_time_vi`.  ``--energy``: the energy derivation
 (:mod:`..symbolic.steps_energy`).
 """
 
@@ -82,13 +83,10 @@ def run(args) -> int:
         raise InputError("--sink", "an attention sink only applies to masked attention")
     kind = "softmax" if args.attention == "multihead" else args.attention
 
-    def emit(text: str) -> None:
-        if args.format == "latex" and args.standalone:
-            text = printing.latex_document(text)
-        print(text)
-
+    standalone = args.format == "latex" and args.standalone   # a document with the sentences in it
     if not _kinds.get(kind).preserves_gaussians:
-        emit(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format))
+        print(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format,
+                                      standalone=standalone))
         return 0
     kinds = (kind,) * heads
     if args.steps or args.beamer or args.V_structure or args.A_structure:
@@ -106,7 +104,7 @@ def run(args) -> int:
         print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
         return 0 if dv.all_checked else 1
     if args.d is None:
-        emit(printing.render_matrix_form(matrix_form(kinds, ffn=args.ffn), args.format))
+        print(printing.render_matrix_form(matrix_form(kinds, ffn=args.ffn), args.format, standalone=standalone))
         return 0
     m = args.m if args.m is not None else args.d
     structure = (args.d, tuple((k, canonical_form(k, args.d, m)) for k in kinds), bool(args.ffn), False)
@@ -116,10 +114,11 @@ def run(args) -> int:
         print(f"tpde derive: {exc}", file=sys.stderr)
         return 1
     try:
-        text = printing.render_system(system, args.format, cse=False if args.no_cse else None)
+        text = printing.render_system(system, args.format, cse=False if args.no_cse else None,
+                                      standalone=standalone)
     except ValueError as exc:
         raise InputError("--no-cse", str(exc)) from None
-    emit(text)
+    print(text)
     return 0
 
 
@@ -168,107 +167,28 @@ def _with_entrywise(dv, structure):
     return replace(dv, steps=dv.steps + tuple(st), notes=dv.notes + tuple(notes))
 
 
-def _rational(x):
-    """A JSON float as the exact rational of its shortest decimal (``0.1 -> 1/10``, not the double's binary
-    value): ``repr`` of a float is the shortest decimal that reads back to it (no user string is parsed)."""
-    from fractions import Fraction
-
-    import sympy as sp
-
-    f = Fraction(repr(float(x)))
-    return sp.Rational(f.numerator, f.denominator)
-
-
-def _exact(value):
-    import numpy as np
-    import sympy as sp
-
-    a = np.asarray(value, dtype=float)
-    if a.ndim == 0:
-        return _rational(a)
-    if a.ndim == 1:
-        return sp.Matrix([[_rational(v)] for v in a])
-    return sp.Matrix(a.shape[0], a.shape[1], lambda i, j: _rational(a[i, j]))
-
-
 def _run_scenario(args) -> int:
-    """``--scenario FILE``: the steps specialised to the scenario's structure and numbers."""
-    import math
-    from dataclasses import replace
-
-    import numpy as np
-
-    from ..analysis.closed_forms import blowup_time_vi
-    from ..errors import InputError
+    """``--scenario FILE``: load it (strict reader), print the witness of a non-preserving kind, else the
+    derivation of :func:`..symbolic.steps_scenario.scenario_derivation` with the numeric blow-up time of
+    :func:`..analysis.closed_forms.blowup_time_vi` as its independent route."""
+    from ..analysis import closed_forms
     from ..scenario import load_scenario
     from ..symbolic import printing, steps_render
-    from ..symbolic.moments import canonical_form, derive_gaussian_system, matrix_form
-    from ..symbolic.sinkhorn import MatrixSqrtRequired
-    from ..symbolic.steps import kind_derivation
-    from ..symbolic.steps_special import scenario_steps
+    from ..symbolic.steps_scenario import scenario_derivation
 
     _refuse_structure_flags(args, "is read from the scenario; do not give it with --scenario")
     scn = load_scenario(args.scenario, need_T=False)
-    if not scn.schedule.is_constant:
-        raise InputError("--scenario", "has piecewise-constant 'layers': the derivation is specialised to "
-                         "constant weights only (give one layer's weights at top level)")
-    w, d = scn.weights(0.0), scn.d
-    kinds = tuple(h.kind for h in w.heads)
-    for h in w.heads:
+    sink = getattr(scn.weights(0.0), "sink", None) is not None if scn.schedule.is_constant else False
+    for h in scn.weights(0.0).heads if scn.schedule.is_constant else ():
         if not _kinds.get(h.kind).preserves_gaussians:
-            sink = w.sink is not None
-            print(printing.render_witness(_kinds.part(h.kind, "symbolic").witness(sink=sink), args.format))
+            print(printing.render_witness(_kinds.part(h.kind, "symbolic").witness(sink=sink), args.format,
+                                          standalone=args.format == "latex" and args.standalone))
             return 0
-    eye = np.eye(d)
-    V_identity = all(np.array_equal(h.effective["V"], eye) for h in w.heads)
-    A_symmetric = all("A" in h.effective and np.array_equal(h.effective["A"], h.effective["A"].T)
-                      for h in w.heads)
-    ffn = w.ffn is not None
-    dv = kind_derivation(kinds, ffn=ffn, V_identity=V_identity, A_symmetric=A_symmetric)
-    mf = matrix_form(kinds, ffn=ffn)
-    env = {"alpha": _exact(scn.alpha0), "Sigma": _exact(scn.Sigma0)}
-    m = d
-    for head, hs in zip(w.heads, mf.heads):
-        for name, sym in hs["symbols"].items():
-            env[sym.name] = _exact(head.effective[name])
-        if "Q" in head.effective:
-            m = int(np.shape(head.effective["Q"])[0])
-    if ffn:
-        env["W"], env["c"] = _exact(w.ffn.W), _exact(w.ffn.c)
-    structure = (d, tuple((k, canonical_form(k, d, m)) for k in kinds), ffn, False)
-    words = (f"Read from the scenario {_scn_name(args.scenario)}: {len(kinds)} head(s) of kind "
-             f"{' + '.join(kinds)}, d = {d}, V = I: {'yes' if V_identity else 'no'}, A symmetric: "
-             f"{'yes' if A_symmetric else 'no'}, feed-forward term: {'yes' if ffn else 'no'}.")
-    exact = ("The scenario's numbers are used as exact rationals: each JSON number's shortest decimal "
-             "rationalised (the decimal as written, e.g. 0.1 -> 1/10, not the binary value of the double); "
-             "weights formed from Q, K or WO are the rationalised decimals of the double products.")
-    notes = list(dv.notes)
-    try:
-        system = derive_gaussian_system(structure)
-    except MatrixSqrtRequired as exc:
-        system = None
-        notes.append(f"The scenario's numbers are not put in: no exact entrywise form at d = {d} ({exc}).")
-    st, concl = [], []
-    if system is not None:
-        subs = {s.name: env["alpha"][i] for i, s in enumerate(system.states[:d])}
-        k = d
-        for i in range(d):
-            for j in range(i, d):
-                subs[system.states[k].name] = env["Sigma"][i, j]
-                k += 1
-        for blk in system.param_layout:
-            val = w.heads[blk.key[1]].effective[blk.key[2]] if blk.key[0] == "heads" else getattr(w.ffn, blk.key[1])
-            flat = np.asarray(val, dtype=float).reshape(-1)
-            subs.update({system.params[blk.offset + n].name: _rational(v) for n, v in enumerate(flat)})
-        A_float = w.heads[0].effective.get("A")
-        st, concl, more = scenario_steps(
-            mf, kinds, env, {"d": d, "m": m}, (system, subs), V_identity, A_symmetric,
-            blowup_reference=(lambda S0, A: blowup_time_vi(scn.Sigma0, A_float)) if A_float is not None else None,
-            horizon=scn.T if math.isfinite(scn.T) else None)
-        notes += more
-    dv = replace(dv, title=f"{dv.title}: scenario {_scn_name(args.scenario)}", steps=dv.steps + tuple(st),
-                 assumptions=dv.assumptions + (words, exact), conclusions=dv.conclusions + tuple(concl),
-                 notes=tuple(notes))
+
+    def reference(Sigma0, M):        # dSigma/dt = Sigma M Sigma is blowup_time_vi's ODE with A = M/2
+        return closed_forms.blowup_time_vi(Sigma0, M / 2)
+    reference.route = "closed_forms.blowup_time_vi with A = M/2"
+    dv = scenario_derivation(scn, blowup_reference=reference, name=_scn_name(args.scenario))
     print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
     return 0 if dv.all_checked else 1
 

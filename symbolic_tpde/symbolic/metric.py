@@ -1,8 +1,11 @@
 """The twisted Wasserstein metric ``g_μ(v, w) = ∫ Z_μ <v, G w> dμ``, ``G = -A V⁻¹`` (README Mathematics §5), symbolically.
 
 * :func:`exact_matrix` turns user matrices (numbers, nested lists, numpy arrays, SymPy matrices) into exact
-  SymPy matrices: integers stay integers, a float becomes the exact rational it encodes (no guessing, no
-  ``sympify`` of strings).
+  SymPy matrices: integers stay integers, a float becomes an exact rational by one of the two rules of
+  :data:`RATIONAL_RULES` (no guessing, no ``sympify`` of strings): ``mode="binary"`` (default, what ``tpde
+  convexity`` certifies) the binary rational the double denotes, ``mode="decimal"`` (what ``tpde derive
+  --scenario`` uses) the shortest decimal that reads back to the double, rationalised (``0.1 -> 1/10``).
+  :func:`exact_array` does the same for scalars, vectors and rectangular matrices.
 * :func:`twisted_G` builds ``G`` and checks it symmetric positive definite (``InputError`` naming ``A/V``).
 * :func:`particle_metric`: the n-particle restriction ``g_X = (1/n) diag(Z_1, .., Z_n) ⊗ G`` in the coordinates
   ``vec X`` (row-major), and its block inverse ``n diag(1/Z_i) ⊗ G⁻¹``.
@@ -25,11 +28,21 @@ import sympy as sp
 from ..errors import InputError
 from .gaussian_energy import gaussian_coords, gaussian_energy, gaussian_tilt
 
-__all__ = ["exact_matrix", "twisted_G", "particle_symbols", "particle_metric", "gaussian_affine_metric",
+__all__ = ["RATIONAL_RULES", "exact_array", "exact_matrix", "twisted_G", "particle_symbols", "particle_metric", "gaussian_affine_metric",
            "gaussian_coordinate_metric"]
 
 
-def _exact(v: Any, name: str) -> sp.Expr:
+#: the two documented rules for turning a float into an exact rational, in words (printed with the results)
+RATIONAL_RULES = {
+    "binary": "each float is the binary rational it denotes (e.g. 0.3 = 5404319552844595/18014398509481984)",
+    "decimal": "each float is the shortest decimal that reads back to it, rationalised (the decimal as written "
+               "in JSON, e.g. 0.1 -> 1/10, not the binary value of the double)",
+}
+
+
+def _exact(v: Any, name: str, mode: str = "binary") -> sp.Expr:
+    """One number as an exact SymPy number; a float by the rule ``RATIONAL_RULES[mode]`` (``repr`` of a float
+    is the shortest decimal that reads back to it, so no user string is parsed)."""
     if isinstance(v, sp.Basic):
         return v
     if isinstance(v, bool):
@@ -42,12 +55,31 @@ def _exact(v: Any, name: str) -> sp.Expr:
         f = float(v)
         if f != f or f in (float("inf"), float("-inf")):
             raise InputError(name, "contains NaN or Inf")
+        if mode == "decimal":
+            q = Fraction(repr(f))
+            return sp.Rational(q.numerator, q.denominator)
+        if mode != "binary":
+            raise ValueError(f"unknown rational mode {mode!r} (one of {sorted(RATIONAL_RULES)})")
         return sp.Rational(f)  # the exact binary rational of the float
     raise InputError(name, f"entries must be numbers, got {type(v).__name__}")
 
 
-def exact_matrix(M: Any, name: str, d: int | None = None) -> sp.Matrix:
-    """Exact square SymPy matrix from numbers / nested lists / numpy / SymPy (InputError naming ``name``)."""
+def exact_array(value: Any, name: str, mode: str = "binary"):
+    """A number, vector (``d × 1`` matrix) or rectangular matrix of numbers (nested lists / numpy) as exact
+    SymPy objects by the rule ``RATIONAL_RULES[mode]`` (InputError naming ``name``)."""
+    rows = value.tolist() if hasattr(value, "tolist") else value
+    if not isinstance(rows, (list, tuple)):
+        return _exact(rows, name, mode)
+    if all(not isinstance(r, (list, tuple)) for r in rows):
+        return sp.Matrix([[_exact(v, name, mode)] for v in rows])
+    if len({len(r) if isinstance(r, (list, tuple)) else -1 for r in rows}) > 1:
+        raise InputError(name, "rows have different lengths")
+    return sp.Matrix([[_exact(v, name, mode) for v in r] for r in rows])
+
+
+def exact_matrix(M: Any, name: str, d: int | None = None, mode: str = "binary") -> sp.Matrix:
+    """Exact square SymPy matrix from numbers / nested lists / numpy / SymPy (InputError naming ``name``);
+    floats by the rule ``RATIONAL_RULES[mode]``."""
     if isinstance(M, sp.MatrixBase):
         out = sp.Matrix(M)
     else:
@@ -56,7 +88,7 @@ def exact_matrix(M: Any, name: str, d: int | None = None) -> sp.Matrix:
             raise InputError(name, "expected a square matrix given as a list of rows")
         if len({len(r) for r in rows}) > 1:
             raise InputError(name, "rows have different lengths")
-        out = sp.Matrix([[_exact(v, name) for v in r] for r in rows])
+        out = sp.Matrix([[_exact(v, name, mode) for v in r] for r in rows])
     if out.shape[0] != out.shape[1] or out.shape[0] == 0:
         raise InputError(name, f"expected a non-empty square matrix, got shape {out.shape}")
     if d is not None and out.shape != (d, d):

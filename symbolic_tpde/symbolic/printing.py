@@ -188,6 +188,75 @@ def _latex_row(label: str, e, tex, budget: int = LATEX_LINE_WIDTH) -> tuple[str,
     return row, max(latex_width(line) for line in lines)
 
 
+# ------------------------------------------------------------------- sentences with formulas in them
+def readable(s: str) -> str:
+    """SymPy ``str`` artefacts in a sentence as readable ASCII notation: ``Sigma**(-1) -> Sigma^-1``,
+    ``A.T -> A^T``, ``x**2 -> x^2``, ``2*A -> 2 A`` (for JSON and as the input of :func:`words_tex` /
+    :func:`words_text`)."""
+    s = re.sub(r"\*\*\((-?\d+)\)", r"^\1", str(s))
+    s = re.sub(r"\*\*\(([^()]*)\)", r"^{\1}", s)
+    s = s.replace("**", "^")
+    s = re.sub(r"(?<=[\w)])\.T\b", "^T", s)
+    return re.sub(r"\s*\*\s*", " ", s)
+
+
+def words_text(s: str) -> str:
+    """A sentence for the terminal in math notation: :func:`readable`, then Greek letters and ``⁻¹``/``ᵀ``."""
+    s = readable(s)
+    for a, b in _TEXT_SUBS:
+        s = re.sub(r"\b" + re.escape(a) + r"(?![A-Za-z])" if a[0].isalpha() else re.escape(a), b, s)
+    return s
+
+
+_TEXT_SUBS = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon", "ε"), ("eps", "ε"), ("Gamma", "Γ"),
+              ("lambda_max", "λ_max"), ("^-1", "⁻¹"), ("^T", "ᵀ"), ("tau", "τ"), ("delta", "δ")]
+
+
+_GREEK_WORDS = {"Sigma": r"\Sigma", "Sigma_0": r"\Sigma_0", "alpha": r"\alpha", "epsilon": r"\varepsilon",
+                "eps": r"\varepsilon", "Gamma": r"\Gamma", "tau": r"\tau", "lambda_max": r"\lambda_{\max}",
+                "mu_t": r"\mu_t", "pi": r"\pi", "mu": r"\mu", "delta": r"\delta"}
+_MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|epsilon|tau|alpha|delta|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
+                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<ptop>\)\^T\b)")
+
+
+def _math_piece(m: re.Match) -> str:
+    if m.group("ge"):
+        return r"$\geq$"
+    if m.group("ptop"):
+        return r")$^{\top}$"
+    if m.group("word"):
+        return "$" + _GREEK_WORDS[m.group("word")] + "$"
+    base, exp = m.group("pow").split("^", 1)
+    exp = exp.strip("{}")
+    exp = r"\top" if exp == "T" else exp
+    return "$" + _GREEK_WORDS.get(base, base) + "^{" + exp + "}$"
+
+
+def words_tex(s: str) -> str:
+    """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names) for LaTeX text mode:
+    formula pieces become inline math, the rest is escaped."""
+    out, pos = [], 0
+    esc = (lambda t: t.replace("\\", "").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#")
+           .replace("_", "\\_").replace("^", "\\^{}").replace("~", "\\textasciitilde{}")
+           .replace("<", "$<$").replace(">", "$>$"))
+    for m in _MATH.finditer(s):
+        out.append(esc(s[pos:m.start()]))
+        out.append(_math_piece(m))
+        pos = m.end()
+    out.append(esc(s[pos:]))
+    return "".join(out)
+
+
+def sentences(items, fmt: str) -> list[str]:
+    """Assumption / conclusion sentences for ``fmt``: JSON readable ASCII (:func:`readable`, no ``**``), text
+    math notation (``Σ⁻¹``, :func:`words_text`), LaTeX text mode with inline math (``$\\Sigma^{-1}$``,
+    :func:`words_tex`); repeated sentences (heads repeat them) once."""
+    items = list(dict.fromkeys(items))
+    if fmt == "latex":
+        return [words_tex(readable(a)) for a in items]
+    return [words_text(a) if fmt == "text" else readable(a) for a in items]
+
+
 def _comment(text: str) -> str:
     """``text`` as LaTeX comment lines (every line starts with ``%``)."""
     return "".join(f"\n% {line}" for line in str(text).splitlines() or [""])
@@ -200,8 +269,14 @@ def _state_label(system: OdeSystem, i: int, latex: bool) -> str:
     return f"d{system.states[i].name}/dt"
 
 
-def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None) -> str:
-    """Render an entrywise system as ``text``, ``latex`` or ``json``."""
+#: the conclusion printed with a derived moment ODE (``--standalone`` documents)
+EXACT_CONCLUSION = ("The field Gamma(x) = b + J x is affine in x, so the flow map is affine and N(alpha, Sigma) "
+                    "stays Gaussian: the moment ODE above is exact, not an approximation.")
+
+
+def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None, standalone: bool = False) -> str:
+    """Render an entrywise system as ``text``, ``latex`` or ``json`` (``standalone``: LaTeX as a complete
+    document with the assumptions and conclusion as sentences, :func:`latex_document`)."""
     exprs = list(system.rhs)
     forced_no_cse = cse is False
     size = tree_size(exprs)
@@ -215,7 +290,7 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None)
     temps: list[tuple[sp.Symbol, sp.Expr]] = []
     if cse:
         temps, exprs = _cse(exprs)
-    assumptions = list(dict.fromkeys(system.origin.get("assumptions", ())))
+    assumptions = sentences(system.origin.get("assumptions", ()), fmt)
     head = (f"variant {system.origin.get('variant')}, d = {system.origin.get('d')}, entrywise form; "
             "states alpha_i then Sigma_i_j (i <= j)")
     if fmt == "text":
@@ -241,6 +316,10 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None)
                              f"(> {LATEX_LINE_WIDTH} characters) and would not typeset legibly; "
                              "print with common sub-expressions (drop --no-cse) or use --format text")
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+        if standalone:
+            return latex_document(body, assumptions, sentences([EXACT_CONCLUSION], "latex"),
+                                  words_tex(f"{system.origin.get('variant')} attention, d = {system.origin.get('d')}: "
+                                            "the Gaussian moment ODE, entrywise"))
         notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
         return f"{_comment(head)}{notes}".lstrip("\n") + f"\n{body}"
     raise ValueError(f"unknown format {fmt!r}")
@@ -259,19 +338,19 @@ def system_to_json(system: OdeSystem, cse: bool = False) -> dict[str, Any]:
             Sd[i][j] = Sd[j][i] = rhs[k]
             k += 1
     return {"variant": system.origin.get("variant"), "d": d, "form": "entrywise", "alpha_dot": rhs[:d],
-            "Sigma_dot": Sd, "assumptions": list(system.origin.get("assumptions", ())),
+            "Sigma_dot": Sd, "assumptions": sentences(system.origin.get("assumptions", ()), "json"),
             "definitions": [[t.name, sp.sstr(e)] for t, e in temps],
             "states": [s.name for s in system.states], "params": [p.name for p in system.params],
             "expr_format": "sympy-str"}
 
 
-def render_matrix_form(mf, fmt: str = "text") -> str:
-    """Render a :class:`~.moments.MatrixForm` (general ``d``)."""
+def render_matrix_form(mf, fmt: str = "text", standalone: bool = False) -> str:
+    """Render a :class:`~.moments.MatrixForm` (general ``d``; ``standalone`` as :func:`render_system`)."""
     extra: list[tuple[str, Any]] = [("b", mf.b), ("J", mf.J)]
     for h, head in enumerate(mf.heads):
         if head["Ct"] is not None:
             extra.append((f"C^T (head {h})" if len(mf.heads) > 1 else "C^T", head["Ct"]))
-    assumptions = list(dict.fromkeys([*mf.assumptions, "Sigma symmetric positive definite"]))  # heads repeat
+    assumptions = sentences([*mf.assumptions, "Sigma symmetric positive definite"], fmt)
     if fmt == "json":
         return json.dumps({"variant": mf.variant, "d": None, "form": "matrix",
                            "alpha_dot": [sp.sstr(mf.alpha_dot)], "Sigma_dot": [[sp.sstr(mf.Sigma_dot)]],
@@ -289,17 +368,24 @@ def render_matrix_form(mf, fmt: str = "text") -> str:
                 for k, v in extra]
         rows += [_latex_row(r"\frac{d\alpha}{dt}", mf.alpha_dot, tex)[0],
                  _latex_row(r"\frac{d\Sigma}{dt}", mf.Sigma_dot, tex)[0]]
+        body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+        if standalone:
+            return latex_document(body, assumptions, sentences([EXACT_CONCLUSION], "latex"),
+                                  words_tex(f"{mf.variant} attention: the Gaussian moment ODE, matrix form "
+                                            "(general d), Gamma(x) = b + J x"))
         notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
-        return (f"% variant {mf.variant}, general d, matrix form{notes}\n\\begin{{align*}}\n"
-                + " \\\\\n".join(rows) + "\n\\end{align*}")
+        return f"% variant {mf.variant}, general d, matrix form{notes}\n" + body
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def render_witness(w, fmt: str = "text") -> str:
+def render_witness(w, fmt: str = "text", standalone: bool = False) -> str:
+    """A non-preservation witness (:class:`~.witness.Witness`) as ``text`` (:meth:`~.witness.Witness.summary`
+    in math notation), ``json`` or ``latex`` (``standalone``: a document with the description and the
+    conclusion as sentences)."""
     if fmt == "json":
         return json.dumps(w.to_dict(), indent=1)
     if fmt == "text":
-        return w.summary()
+        return w.summary("text")
     if fmt == "latex":
         # the point's values are numbers set by the witness code (int / Rational), never user strings
         point = ", ".join(f"{tex(sp.Symbol(k))} = {tex(sp.S(v))}" for k, v in w.point.items())
@@ -311,17 +397,31 @@ def render_witness(w, fmt: str = "text") -> str:
         else:
             rows.append(r"\frac{\partial^2 \Gamma}{\partial x^2} &= " + f"{w.value:.15g}"
                         + r" \quad \text{at } " + point)
-        return (f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n"
-                "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}")
+        body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+        if standalone:
+            concl = (f"{w.variant} attention is NOT Gaussian-preserving: the field is not affine in x (second "
+                     f"derivative {w.value:.15g} at the point above, independent quadrature {w.independent:.15g}, "
+                     f"sign certified: {w.certified}).")
+            return latex_document(body, [words_tex(w.description)], [words_tex(concl)],
+                                  words_tex(f"{w.variant}: a d = 1 witness of non-preservation"), "Setting")
+        return f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n" + body
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def latex_document(fragment: str) -> str:
+def latex_document(fragment: str, assumptions=(), conclusions=(), title: str | None = None,
+                   assumptions_name: str = "Assumptions") -> str:
     """A complete ``amsmath`` document around a fragment: A4 portrait, 11pt, 2 cm margins; the rows are
     already broken to :data:`LATEX_LINE_WIDTH` and ``\\allowdisplaybreaks`` lets long ``align*`` blocks
-    break across pages (``breqn`` is avoided: only ``amsmath``/``amssymb`` are used)."""
+    break across pages (``breqn`` is avoided: only ``amsmath``/``amssymb`` are used).  ``title``,
+    ``assumptions`` and ``conclusions`` (LaTeX text-mode sentences, :func:`sentences`) are set in the document
+    as a heading and two sentence lists around the fragment."""
+    def listed(name, items):
+        return ("\\paragraph{" + name + ".}\n\\begin{itemize}\n" + "".join(f"\\item {a}\n" for a in items)
+                + "\\end{itemize}\n") if items else ""
+    top = ("\\section*{" + title + "}\n" if title else "") + listed(assumptions_name, assumptions)
     return ("\\documentclass[11pt,a4paper]{article}\n\\usepackage{amsmath,amssymb}\n\\usepackage[margin=2cm]"
-            "{geometry}\n\\allowdisplaybreaks\n\\begin{document}\n" + fragment + "\n\\end{document}\n")
+            "{geometry}\n\\allowdisplaybreaks\n\\begin{document}\n" + top + fragment + "\n"
+            + listed("Conclusions", conclusions) + "\\end{document}\n")
 
 
 def check_latex_structure(text: str) -> list[str]:

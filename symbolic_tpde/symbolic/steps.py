@@ -136,6 +136,7 @@ def _lect(*pieces) -> Shown:
 
 def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list[Step], Any, Any]:
     """Steps 1-6 for one softmax-normalised head; returns ``(steps, b, J)``."""
+    from .steps_render import readable
     from .tilt import tilt_matrix
 
     alpha, Sigma = sp.MatrixSymbol("alpha", D, 1), sp.MatrixSymbol("Sigma", D, D)
@@ -179,8 +180,12 @@ def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list[Step],
                     "iff N = Sigma^{-1} - R - R^T is positive definite",
                     check=lambda: check_equal(quad, square, modulo=("y",), exact_d=(), random_d=(2, 3), points=1)))
     tilt = tilt_matrix(K, alpha, Sigma)
-    out.append(step(f"{pre}tilted precision S^-1 (y-Hessian of the exponent, by matrix calculus)", N,
-                    tilt.precision))
+    # shown as what it is (minus the y-Hessian of the exponent, by matrix calculus) = its value; checked
+    # against N read off the completed square, so the step is not "X = X" when the two coincide (softmax)
+    hess = Shown("-d^2/dy^2 [exponent]", r"-\nabla_y^2\,[\text{exponent}]")
+    out.append(step(f"{pre}tilted precision S^-1 (y-Hessian of the exponent, by matrix calculus)", hess,
+                    tilt.precision, "equals N = " + readable(sp.sstr(_sym(N))) + " read off the completed square",
+                    check=lambda: check_equal(N, tilt.precision)))
     m = _mexpand(tilt.m0 + tilt.M * x)
     out.append(step(f"{pre}tilted mean m(x) = S (Sigma^-1 alpha + r + B^T x)", N.I * n, m))
     V = syms["V"]
@@ -279,7 +284,7 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
     """The matrix-form derivation of the moment ODE for heads of ``kinds_`` (summed) and an optional FFN,
     optionally specialised to ``V = I`` and/or symmetric ``A`` (module docstring)."""
     from .moments import _mat_symbols, matrix_form
-    from .steps_special import assumptions_in_words, specialise
+    from .steps_special import assumptions_in_words, constant_precision_rate, specialise
 
     single = len(kinds_) == 1
     mf = matrix_form(tuple(kinds_), ffn=ffn)
@@ -301,24 +306,32 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
         parts = [f[0] + f[1] * x for f in fields] + ([mf.symbols["W"] * x + mf.symbols["c"]] if ffn else [])
         steps.append(step("the layer's field: heads add" + (", and the feed-forward term W x + c" if ffn else ""),
                           _sum(parts), b + J * x, "fields add, so the layer's field is affine: Gamma = b + J x"))
+    num = dict(numeric=True, exact_d=(), random_d=(1, 2)) if subs_C else {}
+    a_dot = (b + J * alpha).xreplace(subs_C)
+    S_dot = (J * Sigma + Sigma * J.T).xreplace(subs_C)
+    # the "simplified" steps compare the chain's b + J alpha, J Sigma + Sigma J^T with the matrix form
+    # (symbolic.moments); when the two are the same expression the step would read "X = X": it is merged
+    # into the step before (a note says so) instead of shown
+    same_a, same_S = _sym(a_dot) == _sym(mf.alpha_dot), _sym(S_dot) == _sym(mf.Sigma_dot)
+    merged = "this is the moment ODE as symbolic.moments.matrix_form derives it (the same expression)"
     steps.append(step("mean equation: for an affine field the flow map is affine, d alpha/dt = E[Gamma(X)] = "
                       "b + J alpha", Shown("E_{X~N(alpha,Sigma)}[b + J X]", r"\mathbb{E}_{X\sim\mathcal{N}"
                                            r"(\alpha,\Sigma)}[b + JX]"), b + J * alpha,
-                      check=lambda: _moment_check(b, J, alpha, Sigma, "mean")))
+                      merged if same_a else "", check=lambda: _moment_check(b, J, alpha, Sigma, "mean")))
     steps.append(step("covariance equation: d Sigma/dt = E[(X - alpha) Gamma(X)^T + Gamma(X) (X - alpha)^T] = "
                       "J Sigma + Sigma J^T", Shown("E[(X - alpha) Gamma(X)^T + Gamma(X) (X - alpha)^T]",
                                                    r"\mathbb{E}\bigl[(X-\alpha)\Gamma(X)^\top + \Gamma(X)"
                                                    r"(X-\alpha)^\top\bigr]"), J * Sigma + Sigma * J.T,
-                      check=lambda: _moment_check(b, J, alpha, Sigma, "cov")))
-    num = dict(numeric=True, exact_d=(), random_d=(1, 2)) if subs_C else {}
-    a_dot = (b + J * alpha).xreplace(subs_C)
-    S_dot = (J * Sigma + Sigma * J.T).xreplace(subs_C)
-    steps.append(step("the moment ODE (mean), simplified", a_dot, mf.alpha_dot, **num))
-    steps.append(step("the moment ODE (covariance), simplified", S_dot, mf.Sigma_dot, **num))
+                      merged if same_S else "", check=lambda: _moment_check(b, J, alpha, Sigma, "cov")))
+    if not same_a:
+        steps.append(step("the moment ODE (mean), simplified", a_dot, mf.alpha_dot, **num))
+    if not same_S:
+        steps.append(step("the moment ODE (covariance), simplified", S_dot, mf.Sigma_dot, **num))
     if V_identity or A_symmetric:
         steps += specialise(mf, tuple(kinds_), V_identity, A_symmetric)
     title = f"Gaussian moment ODE of {' + '.join(kinds_)} attention" + (" with a feed-forward term" if ffn else "")
-    ass, concl = assumptions_in_words(tuple(kinds_), V_identity, A_symmetric)
+    rate = constant_precision_rate(mf, V_identity, A_symmetric)[3] if V_identity or A_symmetric else None
+    ass, concl = assumptions_in_words(tuple(kinds_), V_identity, A_symmetric, rate)
     return Derivation(title, tuple(steps), ass, concl)
 
 

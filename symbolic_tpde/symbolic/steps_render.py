@@ -14,6 +14,7 @@ import re
 
 import sympy as sp
 
+from .printing import _GREEK_WORDS, _TEXT_SUBS, readable, words_tex, words_text  # noqa: F401 (re-exported)
 from .steps import Shown
 
 _HEADED = re.compile(r"^([A-Za-z]+)\^\((\d+)\)_([\d,]+)$")
@@ -41,45 +42,6 @@ def text_side(e) -> str:
     if isinstance(e, Shown):
         return e.text
     return sp.sstr(e.tolist()) if isinstance(e, sp.MatrixBase) else sp.sstr(e)
-
-
-_TEXT_SUBS = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon", "ε"), ("eps", "ε"), ("Gamma", "Γ"),
-              ("lambda_max", "λ_max"), ("^-1", "⁻¹"), ("^T", "ᵀ"), ("tau", "τ")]
-
-
-_GREEK_WORDS = {"Sigma": r"\Sigma", "Sigma_0": r"\Sigma_0", "alpha": r"\alpha", "epsilon": r"\varepsilon",
-                "eps": r"\varepsilon", "Gamma": r"\Gamma", "tau": r"\tau", "lambda_max": r"\lambda_{\max}",
-                "mu_t": r"\mu_t", "pi": r"\pi", "mu": r"\mu"}
-_MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
-                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<ptop>\)\^T\b)")
-
-
-def _math_piece(m: re.Match) -> str:
-    if m.group("ge"):
-        return r"$\geq$"
-    if m.group("ptop"):
-        return r")$^{\top}$"
-    if m.group("word"):
-        return "$" + _GREEK_WORDS[m.group("word")] + "$"
-    base, exp = m.group("pow").split("^", 1)
-    exp = exp.strip("{}")
-    exp = r"\top" if exp == "T" else exp
-    return "$" + _GREEK_WORDS.get(base, base) + "^{" + exp + "}$"
-
-
-def words_tex(s: str) -> str:
-    """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names) for LaTeX text mode:
-    formula pieces become inline math, the rest is escaped."""
-    out, pos = [], 0
-    esc = (lambda t: t.replace("\\", "").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#")
-           .replace("_", "\\_").replace("^", "\\^{}").replace("~", "\\textasciitilde{}")
-           .replace("<", "$<$").replace(">", "$>$"))
-    for m in _MATH.finditer(s):
-        out.append(esc(s[pos:m.start()]))
-        out.append(_math_piece(m))
-        pos = m.end()
-    out.append(esc(s[pos:]))
-    return "".join(out)
 
 
 def to_json(dv) -> dict:
@@ -118,7 +80,7 @@ def _eq(s) -> str:
     return "\\[\n" + lhs + " = " + rhs + "\n\\]"
 
 
-def _entry_rows(lhs: str, M) -> str:
+def _entry_rows(lhs: str, M, budget: int | None = None) -> str:
     """A matrix too wide for the page, one entry per ``align*`` row (``(lhs)_{ij} = ...``, 1-based; the upper
     triangle of a symmetric matrix), long entries broken between terms by :func:`.printing._latex_row`."""
     from .printing import _latex_row
@@ -128,7 +90,8 @@ def _entry_rows(lhs: str, M) -> str:
     for i in range(M.rows):
         for j in range(i if sym else 0, M.cols):
             idx = f"{i + 1}" if M.cols == 1 else f"{i + 1}{j + 1}" if max(M.shape) < 10 else f"{i + 1},{j + 1}"
-            rows.append(_latex_row(rf"\left({lhs}\right)_{{{idx}}}", M[i, j], tex, budget=ENTRY_ROW_WIDTH)[0])
+            rows.append(_latex_row(rf"\left({lhs}\right)_{{{idx}}}", M[i, j], tex,
+                                   budget=ENTRY_ROW_WIDTH if budget is None else budget)[0])
     return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
 
 
@@ -176,18 +139,47 @@ def standalone(dv) -> str:
             "with the method stated under it.\n" + to_latex(dv) + "\n\\end{document}\n")
 
 
+#: Beamer (16:9, 11pt) glyph budgets: one equation line, and one entry row of a wide matrix (the A4 budgets
+#: scaled by the text widths, ~14 cm against ~16.6 cm, rounded down)
+BEAMER_LINE = 52
+BEAMER_ENTRY_ROW = 44
+#: shrink a box to the line width only when it is wider (``graphicx``, loaded by Beamer)
+_FIT = ("\\newcommand{\\tpdefit}[1]{\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}"
+        "{$\\displaystyle #1$}}\n")
+
+
+def _eq_beamer(s) -> str:
+    """An equation on a slide: a wide matrix one entry per ``align*`` row (breakable across the frame's
+    pages); otherwise the left side, then ``=`` and the right side broken between the terms of sums
+    (:func:`.printing._latex_row`), as one ``aligned`` block shrunk to the line width if still wider."""
+    from .printing import _latex_row, latex_width
+
+    lhs, rhs = tex(s.lhs), tex(s.rhs)
+    if isinstance(s.rhs, sp.MatrixBase) and latex_width(rhs) > 2 * BEAMER_LINE:
+        return _entry_rows(lhs, s.rhs, BEAMER_ENTRY_ROW)
+    if latex_width(lhs) + latex_width(rhs) <= BEAMER_LINE:
+        return "\\[\n\\tpdefit{" + lhs + " = " + rhs + "}\n\\]"
+    if isinstance(s.rhs, sp.Basic) and not isinstance(s.rhs, sp.MatrixBase):
+        body = _latex_row("", s.rhs, tex, budget=BEAMER_LINE)[0]
+    else:
+        body = "&= " + rhs
+    return "\\[\n\\tpdefit{\\begin{aligned}\n&" + lhs + " \\\\\n" + body + "\n\\end{aligned}}\n\\]"
+
+
 def beamer(dv) -> str:
-    """Beamer slides: assumptions, one frame per step, conclusions."""
-    fr = ["\\begin{frame}{Assumptions}\n\\begin{itemize}\n" + "\n".join(f"\\item {words_tex(a)}"
-                                                                        for a in dv.assumptions)
-          + "\n\\end{itemize}\n\\end{frame}"]
+    """Beamer slides: assumptions, one frame per step (``allowframebreaks``: a long step continues on the next
+    slide), conclusions; no equation wider than the slide (:func:`_eq_beamer`)."""
+    fr = ["\\begin{frame}[allowframebreaks]{Assumptions}\n\\begin{itemize}\n"
+          + "\n".join(f"\\item {words_tex(a)}" for a in dv.assumptions) + "\n\\end{itemize}\n\\end{frame}"]
     for k, s in enumerate(dv.steps, 1):
-        fr.append(f"\\begin{{frame}}{{Step {k}}}\n\\textbf{{{words_tex(s.title)}}}\n{_eq(s)}\n"
+        fr.append(f"\\begin{{frame}}[allowframebreaks]{{Step {k}}}\n\\textbf{{{words_tex(s.title)}}}\n{_eq_beamer(s)}\n"
                   + (words_tex(s.note) + "\\\\[1ex]\n" if s.note else "") + _check_line(s) + "\n\\end{frame}")
-    fr.append("\\begin{frame}{Conclusions}\n\\begin{itemize}\n" + "\n".join(f"\\item {words_tex(c)}"
-                                                                           for c in dv.conclusions + dv.notes)
+    fr.append("\\begin{frame}[allowframebreaks]{Conclusions}\n\\begin{itemize}\n"
+              + "\n".join(f"\\item {words_tex(c)}" for c in dv.conclusions + dv.notes)
               + "\n\\end{itemize}\n\\end{frame}")
-    return ("\\documentclass[aspectratio=169]{beamer}\n" + _PREAMBLE + "\\title{" + words_tex(dv.title) + "}\n"
+    return ("\\documentclass[aspectratio=169]{beamer}\n" + _PREAMBLE + "\\allowdisplaybreaks\n" + _FIT
+            + "\\setbeamertemplate{frametitle continuation}[from second][(cont.)]\n"
+            + "\\title{" + words_tex(dv.title) + "}\n"
             "\\begin{document}\n\\frame{\\titlepage}\n" + "\n".join(fr) + "\n\\end{document}\n")
 
 

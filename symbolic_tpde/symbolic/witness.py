@@ -54,13 +54,27 @@ class Witness:
     discrepancy: float = 0.0     # |value - independent| computed at 30 digits
     notes: str = ""
 
-    def summary(self) -> str:
+    def summary(self, fmt: str = "text") -> str:
+        """One paragraph: the description, the witness ``d²Γ/dx²``, its value and the independent check.
+        Formulas in math notation, never SymPy ``str``: ``text`` one line with ``α``, ``a²``
+        (:func:`.printing.words_text`), ``latex`` inline ``$...$`` (``sympy.latex``), ``json`` readable ASCII
+        (``a^2``)."""
+        from .printing import readable, words_tex, words_text
+
+        q = self.quantity if len(sp.sstr(self.quantity)) < 400 else None
+        if fmt == "latex":
+            pt = ", ".join(f"${sp.latex(sp.Symbol(k))} = {sp.latex(sp.S(v))}$" for k, v in self.point.items())
+            w = (f"$\\frac{{d^2\\Gamma}}{{dx^2}} = {sp.latex(q)}$" if q is not None else
+                 "$\\frac{d^2\\Gamma}{dx^2}$ of the field above")
+            return (f"{words_tex(self.variant)}: NOT Gaussian-preserving. {words_tex(self.description)} Witness "
+                    f"{w}; at {pt}: {self.value:.15g} (independent quadrature {self.independent:.15g}; sign "
+                    f"certified: {self.certified}). {words_tex(self.notes)}").strip()
+        conv = words_text if fmt == "text" else readable
         pt = ", ".join(f"{k} = {v}" for k, v in self.point.items())
-        q = sp.sstr(self.quantity)
-        q = q if len(q) < 400 else f"d^2/dx^2 [{sp.sstr(self.field_expr)}]"
-        return (f"{self.variant}: NOT Gaussian-preserving. {self.description} Witness d^2 Gamma/dx^2 = "
-                f"{q} ; at {pt}: {self.value:.15g} (independent quadrature "
-                f"{self.independent:.15g}; sign certified: {self.certified}). {self.notes}").strip()
+        w = conv(sp.sstr(q)) if q is not None else f"d^2/dx^2 [{conv(sp.sstr(self.field_expr))}]"
+        return (f"{self.variant}: NOT Gaussian-preserving. {conv(self.description)} Witness "
+                f"{conv('d^2 Gamma/dx^2')} = {w} ; at {conv(pt)}: {self.value:.15g} (independent quadrature "
+                f"{self.independent:.15g}; sign certified: {self.certified}). {conv(self.notes)}").strip()
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "gaussian_preserving": False, "description": self.description,
