@@ -1,6 +1,7 @@
 """Benchmark: one softmax field evaluation, naive vs blocked numpy vs fused kernel vs a plain C yardstick.
 
 Run:  python numerics/bench_particles.py [--quick] [--repeats R] [--n ...] [--d ...] [--memory-n 200000]
+      [--memory-what field rk4 dopri5] [--memory-only]
 
 For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``: n in {2000, 8000}, d in
 {2, 8}) it times, in the same run and on the same data (``q = X Aᵀ``, keys and values ``X``; logits O(1)):
@@ -9,8 +10,9 @@ For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``:
   passes); skipped when its three n x n temporaries exceed 3 GB or n > 8000 (minutes per call);
 * ``numpy``: the blocked path :func:`symbolic_tpde.numerics.fields_core.attend_numpy` (row blocks, BLAS at one
   thread per Python thread, default threads);
-* ``fused``: :func:`symbolic_tpde.numerics.fields_core.attend`, the package's dispatch (the fused C kernel of
-  :mod:`symbolic_tpde.numerics.fused` for p < 32, else the numpy path: column ``path``);
+* ``fused``: :func:`symbolic_tpde.numerics.fields_core.attend`, the package's dispatch (column ``path``:
+  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.fused`, for p < 32; ``rows``, BLAS logits
+  and the compiled row pass of :mod:`symbolic_tpde.numerics.fused_rows`, for p >= 32);
 * ``yard``: the yardstick of issue 12, a plain fused two-pass C loop compiled here with
   ``gcc -O3 -march=native -ffast-math -fopenmp`` (per query: row maximum, then ``exp``-and-accumulate;
   ``-ffast-math`` lets gcc vectorise ``exp`` through glibc's libmvec), OpenMP over queries with the usable
@@ -21,9 +23,10 @@ of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = ti
 relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory: peak traced by
 ``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers, one row of n logits per
 thread, are added as ``threads · n · itemsize``), and, for ``--memory-n`` (default 200 000, d = 2), the peak
-resident set (``VmHWM`` of /proc) of a fresh process doing one field evaluation through
-``symbolic_tpde.numerics.fields.field`` and, at n / 4, one error-controlled step of ``simulate`` (issue
-target: < 200 MB).  The machine is shared: only ratios well above ~2x are firm.
+resident set (``ru_maxrss``) of a fresh process doing one field evaluation through
+``symbolic_tpde.numerics.fields.field``, one RK4 step and one error-controlled (Dormand-Prince) step of
+``simulate`` (``--memory-what``; issue target: < 200 MB; ``--memory-only`` skips the table).  The machine is
+shared: only ratios well above ~2x are firm; the load average is printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from symbolic_tpde.numerics.fields_core import BLAS_CONTROL, attend, attend_nump
 from symbolic_tpde.numerics.threads import usable_cores
 
 NAIVE_LIMIT_BYTES = 3e9
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 YARD_C = r"""
 #include <math.h>
@@ -111,33 +115,43 @@ def traced_peak(fn) -> int:
 
 
 MEM_SCRIPT = """
-import numpy as np, sys
+import resource, sys, time
+import numpy as np
 from symbolic_tpde.model import make_head, make_weights
 from symbolic_tpde.numerics.fields import field
 from symbolic_tpde.numerics.integrate import simulate
-n = {n}
-rng = np.random.default_rng(0)
-X = rng.standard_normal((n, 2))
+n, what = int(sys.argv[1]), sys.argv[2]
+X = np.random.default_rng(0).standard_normal((n, 2))
 w = make_weights([make_head("softmax", A=[[-0.5, 0.2], [0.1, -0.4]], V=[[1.0, 0.3], [-0.2, 0.8]])])
-def hwm():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM"):
-            return int(line.split()[1]) / 1024
-base = hwm()
-if {what!r} == "field":
+field(X[:64], w)                      # builds / loads the kernel: not part of the step
+rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # peak resident set, MB (Linux: kB)
+base, t0 = rss(), time.perf_counter()
+if what == "field":
     field(X, w)
-else:
-    simulate(X, w, 0.01, progress=False)   # error-controlled default: DOPRI5 stages (7 n d floats) + evaluations
-print(base, hwm())
+    steps, nfev = 0, 1
+elif what == "dopri5":                # the error-controlled default; T = 1e-4 is one step (start probe + 7 stages)
+    run = simulate(X, w, 1e-4, progress=False)
+    steps, nfev = run.steps, run.nfev
+else:                                 # one classical RK4 step
+    run = simulate(X, w, 1e-4, steps=1, method="rk4", progress=False)
+    steps, nfev = run.steps, run.nfev
+print(base, rss(), steps, nfev, time.perf_counter() - t0)
 """
 
+#: The resident-memory target of issue 12 for one step at n = 200 000, d = 2 (whole process, MB).
+MEMORY_TARGET_MB = 200
 
-def memory_check(n: int, what: str) -> tuple[float, float, float]:
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", MEM_SCRIPT.format(n=n, what=what)], capture_output=True, text=True,
-                       check=True)
-    base, peak = map(float, p.stdout.split())
-    return base, peak, time.perf_counter() - t0
+
+def memory_check(n: int, what: str) -> dict:
+    """Peak resident set (``ru_maxrss``) of a fresh process doing one ``what`` (``field``, ``dopri5`` step of
+    ``simulate``'s default, or ``rk4`` step) at ``n`` particles, d = 2, float64: a dict with ``base`` (after
+    imports, data and kernel load), ``peak`` (MB), ``steps``, ``nfev``, ``seconds`` (of the step)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    p = subprocess.run([sys.executable, "-c", MEM_SCRIPT, str(n), what], capture_output=True, text=True,
+                       check=True, env=env)
+    base, peak, steps, nfev, secs = p.stdout.split()
+    return {"base": float(base), "peak": float(peak), "steps": int(steps), "nfev": int(nfev),
+            "seconds": float(secs)}
 
 
 def main(argv=None) -> int:
@@ -146,20 +160,39 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n", type=int, nargs="+", default=None)
     ap.add_argument("--d", type=int, nargs="+", default=None)
+    ap.add_argument("--dtype", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
     ap.add_argument("--memory-n", type=int, default=200_000, help="0 to skip the resident-memory check")
+    ap.add_argument("--memory-what", nargs="+", default=["field", "rk4", "dopri5"],
+                    choices=["field", "rk4", "dopri5"], help="what the resident-memory check runs")
+    ap.add_argument("--memory-only", action="store_true", help="only the resident-memory check")
     a = ap.parse_args(argv)
+    print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}; "
+          f"{usable_cores()} usable cores; load average {os.getloadavg()[0]:.2f} at start")
+    if not a.memory_only:
+        table(a)
+    if a.memory_n:
+        for what in a.memory_what:
+            r = memory_check(a.memory_n, what)
+            print(f"resident memory, one {what} {'evaluation' if what == 'field' else 'step'} at n = {a.memory_n}, "
+                  f"d = 2 float64 ({r['steps']} step(s), {r['nfev']} field evaluations, {r['seconds']:.0f} s): "
+                  f"peak {r['peak']:.0f} MB (before the call: {r['base']:.0f} MB; increase "
+                  f"{r['peak'] - r['base']:.0f} MB); target < {MEMORY_TARGET_MB} MB", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    return 0
+
+
+def table(a) -> None:
+    """The timing table (module docstring)."""
     ns = a.n or ([2000, 8000] if a.quick else [2000, 8000, 32000])
     ds = a.d or ([2, 8] if a.quick else [2, 8, 64])
     cores = usable_cores()
-    print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}; "
-          f"{cores} usable cores; load average {os.getloadavg()[0]:.2f} at start")
     rng = np.random.default_rng(12345)
     tmp = tempfile.mkdtemp(prefix="tpde-bench-yard-")
     hdr = (f"{'dtype':>7} {'d':>3} {'n':>6} {'path':>5} | {'naive':>6} {'numpy':>6} {'fused':>6} {'yard':>6}  ns/pair | "
            f"{'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} | {'rel.err':>8} | MB naive numpy fused")
     print(hdr)
     print("-" * len(hdr))
-    for dtype in (np.float64, np.float32):
+    for dtype in (np.dtype(x).type for x in a.dtype):
         for d in ds:
             yard = build_yardstick(d, dtype, tmp)
             for n in ns:
@@ -190,7 +223,8 @@ def main(argv=None) -> int:
                 if "fused" in mem and q.shape[1] < fused.MAX_P:
                     mem["fused"] += cores * n * np.dtype(dtype).itemsize / 2**20
                 ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
-                path = "fused" if q.shape[1] < fused.MAX_P and fused.available() is None else "numpy"
+                path = "numpy" if fused.available() is not None else ("fused" if q.shape[1] < fused.MAX_P
+                                                                        else "rows")
                 print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
                       + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"
                                  for k in ("naive", "numpy", "fused", "yard"))
@@ -200,13 +234,6 @@ def main(argv=None) -> int:
                                                       for k in ("naive", "numpy", "fused")), flush=True)
     print("targets (issue 12): fused/yard <= 1.5 at n = 8000, d = 2 (both dtypes); numpy/fused >= 3 at d <= 8; "
           ">= 1 at d = 64; rel.err <= 1e-13 (float64), 1e-5 (float32)")
-    if a.memory_n:
-        for what, n in (("field", a.memory_n), ("step", a.memory_n // 4)):
-            base, peak, secs = memory_check(n, what)
-            print(f"resident memory, one {what} at n = {n}, d = 2: peak {peak:.0f} MB (interpreter + numpy + "
-                  f"package before the call: {base:.0f} MB; increase {peak - base:.0f} MB; {secs:.0f} s); "
-                  f"target < 200 MB")
-    return 0
 
 
 if __name__ == "__main__":

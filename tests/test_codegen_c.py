@@ -91,3 +91,26 @@ def test_auto_falls_back_when_the_build_fails(tmp_path, monkeypatch, capsys):
     assert "falling back to numpy" in capsys.readouterr().err
     with pytest.raises(RuntimeError, match="simulated"):
         compile_system(softmax_fixture(3), "c", cache=Cache(tmp_path))
+
+
+@needs_c
+def test_lane_vector_form_matches_row_by_row_and_falls_back(tmp_path):
+    """The batch on gcc's vector extension (c_backend._lane_source: 8 states per vector, the last tile padded)
+    gives, row by row, the same bits as the single-state call, for N not a multiple of the lane count, per-row
+    parameters and times; bodies with a function call (exp here) keep the scalar form."""
+    system = softmax_fixture(2)
+    src = c_backend.c_source(system, "rhs")
+    assert "tpde_v" in src and "rhs_lanes" in src  # softmax: plain arithmetic
+    cc = compile_system(system, "c", cache=Cache(tmp_path))
+    rng = np.random.default_rng(9)
+    for N in (1, 7, 8, 9, 21):
+        Y = rng.normal(size=(N, system.n_states))
+        P = rng.normal(size=(N, system.n_params))
+        t = rng.uniform(size=N)
+        got = cc.batch(t, Y, P)
+        assert np.array_equal(got, np.stack([cc.f(t[k], Y[k], P[k]) for k in range(N)]))
+        shared = cc.batch(0.3, Y, P[0])
+        assert np.array_equal(shared, np.stack([cc.f(0.3, Y[k], P[0]) for k in range(N)]))
+    x, a = sp.symbols("x a")
+    calls = OdeSystem((x,), (a,), (sp.exp(a * x) + 1 / x,), (), sp.Symbol("t"), {})
+    assert "tpde_v" not in c_backend.c_source(calls, "rhs") and "rhs_one" in c_backend.c_source(calls, "rhs")

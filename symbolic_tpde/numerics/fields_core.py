@@ -9,13 +9,16 @@ Everything here works on plain arrays.  The one primitive, :func:`attend`, evalu
 * ``mode="exp"``: ``out_i = (1/n_k) Σ_j exp(q_i·k_j) v_j`` (unnormalised softmax; computed as
   ``exp(m_i - log n_k) Σ_j exp(q_i·k_j - m_i) v_j`` so that only a genuinely overflowing result is ``inf``).
 
-Two implementations, one semantics:
+Three implementations, one semantics:
 
 * the fused C kernel of :mod:`.fused` (p < 32, d <= 64; all three modes, key bias, causal prefix, sink):
   per query, row maximum then ``exp``-and-accumulate in one thread, queries spread over POSIX threads;
   2-3x faster than the numpy path at d = 2 float64 (2.7-6x float32), 1.6-2x at d = 8, with 2 threads, on
   an AVX-512 machine where numpy's exp is itself vectorised (``numerics/bench_fused.py``);
-* the blocked numpy path :func:`attend_numpy` (large p, or no compiler: announced once): row blocks of
+* large feature dimension (p >= 32 or d > 64): the blocked path below with the logits from BLAS and the
+  row maximum, ``exp`` and row sums in one compiled pass (:mod:`.fused_rows`; the value-weighted sum again
+  BLAS): the matrix products are most of the time there, so the gain over the numpy path is modest;
+* the blocked numpy path :func:`attend_numpy` (no compiler: announced once): row blocks of
   queries, memory ``O(block · n_k)``, never ``O(n_q · n_k)``; ``exp`` in place, the softmax row sums out of
   the same matrix product as the numerators (a column of ones appended to the values).
 
@@ -191,7 +194,8 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
     (softmax mode only).  Returns ``(n_q, d)`` in the input dtype.
 
     Runs the fused C kernel (:mod:`.fused`) when it covers the call (``p < 32``, ``d <= 64``) and can be
-    built, else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to that path only).  Either
+    built; for larger p or d the blocked path with BLAS logits and the compiled row pass (:mod:`.fused_rows`);
+    else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to the blocked paths only).  Every
     way the result is bitwise the same for every ``threads`` and from run to run.
     """
     block = _check_block(block, k.shape[0], q.shape[1])
@@ -202,19 +206,38 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
                            sink_logit=sink_logit, sink_value=sink_value, threads=threads)
         if out is not None:
             return out
+        if _large(q, values) and q.dtype == k.dtype == values.dtype:  # BLAS logits, fused row pass
+            from .fused_rows import row_pass
+
+            rows = row_pass(mode, values.dtype, key_bias=key_bias, shift=shift, prefix=prefix,
+                            sink_logit=sink_logit, sink_value=sink_value)
+            if rows is not None:
+                return attend_numpy(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
+                                    sink_logit=sink_logit, sink_value=sink_value, block=block, threads=threads,
+                                    rows=rows)
     return attend_numpy(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
                         sink_logit=sink_logit, sink_value=sink_value, block=block, threads=threads)
+
+
+def _large(q: np.ndarray, values: np.ndarray) -> bool:
+    """Sizes the fused kernel leaves to BLAS (``p ≥ fused.MAX_P`` or ``d > fused.MAX_D``)."""
+    from .fused import MAX_D, MAX_P
+
+    return q.shape[1] >= MAX_P or values.shape[1] > MAX_D
 
 
 def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "softmax",
                  key_bias: np.ndarray | None = None, shift: float = 0.0, prefix: np.ndarray | None = None,
                  sink_logit: np.ndarray | None = None, sink_value: np.ndarray | None = None,
-                 block: int | None = None, threads: int | None = None) -> np.ndarray:
-    """The blocked numpy path of :func:`attend` (same arguments): row blocks, BLAS at one thread per thread."""
+                 block: int | None = None, threads: int | None = None, rows=None) -> np.ndarray:
+    """The blocked numpy path of :func:`attend` (same arguments): row blocks, BLAS at one thread per thread.
+
+    ``rows``: a compiled row pass (:func:`.fused_rows.row_pass`) that turns each logit block into weights in
+    place and returns the row maxima and weight sums; otherwise numpy does those passes."""
     dt = values.dtype
     n_q, n_k, d = q.shape[0], k.shape[0], values.shape[1]
     block = _check_block(block, n_k, q.shape[1])
-    if mode == "softmax":
+    if mode == "softmax" and rows is None:
         vals = np.empty((n_k, d + 1), dtype=dt)
         vals[:, :d] = values
         vals[:, d] = 1.0  # row sums of the weights come out of the same product
@@ -231,6 +254,15 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
             out[lo:hi] = sink_value
             return
         L = q[lo:hi] @ kT[:, :kmax]
+        if rows is not None:
+            m, den = rows(L, lo, hi)  # L becomes the weights (0 for invisible keys)
+            R = L @ vals[:kmax]
+            if mode == "sigmoid":
+                out[lo:hi] = R
+                out[lo:hi] /= n_k
+                return
+            finish(lo, hi, R, m, den)
+            return
         if mode == "sigmoid":
             L += shift
             # σ(z) = 1 / (1 + e^{-z}), written in place; e^{-z} = inf for very negative z gives σ = 0 exactly
@@ -253,14 +285,17 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
         L -= m[:, None]
         np.exp(L, out=L)
         R = L @ vals[:kmax]
+        finish(lo, hi, R[:, :d], m, R[:, d] if mode == "softmax" else None)
+
+    def finish(lo: int, hi: int, num, m, den) -> None:
+        """Normalise the value-weighted sums ``num`` of rows ``lo:hi`` (row maxima ``m``, weight sums ``den``)."""
         if mode == "exp":
             with np.errstate(over="ignore", invalid="ignore"):
                 scale = np.exp(m - log_nk)  # inf only when the true result overflows
-                res = R * scale[:, None]
-            res[R == 0] = 0.0  # inf * 0: the sum really is 0
+                res = num * scale[:, None]
+            res[num == 0] = 0.0  # inf * 0: the sum really is 0
             out[lo:hi] = res
             return
-        num, den = R[:, :d], R[:, d]
         if sink_logit is not None:
             ws = np.exp(sink_logit[lo:hi] - m)
             num = num + ws[:, None] * sink_value[None, :]

@@ -55,9 +55,10 @@ from ..codegen import cbuild
 from ..codegen.cache import Cache, make_key
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
-           "MAX_P", "MAX_D", "CFLAGS"]
+           "MAX_P", "MAX_D", "CFLAGS", "EXP_SOURCE", "module"]
 
-#: Feature dimensions from this size on stay with the BLAS-based numpy path (logits are a real matmul there).
+#: Feature dimensions from this size on take BLAS for the logits (a real matmul there) and the compiled row
+#: pass of :mod:`.fused_rows` for the rest.
 MAX_P = 32
 #: Largest value dimension the kernel is generated for.
 MAX_D = 64
@@ -74,7 +75,8 @@ class FusedFallbackWarning(UserWarning):
     """The fused C kernel is unavailable; the numpy path runs instead (issued once per process)."""
 
 
-_EXP = {
+#: Source of the kernel's ``exp`` per C type (also used by :mod:`.fused_rows`).
+EXP_SOURCE = {
     "double": """
 /* e^x for x <= 0 (see the module docstring of symbolic_tpde.numerics.fused): max rel. error ~1.1 ulp. */
 static inline double tpde_exp(double x) {
@@ -145,7 +147,7 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
          "#include <math.h>", "#include <stdint.h>", "#include <stdlib.h>", "#include <pthread.h>", "",
          f"#define P {p}", f"#define D {d}", f"#define CHUNK {CHUNK}", f"typedef {T} T;",
          "#define JB " + ("1024" if T == "float" else "(1L << 62)") + "  /* keys per T-precision partial sum */",
-         _EXP[T],
+         EXP_SOURCE[T],
          "typedef struct {",
          "    long nq, nk; const T *q, *kT, *vT, *bias; const int64_t *prefix;",
          "    const T *sink_logit, *sink_value; double shift; T *out; long next; int failed;",
@@ -281,8 +283,11 @@ def _announce(reason: str) -> None:
     print(f"symbolic_tpde: {msg}", file=sys.stderr)
 
 
-def _module(variant: tuple):
-    """The loaded cffi module of a variant, building (or fetching from the cache) on first use; or None."""
+def module(variant: tuple):
+    """The loaded cffi module of a variant, building (or fetching from the cache) on first use; or None.
+
+    ``variant``: the arguments of :func:`c_source`, or ``("rows", mode, dtype, bias, prefix, sink)`` for
+    :func:`.fused_rows.c_source`."""
     mod = STATE.modules.get(variant)
     if mod is not None:
         return mod
@@ -314,8 +319,14 @@ def _key(csrc: str, cc) -> str:
 
 
 def _build(variant: tuple):
-    mode, dt, p, d, bias, prefix, sink = variant
-    csrc = c_source(mode, dt, p, d, bias, prefix, sink)
+    if variant[0] == "rows":
+        from . import fused_rows
+
+        dt = variant[2]
+        csrc, cdecl = fused_rows.c_source(*variant[1:]), fused_rows.cdecl
+    else:
+        dt = variant[1]
+        csrc, cdecl = c_source(*variant), _cdecl
     cc = cbuild.find_compiler()
     if cc is None:
         raise cbuild.CompilerUnavailable(cbuild.availability() or "no C compiler")
@@ -329,7 +340,7 @@ def _build(variant: tuple):
         except ImportError as exc:  # checksum ok but unloadable: rebuild
             warnings.warn(f"cached fused kernel {path} failed to load ({exc}); rebuilding", stacklevel=2)
     T = "double" if np.dtype(dt) == np.float64 else "float"
-    data = cbuild.compile_extension(csrc, modname, _cdecl(T), CFLAGS, cc, libs=("-lm",))
+    data = cbuild.compile_extension(csrc, modname, cdecl(T), CFLAGS, cc, libs=("-lm",))
     path = cache.put_file(key, ".so", data)
     return cbuild.load_extension(cache.get_file(key, ".so") or path, modname)
 
@@ -340,7 +351,7 @@ def kernel_exp(x: np.ndarray) -> np.ndarray | None:
     For measuring its accuracy (tests/test_fused_kernel.py); the kernel calls the same inline function.
     """
     x = np.ascontiguousarray(x)
-    mod = _module(("softmax", x.dtype.str, 1, 1, False, False, False))
+    mod = module(("softmax", x.dtype.str, 1, 1, False, False, False))
     if mod is None:
         return None
     T = "double[]" if x.dtype == np.float64 else "float[]"
@@ -377,7 +388,7 @@ def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sin
     if mode not in ("softmax", "exp", "sigmoid") or (sink_logit is None) != (sink_value is None):
         return None
     variant = (mode, dt.str, p, d, key_bias is not None, prefix is not None, sink_logit is not None)
-    mod = _module(variant)
+    mod = module(variant)
     if mod is None:
         return None
     ffi, lib = mod.ffi, mod.lib
