@@ -37,7 +37,8 @@ CFLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-ffp-contract=off", "-fPIC",
           "-std=gnu11")
 #: Above this many bytes of C (softmax d >= ~12) gcc's optimisers are superlinear in the size of the one
 #: straight-line function (softmax d = 16, 340 kB: -O2 ~100 s on the loaded 2-core box, -O1 ~2.5x less), so
-#: large systems are built with -O1 and no vectorisation pragma.
+#: large systems are built with -O1 and no vectorisation pragma (plain-arithmetic right-hand sides are vectorised
+#: explicitly, on gcc vector lanes, by :func:`.c_backend._lane_source`).
 LARGE_SOURCE = 150_000
 CFLAGS_LARGE = ("-O1", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11")
 
