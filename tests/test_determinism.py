@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from support import drop_seconds
+
 from symbolic_tpde.cli import main
 
 
@@ -49,15 +51,6 @@ def test_sweep_bitwise_repeatable(tmp_path, capsys):
     assert outs[0] == outs[1]
 
 
-def _drop_timings(obj):
-    """The JSON reports carry wall-clock ``seconds`` (a measurement, not a result): compare everything else."""
-    if isinstance(obj, dict):
-        return {k: _drop_timings(v) for k, v in obj.items() if k != "seconds"}
-    if isinstance(obj, list):
-        return [_drop_timings(v) for v in obj]
-    return obj
-
-
 @pytest.mark.slow
 def test_meanfield_quick_bitwise_repeatable(tmp_path, capsys):
     """Two full ``--quick`` runs, the second with one BLAS and one kernel thread: same bits (the fast
@@ -77,7 +70,7 @@ def test_meanfield_quick_bitwise_repeatable(tmp_path, capsys):
             assert main(["meanfield", "--quick", "--out", str(d)]) == 0
         capsys.readouterr()
         out = {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.suffix == ".csv"}
-        out.update({p.name: _drop_timings(json.loads(p.read_text())) for p in sorted(d.iterdir())
+        out.update({p.name: drop_seconds(json.loads(p.read_text())) for p in sorted(d.iterdir())
                     if p.suffix == ".json"})
         outs.append(out)
     assert outs[0] and outs[0] == outs[1]   # CSV bytes and JSON values (floats compared exactly) identical

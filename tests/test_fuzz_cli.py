@@ -4,19 +4,11 @@ hangs.  The generator is ``numerics/fuzz_cli.py`` (also a script printing the ta
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-_PATH = Path(__file__).resolve().parents[1] / "numerics" / "fuzz_cli.py"
-
+from support import load_script
 
 def _fuzz_module():
-    spec = importlib.util.spec_from_file_location("fuzz_cli", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("fuzz_cli")
 
 
 def _check(counts, examples, cases):

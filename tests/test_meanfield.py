@@ -7,6 +7,7 @@ scipy.integrate.solve_ivp; closed-form particle solutions for A = 0 (every parti
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
+from support import drop_seconds
 
 from symbolic_tpde.analysis import meanfield as MF
 from symbolic_tpde.analysis import stability as S
@@ -264,15 +265,6 @@ TINY = {"stab_n": 24, "stab_steps": 10, "radii": [0.5, 1.0, 1.5], "radius_n": 24
         "mask_n": 32, "mask_seeds": 2, "gauss_n": 300}
 
 
-def _drop_seconds(obj):
-    """``seconds`` are wall-clock measurements, not results: everything else must match bit for bit."""
-    if isinstance(obj, dict):
-        return {k: _drop_seconds(v) for k, v in obj.items() if k != "seconds"}
-    if isinstance(obj, list):
-        return [_drop_seconds(v) for v in obj]
-    return obj
-
-
 def _tiny_run(monkeypatch, capsys, out, parts=()):
     import json
 
@@ -284,7 +276,7 @@ def _tiny_run(monkeypatch, capsys, out, parts=()):
     assert main(["meanfield", "--quick", "--seed", "5", "--json", "--out", str(out), *only]) == 0
     printed = json.loads(capsys.readouterr().out)  # --json: stdout is exactly one JSON document
     csvs = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
-    return _drop_seconds(printed), csvs, _drop_seconds(json.loads((out / "summary.json").read_text()))
+    return drop_seconds(printed), csvs, drop_seconds(json.loads((out / "summary.json").read_text()))
 
 
 def _same_bits_with_one_thread(monkeypatch, capsys, tmp_path, parts):

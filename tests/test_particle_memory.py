@@ -12,21 +12,13 @@ interpreter with numpy and the package is ~40 MB.  An ``n × n`` allocation woul
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from support import load_script
 
 from symbolic_tpde.numerics import fused
 
-_PATH = Path(__file__).resolve().parents[1] / "numerics" / "bench_particles.py"
-
-
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_particles", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_particles")
 
 
 def test_one_rk4_step_allocates_no_n_by_n_matrix():
