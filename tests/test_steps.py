@@ -180,3 +180,14 @@ def test_beamer_frames_fit(capsys, tmp_path, argv):
                        capture_output=True, text=True, timeout=120)
     log = (tmp_path / "b.log").read_text(errors="replace")
     assert rc == 0 and r.returncode == 0 and "Overfull" not in log, log[log.find("Overfull"):][:600]
+
+
+def test_entrywise_steps_name_head_scalars_like_the_latex_form(capsys):
+    """Head scalars get the same 1-based display as in `tpde derive --d N --format latex`
+    (printing.paper_name, shared): two l2 heads at d = 1 show tau^(1), tau^(2), Q^(2)_11 and no code name h0_."""
+    rc, out = _json(capsys, "--attention", "l2", "--heads", "2", "--steps", "--d", "1", "--format", "json")
+    ent = [s for s in out["steps"] if s["title"].startswith("entrywise at d = 1")]
+    assert rc == 0 and len(ent) == 2 and all(s["checked"] for s in ent)
+    text = " ".join(s["rhs"] for s in ent)
+    assert "tau^(1)" in text and "tau^(2)" in text and "Q^(2)_11" in text and "K^(1)_11" in text
+    assert "h0_" not in text and "h1_" not in text and "_0" not in text

@@ -60,6 +60,9 @@ def test_latex_compiles_for_every_variant(tmp_path, capsys):
     fragments = []
     cases = [[v] + ([] if d is None else ["--d", str(d)]) for v in VARIANTS for d in (None, 1, 2, 3)]
     cases += [[w] for w in WITNESSES] + [["masked", "--sink"], ["multihead", "--heads", "3", "--ffn", "--d", "3"],
+                                         ["multihead", "--heads", "3", "--ffn", "--d", "3", "--entrywise-anyway"],
+                                         ["l2", "--d", "2", "--entrywise-anyway"],
+                                         ["sinkhorn", "--d", "2", "--entrywise-anyway"],
                                          ["softmax", "--d", "3", "--no-cse"]]
     for case in cases:
         rc, out, err = _run(capsys, "--attention", *case, "--format", "latex")
@@ -77,11 +80,15 @@ def test_latex_compiles_for_every_variant(tmp_path, capsys):
 @pytest.mark.skipif(shutil.which("pdflatex") is None,
                     reason="pdflatex not installed (Debian: apt-get install --no-install-recommends "
                            "texlive-latex-base)")
-@pytest.mark.parametrize("argv", [["l2", "--d", "2"], ["sinkhorn"], ["sigmoid"]])
+@pytest.mark.parametrize("argv", [["l2", "--d", "2"], ["l2", "--d", "2", "--entrywise-anyway"],
+                                  ["multihead", "--d", "2", "--ffn"], ["sinkhorn"], ["sigmoid"]])
 def test_standalone_output_compiles_as_printed(argv, tmp_path, capsys):
+    """Each document as printed compiles, with no line off the page (no ``Overfull \\hbox``); l2 at d = 2 is
+    the readability fallback (note + matrix form) and, with --entrywise-anyway, its 41-temporary system."""
     rc, out, _ = _run(capsys, "--attention", *argv, "--format", "latex", "--standalone")
     assert rc == 0 and out.startswith("\\documentclass")
-    _pdflatex(tmp_path, "doc", out)
+    log = _pdflatex(tmp_path, "doc", out)
+    assert "Overfull \\hbox" not in log, log[log.index("Overfull"):][:800]
 
 
 def test_long_rows_are_broken_within_the_page():
@@ -95,8 +102,8 @@ def test_long_rows_are_broken_within_the_page():
     assert printing.check_latex_structure(printing.latex_document(tex)) == []
     # the broken rows contain every term: the same symbols with the same multiplicity as the unbroken LaTeX
     flat = sp.latex(system.rhs[3], symbol_names=printing.latex_symbol_names(system))
-    for sym in ("\\Sigma_{0,0}", "V_{0,1}", "A_{2,2}"):
-        body = tex.split("\\frac{d\\Sigma_{0,0}}{dt} &= ")[1].split("\\frac{d")[0]
+    for sym in ("\\Sigma_{11}", "V_{12}", "A_{33}"):                  # 1-based, as in the paper
+        body = tex.split("\\frac{d\\Sigma_{11}}{dt} &= ")[1].split("\\frac{d")[0]
         assert body.count(sym) == flat.count(sym)
 
 
@@ -140,10 +147,13 @@ def test_no_cse_latex_refuses_unbreakable_rows(capsys):
     system = OdeSystem(states=xs[1:2], params=xs[2:], rhs=(wide,), origin={"variant": "test", "d": 1})
     with pytest.raises(ValueError, match="wider than the page"):
         printing.render_system(system, "latex", cse=False)
-    assert "p_{79}" in printing.render_system(system, "latex")   # automatic choice: no error
+    assert "p_{80}" in printing.render_system(system, "latex")   # automatic choice: no error (1-based: p_79)
     assert "p_79" in printing.render_system(system, "text", cse=False)
-    rc, _, err = _run(capsys, "--attention", "l2", "--d", "3", "--format", "latex", "--no-cse")
+    rc, _, err = _run(capsys, "--attention", "l2", "--d", "3", "--format", "latex", "--no-cse",
+                      "--entrywise-anyway")
     assert rc == 2 and "--no-cse" in err
+    rc, out, _ = _run(capsys, "--attention", "l2", "--d", "3", "--format", "latex", "--no-cse")
+    assert rc == 0 and out.startswith("% The entrywise form at d = 3 is not shown")   # readability first
 
 
 def test_latex_checker_catches_unpaired_left_right():
@@ -260,3 +270,90 @@ def test_assumptions_are_sentences_in_math_notation(capsys):
     body = out.split("\\begin{document}")[1]
     assert "\\paragraph{Assumptions.}" in body and "\\Sigma^{-1}" in body and "% assumption" not in out
     assert "Conclusions" in body and "**" not in body
+
+
+# ------------------------------------------------------------------ paper notation and readability (issue 10)
+def test_paper_names_follow_the_paper():
+    """The 1-based names asked for in issue 10 (the specification, written out by hand)."""
+    pn = printing.paper_name
+    assert pn("alpha_0", False, latex=True) == r"\alpha_{1}"
+    assert pn("Sigma_0_1", False, latex=True) == r"\Sigma_{12}"
+    assert pn("Sigma_0_9", False, latex=True) == r"\Sigma_{1,10}"          # comma once an index exceeds 9
+    assert pn("h0_A_0_1", False, latex=True) == "A_{12}"
+    assert pn("h1_A_0_1", True, latex=True) == "A^{(2)}_{12}"
+    assert pn("h0_tau", True, latex=True) == r"\tau^{(1)}" and pn("h0_epsilon", False, latex=True) == r"\varepsilon"
+    assert pn("ffn_W_1_0", True, latex=True) == "W_{21}" and pn("ffn_c_0", True, latex=True) == "c_{1}"
+    assert pn("h1_A_0_1", True) == "A^(2)_12" and pn("Sigma_0_9", False) == "Sigma_1,10"
+    assert pn("u_1x", False) is None
+
+
+def test_latex_and_steps_share_the_names():
+    """The steps' display symbols (steps.one_based) typeset by SymPy's own name splitting give exactly the
+    LaTeX entrywise names (latex_symbol_names): one naming, two renderers that agree."""
+    from symbolic_tpde.symbolic.steps import one_based
+
+    for structure in [(2, (("softmax", 2), ("softmax", 2)), True, False), (1, (("l2", 1), ("l2", 1)), False, False),
+                      (2, (("sinkhorn", 2),), False, False)]:
+        system = derive_gaussian_system(structure)
+        symbols = (*system.states, *system.params)
+        shown = one_based(symbols, len(structure[1]) > 1)
+        latex = printing.latex_symbol_names(system)
+        assert {s: printing.tex(shown.get(s, s)) for s in symbols} == latex
+
+
+@pytest.mark.parametrize("argv, present, absent", [
+    (["softmax", "--d", "2"], [r"\alpha_{1}", r"\Sigma_{12}", "A_{12}", "V_{21}"], ["^{("]),
+    (["multihead", "--d", "2", "--ffn"], ["A^{(1)}_{12}", "A^{(2)}_{12}", "V^{(2)}_{22}", "W_{12}", "c_{1}",
+                                           "u_{1}", "head 1 (softmax)", "head 2 (softmax)"], ["head 0"]),
+    (["linear", "--d", "3"], [r"\Sigma_{23}", "A_{33}", "u_{1}"], ["^{("]),
+    (["l2", "--d", "1", "--heads", "2"], [r"\tau^{(1)}", "Q^{(2)}_{11}", "K^{(1)}_{11}"], []),
+    (["sinkhorn", "--d", "1"], [r"\varepsilon"], [r"\epsilon"])])
+def test_latex_entrywise_uses_one_based_paper_names(argv, present, absent, capsys):
+    rc, out, _ = _run(capsys, "--attention", *argv, "--format", "latex")
+    assert rc == 0 and "entrywise form" in out
+    assert "_{0" not in out and "^{(0)" not in out and "x_" not in out     # 1-based; temporaries are u_k
+    for s in present:
+        assert s in out, s
+    for s in absent:
+        assert s not in out, s
+    # text keeps the code names (what generated code and parse_expr use), and says so in its header
+    rc, text, _ = _run(capsys, "--attention", *argv)
+    assert rc == 0 and "alpha_0" in text and "code names, 0-based" in text.splitlines()[0]
+
+
+def test_unreadable_entrywise_latex_falls_back_to_the_matrix_form(capsys):
+    """l2 at d = 2 needs more temporaries than ENTRYWISE_LATEX_MAX_TEMPS: LaTeX gives a one-line note and the
+    matrix form; --entrywise-anyway prints the system, whose number of temporaries is the one the note
+    states; text and JSON always give the full system."""
+    rc, out, _ = _run(capsys, "--attention", "l2", "--d", "2", "--format", "latex")
+    first = out.splitlines()[0]
+    assert rc == 0 and first.startswith("% The entrywise form at d = 2 is not shown")
+    assert "matrix form" in out.splitlines()[1] and r"\frac{d\Sigma}{dt}" in out and "u_{1}" not in out
+    n = int(re.search(r"needs (\d+) named", first).group(1))
+    assert n > printing.ENTRYWISE_LATEX_MAX_TEMPS
+    rc, full, _ = _run(capsys, "--attention", "l2", "--d", "2", "--format", "latex", "--entrywise-anyway")
+    assert rc == 0 and "entrywise form" in full.splitlines()[0]
+    assert len(re.findall(r"^u_\{\d+\} &=", full, re.MULTILINE)) == n and "_{0" not in full
+    rc, doc, _ = _run(capsys, "--attention", "l2", "--d", "2", "--format", "latex", "--standalone")
+    assert "\\paragraph{Note.} The entrywise form at d = 2 is not shown" in doc and "-{}-entrywise-anyway" in doc
+    rc, text, _ = _run(capsys, "--attention", "l2", "--d", "2")
+    assert text.count("/dt =") == 5 and len(re.findall(r"^u_\d+ =", text, re.MULTILINE)) == n
+    rc, js, _ = _run(capsys, "--attention", "l2", "--d", "2", "--format", "json")
+    assert json.loads(js)["form"] == "entrywise" and len(json.loads(js)["definitions"]) == n
+    # the threshold's other side: softmax stays entrywise at d = 3 (21 temporaries), not at d = 4 (38)
+    assert printing.entrywise_unreadable(derive_gaussian_system((3, (("softmax", 3),), False, False))) is None
+    assert "38 named" in printing.entrywise_unreadable(derive_gaussian_system((4, (("softmax", 4),), False, False)))
+    rc, _, err = _run(capsys, "--attention", "l2", "--d", "2", "--entrywise-anyway")
+    assert rc == 2 and "--entrywise-anyway" in err
+
+
+def test_several_heads_matrix_form_latex_uses_the_same_head_superscripts(capsys):
+    """The matrix form (also the fallback of an unreadable entrywise form) names heads as the entrywise form
+    does, V^{(1)}, \\tau^{(2)}; the text form keeps the code names V_0, tau_1."""
+    rc, out, _ = _run(capsys, "--attention", "l2", "--heads", "2", "--format", "latex")
+    assert rc == 0 and "V^{(1)}" in out and r"\tau^{(2)}" in out and "_{0}" not in out
+    assert "% assumption: head 2: tilt exists" in out
+    rc, out, _ = _run(capsys, "--attention", "multihead", "--heads", "3", "--ffn", "--d", "3", "--format", "latex")
+    assert rc == 0 and "not shown" in out.splitlines()[0] and "A^{(3)}" in out and "_{0" not in out
+    rc, out, _ = _run(capsys, "--attention", "l2", "--heads", "2")
+    assert "V_0" in out and "tau_1" in out

@@ -249,6 +249,12 @@ def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, r
             cls[i] = c
     T_plot = max([T] + [extend * T for i in und if cls[i].kind != "undetermined"])
     t_eval = np.concatenate([[0.0], np.geomspace(1e-3, T_plot, n_out)])
+    bt = np.array([c.blowup_time if c.blowup_time is not None else np.nan for c in cls])
+    if np.isfinite(bt).any():
+        # samples approaching each blow-up time T* (Riccati: tr Σ ~ 1/(T* - t), so the stop at 10⁶ tr Σ₀ comes
+        # at T* - t ~ 1e-6 T*), else the disk panel joins the last sample to the end state by a chord
+        near = np.outer(bt[np.isfinite(bt)], 1.0 - np.geomspace(1e-6, 0.5, 24)).ravel()
+        t_eval = np.unique(np.concatenate([t_eval, near[(near > 0) & (near < T_plot)]]))
     base = np.where([c.kind == "diverge" for c in cls], tr0 * diverge_factor, tr0)
     res = dopri5_batch(F, 0.0, Y0, T_plot, rtol=rtol, atol=1e-12, t_eval=t_eval,
                        monitor=trace_monitor(2, 2, blowup_factor=1e6, base=base), max_steps=50_000)
@@ -258,7 +264,6 @@ def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, r
         S[..., 0, 0], S[..., 0, 1], S[..., 1, 0], S[..., 1, 1] = Y[..., 2], Y[..., 3], Y[..., 3], Y[..., 4]
         return S
 
-    bt = np.array([c.blowup_time if c.blowup_time is not None else np.nan for c in cls])
     return Trajectories(t_eval, mats(res.ys), mats(res.y), res.t, [c.label() for c in cls], bt)
 
 

@@ -6,6 +6,13 @@ and exit 0.  Sinkhorn with ``--d >= 3`` has no exact entrywise form (matrix squa
 ``--no-cse`` is refused (exit 2, an ``--no-cse`` input error) when the written-out system is too large to print
 (> ``printing.MAX_TREE`` tree nodes) or, in LaTeX, has unbreakable pieces wider than the page.
 ``--format latex --standalone`` output compiles with ``pdflatex`` (amsmath, amssymb, geometry).
+Names: ``--format latex`` uses the paper's 1-based names (``\\alpha_{1}``, ``\\Sigma_{12}``, ``A_{12}``, several
+heads ``A^{(1)}_{12}``; :func:`..symbolic.printing.paper_name`, shared with the steps); ``--format text`` and
+``json`` keep the 0-based code names (``alpha_0``, ``Sigma_0_1``, ``h0_A_0_1``) that generated code and
+``parse_expr`` use.  In LaTeX the entrywise form is printed only while readable (at most
+``printing.ENTRYWISE_LATEX_MAX_TEMPS`` named sub-expressions: softmax and linear up to d = 3, not l2 or Sinkhorn
+at d = 2); otherwise a one-line note (a comment; with ``--standalone`` also a sentence) and the matrix form,
+unless ``--entrywise-anyway``.  Text and JSON always give the full entrywise system.
 ``--steps`` prints the derivation as numbered steps, each checked by SymPy (:mod:`..symbolic.steps`;
 exit 1 if any step could not be checked), ``--beamer`` as slides; ``--V identity`` / ``--A symmetric``
 specialise it (softmax with ``V = I``: precision equation, closed-form ``Σ(t)``, blow-up time); with
@@ -53,6 +60,8 @@ def register(sub) -> None:
     p.add_argument("--scenario", default=None, metavar="FILE",
                    help="the steps specialised to a scenario file (or built-in name): its structure, its numbers "
                    "(exact rationals) and, for softmax with V = I, Sigma(t) and the blow-up time")
+    p.add_argument("--entrywise-anyway", action="store_true", help="with --d N --format latex: print the "
+                   "entrywise form even when it is too long to read (default: a note and the matrix form)")
     p.add_argument("--no-cse", action="store_true", help="entrywise: print expressions without named "
                    "common sub-expressions")
     p.set_defaults(func=run)
@@ -82,6 +91,9 @@ def run(args) -> int:
     if args.sink and args.attention != "masked":
         raise InputError("--sink", "an attention sink only applies to masked attention")
     kind = "softmax" if args.attention == "multihead" else args.attention
+    if args.entrywise_anyway and (args.d is None or args.format != "latex" or args.steps or args.beamer):
+        raise InputError("--entrywise-anyway", "only with --d N --format latex (text and JSON always give the "
+                         "full entrywise system; --steps has its own readability rule)")
 
     standalone = args.format == "latex" and args.standalone   # a document with the sentences in it
     if not _kinds.get(kind).preserves_gaussians:
@@ -113,6 +125,11 @@ def run(args) -> int:
     except MatrixSqrtRequired as exc:
         print(f"tpde derive: {exc}", file=sys.stderr)
         return 1
+    note = None if args.format != "latex" or args.entrywise_anyway else printing.entrywise_unreadable(system)
+    if note is not None:                   # unreadable in LaTeX: the note and the matrix form instead
+        print(printing.render_matrix_form(matrix_form(kinds, ffn=args.ffn), "latex", standalone=standalone,
+                                          note=note))
+        return 0
     try:
         text = printing.render_system(system, args.format, cse=False if args.no_cse else None,
                                       standalone=standalone)
@@ -130,7 +147,8 @@ def _refuse_structure_flags(args, why: str) -> None:
     for flag, given in (("--attention", args.attention is not None), ("--d", args.d is not None),
                         ("--heads", args.heads is not None), ("--m", args.m is not None), ("--ffn", args.ffn),
                         ("--sink", args.sink), ("--V", args.V_structure is not None),
-                        ("--A", args.A_structure is not None), ("--no-cse", args.no_cse)):
+                        ("--A", args.A_structure is not None), ("--no-cse", args.no_cse),
+                        ("--entrywise-anyway", args.entrywise_anyway)):
         if given:
             raise InputError(flag, why)
     if args.beamer and args.format != "latex":

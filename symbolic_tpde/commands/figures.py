@@ -59,5 +59,8 @@ def run(args) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             paths = maker(name, out, panels=args.panels)
-        print(f"{name}: {', '.join(str(p) for p in paths)} ({time.perf_counter() - t0:.1f} s)", flush=True)
+        short = min((p.stem for p in paths), key=len, default="")  # the canvas; panels are named <canvas>_<panel>
+        canvases = [p for p in paths if p.stem == short] if args.panels else paths
+        more = f" and {len(paths) - len(canvases)} panel files" if len(paths) > len(canvases) else ""
+        print(f"{name}: {', '.join(str(p) for p in canvases)}{more} ({time.perf_counter() - t0:.1f} s)", flush=True)
     return 0

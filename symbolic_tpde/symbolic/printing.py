@@ -2,9 +2,14 @@
 
 * Entrywise systems (:class:`~.system.OdeSystem`): one equation per state.  Large systems are printed with
   common sub-expressions named first (``sympy.cse``; the temporaries ``u_1, u_2, ...`` -- never ``x_k``,
-  which reads as the token ``x`` -- are listed before the equations), small ones inline.  LaTeX names: ``alpha_i -> \\alpha_{i}``, ``Sigma_i_j -> \\Sigma_{i,j}``,
-  head parameters ``h0_A_i_j -> A^{(0)}_{i,j}`` (the head index only when there are several heads),
-  ``ffn_W_i_j -> W_{i,j}``, ``tau -> \\tau``, ``epsilon -> \\varepsilon``.
+  which reads as the token ``x`` -- are listed before the equations), small ones inline.  Text and JSON keep
+  the 0-based code names (``alpha_0``, ``Sigma_0_1``, ``h0_A_0_1``: what generated code and ``parse_expr``
+  use).  LaTeX uses the paper's 1-based names (:func:`paper_name`, shared with the steps): ``alpha_0 ->
+  \\alpha_{1}``, ``Sigma_0_1 -> \\Sigma_{12}`` (``\\Sigma_{1,10}`` once an index exceeds 9), head parameters
+  ``h0_A_0_1 -> A_{12}`` for one head, ``A^{(1)}_{12}`` for several, ``ffn_W_0_1 -> W_{12}``,
+  ``tau -> \\tau``, ``epsilon -> \\varepsilon``; and only while readable (:func:`entrywise_unreadable`:
+  at most :data:`ENTRYWISE_LATEX_MAX_TEMPS` temporaries), else ``tpde derive`` prints a note and the matrix
+  form (``--entrywise-anyway`` overrides).
 * Matrix forms (:class:`~.moments.MatrixForm`): ``dα/dt`` and ``dΣ/dt`` as matrix expressions.
 * JSON: ``{"variant", "d", "form", "alpha_dot": [...], "Sigma_dot": [[...]], "assumptions": [...],
   "expr_format": "sympy-str"}``.  Expressions are SymPy ``str`` output (``sympy.sstr``), readable back with
@@ -37,23 +42,34 @@ from .system import OdeSystem
 _GREEK = {"tau": r"\tau", "epsilon": r"\varepsilon", "alpha": r"\alpha", "Sigma": r"\Sigma"}
 
 
+_CODE_NAME = re.compile(r"^(?:h(\d+)_)?(?:ffn_)?([A-Za-z]+)((?:_\d+)*)$")
+
+
+def paper_name(name: str, several_heads: bool, latex: bool = False) -> str | None:
+    r"""The paper's (arXiv 2501.18322) 1-based display name of a 0-based code name: ``alpha_0 -> alpha_1``,
+    ``Sigma_0_1 -> Sigma_12`` (indices joined by a comma once one exceeds 9: ``Sigma_1,10``), head parameters
+    ``h0_A_0_1 -> A_12`` for one head and ``A^(1)_12`` for several, ``ffn_W_0_1 -> W_12``, ``ffn_c_0 -> c_1``,
+    ``h0_tau -> tau``; with ``latex``: ``\alpha_{1}``, ``\Sigma_{12}``, ``A^{(1)}_{12}``, ``\tau``,
+    ``\varepsilon``.  ``None`` for a name not of that shape.  The one naming function of the display forms
+    (LaTeX entrywise systems here, the steps' entrywise equations in :func:`.steps.one_based`); text/JSON and
+    generated code keep the code names."""
+    m = _CODE_NAME.match(name)
+    if not m:
+        return None
+    h, base, idx_part = m.groups()
+    idx = [int(v) + 1 for v in idx_part.split("_")[1:]]
+    joined = ("," if idx and max(idx) > 9 else "").join(map(str, idx))
+    head = str(int(h) + 1) if h is not None and several_heads else ""
+    if latex:
+        return _GREEK.get(base, base) + (f"^{{({head})}}" if head else "") + (f"_{{{joined}}}" if joined else "")
+    return base + (f"^({head})" if head else "") + (f"_{joined}" if joined else "")
+
+
 def latex_symbol_names(system: OdeSystem) -> dict[sp.Symbol, str]:
-    """LaTeX names for every state and parameter symbol of ``system``."""
+    """LaTeX names (:func:`paper_name`, 1-based) for every state and parameter symbol of ``system``."""
     structure = system.origin.get("structure")
     many = structure is None or len(structure[1]) > 1   # head superscripts unless there is a single head
-    out: dict[sp.Symbol, str] = {}
-    for s in (*system.states, *system.params):
-        parts = s.name.split("_")
-        head = ""
-        if re.fullmatch(r"h\d+", parts[0]):
-            head = f"^{{({parts[0][1:]})}}" if many else ""
-            parts = parts[1:]
-        elif parts[0] == "ffn":
-            parts = parts[1:]
-        base = _GREEK.get(parts[0], parts[0])
-        idx = ",".join(parts[1:])
-        out[s] = base + head + (f"_{{{idx}}}" if idx else "")
-    return out
+    return {s: paper_name(s.name, many, latex=True) or tex(s) for s in (*system.states, *system.params)}
 
 
 def tree_size(exprs) -> int:
@@ -86,6 +102,30 @@ def _cse(exprs: list, prefix: str = "u_") -> tuple[list, list]:
     # d >= 3 for ℓ2); without it CSE takes ~0.3 s at d = 4
     # temporaries u_1, u_2, ... (1-based as in the paper; never x_k, which reads as the token x)
     return sp.cse(exprs, symbols=sp.numbered_symbols(prefix, start=1), order="none")
+
+
+#: LaTeX offers the entrywise system while ``sympy.cse`` names at most this many temporaries ``u_k``: an A4
+#: page (25.7 cm of text height) holds ~35 ``align*`` rows with fractions (~20 pt each), and 30 temporaries
+#: plus the ``d(d+3)/2`` equations fill about that.  Measured (``tpde derive --d N``): softmax 9 / 21 / 38
+#: temporaries at d = 2 / 3 / 4, linear 12 / 27 / 48, two softmax heads with FFN 19 / 42 at d = 2 / 3, l2 41 and
+#: Sinkhorn 79 already at d = 2 (nested solves); so softmax and linear stay entrywise up to d = 3.
+ENTRYWISE_LATEX_MAX_TEMPS = 30
+
+
+def entrywise_unreadable(system: OdeSystem, max_temps: int = ENTRYWISE_LATEX_MAX_TEMPS) -> str | None:
+    """``None`` when the LaTeX entrywise form of ``system`` stays readable, else the one-line note saying why
+    it is not shown (more than ``max_temps`` common sub-expressions, :data:`ENTRYWISE_LATEX_MAX_TEMPS`).
+    Systems small enough to print without CSE (:data:`CSE_THRESHOLD`) are readable."""
+    exprs = list(system.rhs)
+    if tree_size(exprs) <= CSE_THRESHOLD * len(exprs):
+        return None
+    n = len(_cse(exprs)[0])
+    if n <= max_temps:
+        return None
+    d = system.origin.get("d")
+    return (f"The entrywise form at d = {d} is not shown: it needs {n} named sub-expressions (more than "
+            f"{max_temps}, over a page), so the matrix form below is the result; --entrywise-anyway prints it, "
+            "--format text or json give it in full.")
 
 
 #: width budget of one typeset line, in the units of :func:`latex_width` (A4 portrait with 2 cm margins is
@@ -290,15 +330,21 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None,
     temps: list[tuple[sp.Symbol, sp.Expr]] = []
     if cse:
         temps, exprs = _cse(exprs)
-    assumptions = sentences(system.origin.get("assumptions", ()), fmt)
-    head = (f"variant {system.origin.get('variant')}, d = {system.origin.get('d')}, entrywise form; "
-            "states alpha_i then Sigma_i_j (i <= j)")
+    assumptions = system.origin.get("assumptions", ())
+    if fmt == "latex":                      # heads numbered 1, 2, ... as the superscripts A^{(1)}, A^{(2)}
+        assumptions = [re.sub(r"\bhead (\d+)\b", lambda m: f"head {int(m.group(1)) + 1}", a) for a in assumptions]
+    assumptions = sentences(assumptions, fmt)
+    head = f"variant {system.origin.get('variant')}, d = {system.origin.get('d')}, entrywise form; "
     if fmt == "text":
+        head += ("states alpha_i then Sigma_i_j (i <= j); code names, 0-based (alpha_0, Sigma_0_1, h0_A_0_1), as "
+                 "generated code and parse_expr use them (--format latex: the paper's 1-based names)")
         lines = [f"# {head}"] + [f"# assumption: {a}" for a in assumptions]
         lines += [f"{t} = {sp.sstr(e)}" for t, e in temps]
         lines += [f"{_state_label(system, i, False)} = {sp.sstr(e)}" for i, e in enumerate(exprs)]
         return "\n".join(lines)
     if fmt == "latex":
+        head += ("the paper's 1-based names (alpha_1, Sigma_12, A_12, several heads A^(1)_12; temporaries u_k); "
+                 "--format text/json keep the 0-based code names (alpha_0, Sigma_0_1, h0_A_0_1)")
         names = latex_symbol_names(system)
         names.update({t: f"u_{{{t.name.split('_')[1]}}}" for t, _ in temps})
         memo: dict = {}
@@ -344,8 +390,10 @@ def system_to_json(system: OdeSystem, cse: bool = False) -> dict[str, Any]:
             "expr_format": "sympy-str"}
 
 
-def render_matrix_form(mf, fmt: str = "text", standalone: bool = False) -> str:
-    """Render a :class:`~.moments.MatrixForm` (general ``d``; ``standalone`` as :func:`render_system`)."""
+def render_matrix_form(mf, fmt: str = "text", standalone: bool = False, note: str | None = None) -> str:
+    """Render a :class:`~.moments.MatrixForm` (general ``d``; ``standalone`` as :func:`render_system`).
+    ``note`` (LaTeX only; e.g. :func:`entrywise_unreadable`): a comment line above the fragment, and in a
+    ``standalone`` document a sentence above the equations."""
     extra: list[tuple[str, Any]] = [("b", mf.b), ("J", mf.J)]
     for h, head in enumerate(mf.heads):
         if head["Ct"] is not None:
@@ -363,19 +411,46 @@ def render_matrix_form(mf, fmt: str = "text", standalone: bool = False) -> str:
         lines += [f"dalpha/dt = {sp.sstr(mf.alpha_dot)}", f"dSigma/dt = {sp.sstr(mf.Sigma_dot)}"]
         return "\n".join(lines)
     if fmt == "latex":
-        top = "C^{\\top}"
-        rows = [_latex_row(k.replace("C^T", top).replace("(head ", "_{").replace(")", "}"), v, tex)[0]
-                for k, v in extra]
-        rows += [_latex_row(r"\frac{d\alpha}{dt}", mf.alpha_dot, tex)[0],
-                 _latex_row(r"\frac{d\Sigma}{dt}", mf.Sigma_dot, tex)[0]]
+        ren, assumptions = _head_superscripts(mf, [e for _, e in extra] + [mf.alpha_dot, mf.Sigma_dot])
+        labels = ["b", "J"] + [f"\\left(C^{{({h + 1})}}\\right)^{{\\top}}" if len(mf.heads) > 1 else "C^{\\top}"
+                               for h, head in enumerate(mf.heads) if head["Ct"] is not None]
+        rows = [_latex_row(k, v.xreplace(ren), tex)[0] for k, (_, v) in zip(labels, extra)]
+        rows += [_latex_row(r"\frac{d\alpha}{dt}", mf.alpha_dot.xreplace(ren), tex)[0],
+                 _latex_row(r"\frac{d\Sigma}{dt}", mf.Sigma_dot.xreplace(ren), tex)[0]]
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
         if standalone:
-            return latex_document(body, assumptions, sentences([EXACT_CONCLUSION], "latex"),
+            lead = "\\paragraph{Note.} " + words_tex(note).replace("--", "-{}-") + "\n" if note else ""
+            return latex_document(lead + body, assumptions, sentences([EXACT_CONCLUSION], "latex"),
                                   words_tex(f"{mf.variant} attention: the Gaussian moment ODE, matrix form "
                                             "(general d), Gamma(x) = b + J x"))
         notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
-        return f"% variant {mf.variant}, general d, matrix form{notes}\n" + body
+        top = (_comment(note).lstrip("\n") + "\n") if note else ""
+        return top + f"% variant {mf.variant}, general d, matrix form{notes}\n" + body
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def _head_superscripts(mf, exprs) -> tuple[dict, list[str]]:
+    """LaTeX of a several-head matrix form in the entrywise form's notation (:func:`paper_name`): the code's
+    head-indexed symbols ``V_0, tau_0`` become ``V^{(1)}, \\tau^{(1)}`` (returned as an ``xreplace`` map), and
+    an assumption about one head ``h`` reads ``head h+1: ... (2/tau) K^T K ...``.  One head: nothing renamed."""
+    raw = [*mf.assumptions, "Sigma symmetric positive definite"]
+    if len(mf.heads) < 2:
+        return {}, sentences(raw, "latex")
+    ren: dict = {}
+    for e in exprs:
+        for a in e.atoms(sp.Symbol, sp.MatrixSymbol):
+            m = re.fullmatch(r"([A-Za-z]+)_(\d+)", a.name)
+            if m:
+                name = f"{m.group(1)}^({int(m.group(2)) + 1})"
+                ren[a] = (sp.MatrixSymbol(name, *a.shape) if isinstance(a, sp.MatrixSymbol)
+                          else sp.Symbol(name, **a.assumptions0))
+    pattern = re.compile(r"\b(" + "|".join(sorted({re.escape(str(a.name).rsplit("_", 1)[0]) for a in ren})
+                                            or ["(?!)"]) + r")_(\d+)\b")
+    out = []
+    for a in raw:
+        heads = {m.group(2) for m in pattern.finditer(a)}
+        out.append(f"head {int(heads.pop()) + 1}: " + pattern.sub(r"\1", a) if len(heads) == 1 else a)
+    return ren, sentences(out, "latex")
 
 
 def render_witness(w, fmt: str = "text", standalone: bool = False) -> str:

@@ -28,7 +28,6 @@ not checked, never hidden.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable
@@ -434,23 +433,20 @@ def entrywise_system_steps(system) -> tuple:
 #: an entrywise step is shown only while it stays readable: at most this many nodes per equation written
 #: out as a tree (softmax: ~55 at d = 2, ~160 at d = 3; linear d = 2: ~90; l2 d = 2: ~6000)
 ENTRYWISE_MAX_NODES = 120
-_NAME = re.compile(r"^(?:h(\d+)_)?(?:ffn_)?([A-Za-z]+)((?:_\d+)+)$")
 
 
 def one_based(symbols, several_heads: bool) -> dict:
     """Display names with 1-based indices as in the paper (arXiv 2501.18322): ``alpha_0 -> alpha_1``,
     ``Sigma_0_1 -> Sigma_12``, ``h0_A_0_1 -> A_12`` (several heads: ``A^(1)_12``); indices are joined by
-    commas when one exceeds 9.  Returns ``{symbol: display symbol}`` (for display only; checks use the
-    system's own symbols)."""
+    commas when one exceeds 9 (:func:`.printing.paper_name`, shared with the LaTeX entrywise systems).
+    Returns ``{symbol: display symbol}`` (for display only; checks use the system's own symbols)."""
+    from .printing import paper_name
+
     out = {}
     for s in symbols:
-        m = _NAME.match(s.name)
-        if not m:
-            continue
-        idx = [int(v) + 1 for v in m.group(3).split("_")[1:]]
-        joined = ("," if max(idx) > 9 else "").join(map(str, idx))
-        head = f"^({int(m.group(1)) + 1})" if m.group(1) is not None and several_heads else ""
-        out[s] = sp.Symbol(f"{m.group(2)}{head}_{joined}", **s.assumptions0)
+        name = paper_name(s.name, several_heads)
+        if name is not None and name != s.name:
+            out[s] = sp.Symbol(name, **s.assumptions0)
     return out
 
 
