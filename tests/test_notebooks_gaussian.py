@@ -27,6 +27,6 @@ def test_notebook_executes(monkeypatch):
     # equations are rendered (text/latex outputs), not printed as LaTeX source or SymPy str
     assert "\\frac" not in text and "\\begin{align" not in text
     assert len(latex) >= 8 and any("\\frac{d\\Sigma}{dt}" in t for t in latex)       # the matrix form
-    assert any(t.startswith("$$\\begin{aligned}") and "\\frac{d\\alpha_{0}}{dt}" in t for t in latex)  # OdeSystem
+    assert any(t.startswith("$$\\begin{aligned}") and "\\frac{d\\alpha_{1}}{dt}" in t for t in latex)  # OdeSystem (1-based)
     assert any("\\int\\limits" in t for t in latex)                                # the sigmoid witness
     assert text.count("covariance moved") == 3               # particles vs ODE at three times
