@@ -27,7 +27,7 @@ from .figures import save
 
 
 def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float = 1e4,
-                 extend: tuple[float, ...] = ()):
+                 extend: tuple[float, ...] = (), stiff_T: float | None = 1e8, stiff_nfev: int = 40_000):
     """Classify ``n`` random ``(Q, V, Σ₀)`` (module docstring); returns (ranks, threshold ranks, labels).
 
     The limit rank is at most ``dim ker(A + Aᵀ) = ⌈d/2⌉`` (README Mathematics §4: ``tr(V⁻¹Σ)`` decreases
@@ -37,8 +37,12 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
     the flow is stiff, an explicit run to ``10⁸`` took minutes per row on the shared machine); softmax rows with ``V = I`` take the verified
     closed-form limit ``Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ`` (:func:`.closed_forms.sigma_star_vi`) instead, its rank being the
     number of eigenvalues above ``10⁻⁹ tr Σ*`` (the classifier's floor).  Rows still unresolved are reported
-    as ``-1``, never as a rank the theorem excludes.  ``labels`` carries the final verdict (suffix
-    ``" (closed form)"`` or ``" (T = …)"`` when it was not obtained at ``T``)."""
+    as ``-1``, never as a rank the theorem excludes.  Rows still open after that are continued alone by the
+    implicit Radau method with the generated Jacobian to ``stiff_T`` (at most ``stiff_nfev`` right-hand-side
+    evaluations each, deterministic; :func:`.rank_resolve.continue_stiff`, same persistence rule on ``(Σ(stiff_T/10), Σ(stiff_T))``, settled
+    only with a rank within the bound).  ``labels`` carries the final verdict (suffix ``" (closed form)"``,
+    ``" (T = …)"`` or ``" (stiff Radau, T = …)"`` when it was not obtained at ``T``) or, for a row left
+    unresolved, ``"unresolved: <reason>"``."""
     from ..gaussian import GaussianODE
     from .closed_forms import sigma_star_vi, sigma_vi
     from .clustering import classify_batch
@@ -61,9 +65,9 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
         weights.append(w)
         S0s.append(G @ G.T)
         As.append(-Q.T @ Q / np.sqrt(d))
-    ode = GaussianODE.from_weights(weights[0])
-    P = np.array([ode.params(0.0) if i == 0 else GaussianODE.from_weights(w).params(0.0)
-                  for i, w in enumerate(weights)])
+    odes = [GaussianODE.from_weights(w) for w in weights]
+    ode = odes[0]
+    P = np.array([o.params(0.0) for o in odes])
     S0s = np.array(S0s)
 
     def F(t, Y, PP):
@@ -95,6 +99,24 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
             if ok(r):
                 res[i], labels[i], sig_T[i] = r, f"{r.label()} (T = {fac * T:g})", r.Sigma_T
         bad = [i for i in bad if not ok(res[i])]
+    if bad and stiff_T is not None:
+        from .rank_resolve import continue_stiff
+
+        for i in bad:
+            t_stop = float(res[i].t or T)
+            if t_stop >= stiff_T / 10:
+                labels[i] = f"unresolved: {labels[i]} at t = {t_stop:.3g}"
+                continue
+            R = continue_stiff(odes[i], res[i].Sigma_T, t_stop, stiff_T, float(np.trace(S0s[i])), bound,
+                               max_nfev=stiff_nfev)
+            if R.result is not None:
+                res[i], sig_T[i] = R.result, R.Sigma
+                labels[i] = f"{R.result.label()} (stiff Radau, T = {stiff_T:g})"
+            else:
+                labels[i] = f"unresolved: {R.reason}"
+    for i, r in enumerate(res):
+        if not ok(r) and not labels[i].startswith("unresolved"):
+            labels[i] = f"unresolved: {labels[i]} at T = {float(r.t or T):.3g}"
     ranks = [r.rank if ok(r) else -1 for r in res]
     thr = [int(np.sum(np.linalg.eigvalsh(S) > 0.1)) if k >= 0 else -1 for S, k in zip(sig_T, ranks)]
     return ranks, thr, labels
@@ -120,7 +142,8 @@ def draw_histogram(ax, kind: str, d: int, v_random: bool, ranks, thr, n: int) ->
 
 
 def make_rank_histograms(kind: str, out_dir: Path, n: int = 40, seed: int = 40, formats=("png", "pdf"),
-                         T: float = 1e6, panels: bool = False) -> list[Path]:
+                         T: float = 1e6, panels: bool = False, stiff_T: float = 1e8,
+                         stiff_nfev: int = 40_000) -> list[Path]:
     """The 2×3 canvas ``fig_histograms_<kind>`` (columns ``d = 3, 4, 5``, rows ``V = I``, ``V = BᵀB``); with
     ``panels=True`` also one file per panel ``fig_histograms_<kind>_d<d>_<VI|VBtB>`` in addition."""
     import matplotlib
@@ -132,7 +155,8 @@ def make_rank_histograms(kind: str, out_dir: Path, n: int = 40, seed: int = 40, 
     extra: list[Path] = []
     for c, d in enumerate((3, 4, 5)):
         for r, v_random in enumerate((False, True)):
-            ranks, thr, _ = rank_samples(kind, d, v_random, n, seed + 10 * d + r, T)
+            ranks, thr, _ = rank_samples(kind, d, v_random, n, seed + 10 * d + r, T, stiff_T=stiff_T,
+                                          stiff_nfev=stiff_nfev)
             draw_histogram(axes[r, c], kind, d, v_random, ranks, thr, n)
             if c:
                 axes[r, c].set_ylabel("")
@@ -147,8 +171,10 @@ def make_rank_histograms(kind: str, out_dir: Path, n: int = 40, seed: int = 40, 
     fig.suptitle(rf"{name}: rank of $\lim\,\Sigma(t)$ for $A = -Q^\top Q/\sqrt{{d}}$, "
                  rf"$Q \in \mathbb{{R}}^{{\lfloor d/2\rfloor\times d}}$  (seeds {seed}+10d+row, horizon "
                  f"T = {T:g}, batched DOPRI5" + ("; V = I rows the classifier left open: closed-form limit"
-                                                if kind == "softmax" else "") + ")", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+                                                if kind == "softmax" else "") + ";\nrows still open: implicit "
+                 f"Radau with the generated Jacobian to T = {stiff_T:g}, same persistence rule, \u2264 {stiff_nfev} "
+                 "evaluations per row; 'unresolved' = not settled within the bound by then)", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return save(fig, out_dir, f"fig_histograms_{kind}", formats) + extra
 
 
