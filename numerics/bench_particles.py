@@ -13,6 +13,8 @@ For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``:
 * ``fused``: :func:`symbolic_tpde.numerics.fields_core.attend`, the package's dispatch (column ``path``:
   ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.fused`, for p < 32; ``rows``, BLAS logits
   and the compiled row pass of :mod:`symbolic_tpde.numerics.fused_rows`, for p >= 32);
+* ``tile1``: the fused kernel forced to one query per pass over the keys (``tile=1``; only where the
+  dispatch tiles, 3 <= d <= 8), so ``t1/fus`` is the gain of the query tiles in the same run;
 * ``yard``: the yardstick of issue 12, a plain fused two-pass C loop compiled here with
   ``gcc -O3 -march=native -ffast-math -fopenmp`` (per query: row maximum, then ``exp``-and-accumulate;
   ``-ffast-math`` lets gcc vectorise ``exp`` through glibc's libmvec), OpenMP over queries with the usable
@@ -22,8 +24,8 @@ Variants run in interleaved rounds (``R`` rounds, fewer at n = 32000), medians o
 of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / n².  Accuracy: max
 relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory: peak traced by
 ``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers, one row of n logits per
-thread, are added as ``threads · n · itemsize``), and, for ``--memory-n`` (default 200 000, d = 2), the peak
-resident set (``ru_maxrss``) of a fresh process doing one field evaluation through
+query of a tile per thread, are added as ``threads · tile · n · itemsize``), and, for ``--memory-n``
+(default 200 000, d = 2), the peak resident set (``ru_maxrss``) of a fresh process doing one field evaluation through
 ``symbolic_tpde.numerics.fields.field``, one RK4 step and one error-controlled (Dormand-Prince) step of
 ``simulate`` (``--memory-what``; issue target: < 200 MB; ``--memory-only`` skips the table).  The machine is
 shared: only ratios well above ~2x are firm; the load average is printed at the start and the end.
@@ -188,8 +190,9 @@ def table(a) -> None:
     cores = usable_cores()
     rng = np.random.default_rng(12345)
     tmp = tempfile.mkdtemp(prefix="tpde-bench-yard-")
-    hdr = (f"{'dtype':>7} {'d':>3} {'n':>6} {'path':>5} | {'naive':>6} {'numpy':>6} {'fused':>6} {'yard':>6}  ns/pair | "
-           f"{'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} | {'rel.err':>8} | MB naive numpy fused")
+    hdr = (f"{'dtype':>7} {'d':>3} {'n':>6} {'path':>5} | {'naive':>6} {'numpy':>6} {'fused':>6} {'yard':>6} "
+           f"{'tile1':>6}  ns/pair | {'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} {'t1/fus':>6} | {'rel.err':>8} | "
+           "MB naive numpy fused")
     print(hdr)
     print("-" * len(hdr))
     for dtype in (np.dtype(x).type for x in a.dtype):
@@ -201,6 +204,10 @@ def table(a) -> None:
                 q = np.ascontiguousarray(X @ A.T)
                 fns = {"numpy": lambda: attend_numpy(q, X, X), "fused": lambda: attend(q, X, X),
                        "yard": lambda: yard(q, X, X)}
+                if fused.available() is None and q.shape[1] < fused.MAX_P and fused.tile_size(d) > 1:
+                    fns["tile1"] = lambda: fused.attend_fused(  # the same kernel, one query per pass
+                        q, X, X, mode="softmax", key_bias=None, shift=0.0, prefix=None, sink_logit=None,
+                        sink_value=None, threads=None, tile=1)
                 do_naive = 3 * n * n * np.dtype(dtype).itemsize <= NAIVE_LIMIT_BYTES and n <= 8000
                 if do_naive:
                     fns = {"naive": lambda: naive(q, X, X), **fns}
@@ -219,17 +226,18 @@ def table(a) -> None:
                 rat = lambda x, y: statistics.median(r[x] / r[y] for r in rounds)  # noqa: E731
                 ref, got = attend_numpy(q, X, X), attend(q, X, X)
                 rel = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
-                mem = {k: traced_peak(fns[k]) / 2**20 for k in fns if k != "yard"}
+                mem = {k: traced_peak(fns[k]) / 2**20 for k in fns if k not in ("yard", "tile1")}
                 if "fused" in mem and q.shape[1] < fused.MAX_P:
-                    mem["fused"] += cores * n * np.dtype(dtype).itemsize / 2**20
+                    mem["fused"] += cores * fused.tile_size(d) * n * np.dtype(dtype).itemsize / 2**20
                 ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
                 path = "numpy" if fused.available() is not None else ("fused" if q.shape[1] < fused.MAX_P
                                                                         else "rows")
                 print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
                       + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"
-                                 for k in ("naive", "numpy", "fused", "yard"))
+                                 for k in ("naive", "numpy", "fused", "yard", "tile1"))
                       + f"          | {rat('numpy', 'fused'):7.2f} {rat('fused', 'yard'):8.2f} "
                       + (f"{rat('naive', 'fused'):6.2f}" if do_naive else f"{'-':>6}")
+                      + (f" {rat('tile1', 'fused'):6.2f}" if "tile1" in fns else f" {'-':>6}")
                       + f" | {rel:8.1e} | " + " ".join(f"{mem[k]:.1f}" if k in mem else "-"
                                                       for k in ("naive", "numpy", "fused")), flush=True)
     print("targets (issue 12): fused/yard <= 1.5 at n = 8000, d = 2 (both dtypes); numpy/fused >= 3 at d <= 8; "

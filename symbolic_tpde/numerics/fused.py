@@ -19,6 +19,18 @@ runtime, hence no fork hazard in process pools).  Queries are spread over POSIX 
 (``threads``; default: the cores this process may use), each taking chunks of 16 queries from an atomic
 counter.  float32 sums run in blocks of 1024 keys in float32 (vectorised), block totals in float64.
 
+Query tiles (issue 12, d ≤ 8): for ``3 ≤ d ≤ 8`` without a prefix, each pass over the keys serves a tile of
+``Q = 8`` queries (:func:`tile_size`), so every loaded key and value row is used 8 times (a chunk's last
+partial tile is padded with copies of its last query).  Each query keeps its own maximum, weights and
+accumulators with the same expressions and per-key order as the one-query loop, so the result is bitwise that
+of ``Q = 1`` (tests/test_fused_kernel.py) and independent of the tile and thread a query lands in.  Measured
+(one thread, CPU time, per-round ratios, shared 2-core box, 256-bit vectors): ``Q = 8`` takes 1/1.2 of the
+time of ``Q = 1`` at d = 8, n = 8000 and 1/1.4-1/2.2 at n = 32000 (keys and values no longer fit in L2),
+within ±15% at d = 3-6, n = 8000 (512-bit vectors, ``CFLAGS``: 1/1.2-1/1.45 at d = 8, n = 8000; the
+same-run column ``t1/fus`` of ``numerics/bench_particles.py``); at ``d ≤ 2`` one query per pass is faster (the pass is bound by ``exp``, not by loading 2
+keys and 2 values; tiles of 2-8 measured 1.2-1.3x slower), and a causal prefix (each query its own key
+count) keeps the one-query loop.
+
 ``exp`` is this module's own, not libm's and not ``-ffast-math`` (which would assume no inf/nan, and the
 integrators rely on non-finite fields to detect blow-up): for ``x ≤ 0``, ``k = rint(x/ln 2)``,
 ``r = x - k ln2_hi - k ln2_lo`` (Cody-Waite, ``|r| ≤ ln2/2``), ``e^r`` by its Taylor polynomial of degree 13
@@ -55,7 +67,7 @@ from ..codegen import cbuild
 from ..codegen.cache import Cache, make_key
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
-           "MAX_P", "MAX_D", "CFLAGS", "EXP_SOURCE", "module"]
+           "tile_size", "MAX_P", "MAX_D", "CFLAGS", "EXP_SOURCE", "module"]
 
 #: Feature dimensions from this size on take BLAS for the logits (a real matmul there) and the compiled row
 #: pass of :mod:`.fused_rows` for the rest.
@@ -66,8 +78,11 @@ MAX_D = 64
 THREADS_MIN_PAIRS = 1 << 16
 #: Compiler flags (part of the cache key, together with the CPU signature because of -march=native).
 #: No -ffast-math: inf/nan must propagate.  -fopenmp-simd honours the simd pragmas without an OpenMP runtime.
-CFLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd", "-std=gnu11",
-          "-pthread")
+#: -mprefer-vector-width=512: on AVX-512 machines gcc otherwise keeps 256-bit vectors; 512 measured 1.3x
+#: faster at d = 2 and 1.2x (one query per pass) / 1.5-1.6x (tiles of 8) at d = 8 (one thread, n = 8000,
+#: same run); ignored without AVX-512.
+CFLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fno-math-errno",
+          "-fopenmp-simd", "-std=gnu11", "-pthread")
 CHUNK = 16
 
 
@@ -126,18 +141,23 @@ def _cdecl(T: str) -> str:
 
 
 def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool = False,
-             sink: bool = False) -> str:
+             sink: bool = False, tile: int | None = None) -> str:
     """C translation unit of one kernel variant (exported function ``tpde_attend``, see :func:`_cdecl`).
 
     Arguments of ``tpde_attend``, in order: ``nq, nk``; ``q (nq, p)``; ``kT (p, nk)``; ``vT (d, nk)``;
     ``bias (nk,)`` or NULL; ``prefix (nq,)`` int64 or NULL; ``sink_logit (nq,)``, ``sink_value (d,)`` or NULL;
     ``shift`` (sigmoid); ``out (nq, d)``; ``threads``.  Returns the number of threads that ran (at most
     ``threads`` and the number of 16-query chunks), or -1 when a work buffer could not be allocated.
+    ``tile``: queries per pass over the keys (:func:`tile_size` when None; 1 = one query per pass; only for
+    ``d <= 8`` without a prefix, else 1).
     """
     T = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(dtype)]
     if mode not in ("softmax", "exp", "sigmoid"):
         raise ValueError(f"unknown mode {mode!r}")
     fused = d <= 8  # fused exp-and-accumulate; above that the weights go to a buffer first (registers)
+    Q = (tile_size(d) if tile is None else int(tile)) if fused and not prefix else 1
+    if Q < 1 or Q > CHUNK:
+        raise ValueError(f"tile must be in 1..{CHUNK}, got {Q}")
     A = "double"
     accs = [f"a{c}" for c in range(d)]
     dot = " + ".join(f"q{a} * k{a}[j]" for a in range(p))
@@ -145,7 +165,7 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
          f" * bias={int(bias)} prefix={int(prefix)} sink={int(sink)}.  Formula: see the module docstring.",
          " * " + _cdecl(T).replace("*/", "* /"), " */",
          "#include <math.h>", "#include <stdint.h>", "#include <stdlib.h>", "#include <pthread.h>", "",
-         f"#define P {p}", f"#define D {d}", f"#define CHUNK {CHUNK}", f"typedef {T} T;",
+         f"#define P {p}", f"#define D {d}", f"#define CHUNK {CHUNK}", f"#define QT {Q}", f"typedef {T} T;",
          "#define JB " + ("1024" if T == "float" else "(1L << 62)") + "  /* keys per T-precision partial sum */",
          EXP_SOURCE[T],
          "typedef struct {",
@@ -189,8 +209,7 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
             L += ["        " + x for x in sig] + ["        buf[j] = s;", "    }"]
             for c in range(d):
                 L += acc_loop([f"a{c}"], [f"s_a{c} += buf[j] * v{c}[j];"])
-        L += [f"    a->out[i * D + {c}] = (T)(a{c} / ({A})nk);" for c in range(d)]
-        L.append("}")
+        L += _finish(mode, sink, d, "a{c}", "", "", "", "a->out[i * D + {c}]") + ["}"]
     else:
         L += ["    T m = -INFINITY;", "    #pragma omp simd reduction(max:m)",
               "    for (long j = 0; j < kmax; ++j) {",
@@ -206,31 +225,36 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
             L += acc_loop(["den"], ["const T w = tpde_exp(buf[j] - m);", "buf[j] = w;", "s_den += w;"])
             for c in range(d):
                 L += acc_loop([f"a{c}"], [f"s_a{c} += buf[j] * v{c}[j];"])
-        if mode == "softmax":
-            if sink:
-                L += [f"    const {A} ws = ({A})tpde_exp(sl - m);", "    den += ws;"]
-                L += [f"    a{c} += ws * ({A})a->sink_value[{c}];" for c in range(d)]
-            L += [f"    a->out[i * D + {c}] = (T)(a{c} / den);" for c in range(d)]
-        else:  # exp: e^{m - log n_k} * sum, formed in double; 0 * inf = 0; inf only on true overflow
-            L += ["    const double ls = (double)m - log((double)nk), sc = exp(ls);", "    double v;"]
-            for c in range(d):
-                L += [f"    v = a{c} == 0 ? 0.0 : sc * (double)a{c};",
-                      f"    if (isinf(sc) && a{c} != 0 && isfinite(a{c}))  /* e^ls overflows, the product may not */",
-                      f"        v = copysign(exp(ls + log(fabs((double)a{c}))), (double)a{c});",
-                      f"    a->out[i * D + {c}] = (T)v;"]
-        L.append("}")
+        L += _finish(mode, sink, d, "a{c}", "m", "sl", "den", "a->out[i * D + {c}]") + ["}"]
+    if Q > 1:
+        L += _tile_fn(mode, p, d, bias, sink, Q, acc_loop)
     need_buf = not (mode == "sigmoid" and fused)
     L += ["", "static void *tpde_worker(void *arg) {", "    tpde_args *a = (tpde_args *)arg;",
           "    T *buf = NULL;"]
     if need_buf:
-        L += ["    buf = (T *)malloc(sizeof(T) * (size_t)(a->nk > 0 ? a->nk : 1));",
+        L += ["    buf = (T *)malloc(sizeof(T) * (size_t)QT * (size_t)(a->nk > 0 ? a->nk : 1));",
               "    if (!buf) { __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED); return NULL; }"]
     L += ["    for (;;) {",
           "        const long lo = __atomic_fetch_add(&a->next, CHUNK, __ATOMIC_RELAXED);",
           "        if (lo >= a->nq) break;",
-          "        const long hi = lo + CHUNK < a->nq ? lo + CHUNK : a->nq;",
-          "        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);", "    }",
-          "    free(buf);", "    return NULL;", "}", "",
+          "        const long hi = lo + CHUNK < a->nq ? lo + CHUNK : a->nq;"]
+    if Q == 1:
+        L.append("        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);")
+    else:  # full tiles in place; a chunk's last partial tile padded with copies of its last query (same code path)
+        L += ["        for (long i = lo; i < hi; i += QT) {",
+              "            if (i + QT <= hi) {",
+              "                tpde_tile(a, a->q + i * P, " + ("a->sink_logit + i" if sink else "NULL")
+              + ", a->out + i * D, buf);", "                continue;", "            }",
+              "            T qp[QT * P], sp[QT], op[QT * D];",
+              "            for (long t = 0; t < QT; ++t) {",
+              "                const long r = i + t < hi ? i + t : hi - 1;",
+              "                for (long c = 0; c < P; ++c) qp[t * P + c] = a->q[r * P + c];",
+              "                sp[t] = " + ("a->sink_logit[r];" if sink else "0;"), "            }",
+              "            tpde_tile(a, qp, sp, op, buf);",
+              "            for (long t = 0; i + t < hi; ++t)",
+              "                for (long c = 0; c < D; ++c) a->out[(i + t) * D + c] = op[t * D + c];",
+              "        }"]
+    L += ["    }", "    free(buf);", "    return NULL;", "}", "",
           "void tpde_exp_array(long n, const T *x, T *y) {  /* the kernel's exp, vectorised as in the loops */",
           "    #pragma omp simd", "    for (long j = 0; j < n; ++j) y[j] = tpde_exp(x[j]);", "}", "",
           _cdecl(T).splitlines()[-1][:-1] + " {",
@@ -245,6 +269,84 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
           "    for (int t = 0; t < started; ++t) pthread_join(tid[t], NULL);",
           "    return a.failed ? -1 : started + 1;", "}", ""]
     return "\n".join(L)
+
+
+def _finish(mode: str, sink: bool, d: int, acc: str, m: str, sl: str, den: str, out: str) -> list[str]:
+    """C block finishing one query (formulas: module docstring): ``acc`` and ``out`` are templates in ``{c}``
+    (accumulator and output of value component ``c``), ``m``, ``sl``, ``den`` the names of the row maximum,
+    sink logit and weight sum."""
+    a = [acc.format(c=c) for c in range(d)]
+    o = [out.format(c=c) for c in range(d)]
+    if mode == "sigmoid":
+        return [f"    {o[c]} = (T)({a[c]} / (double)nk);" for c in range(d)]
+    L = ["    {"]
+    if mode == "softmax":
+        if sink:
+            L += [f"    const double ws = (double)tpde_exp({sl} - {m});", f"    {den} += ws;"]
+            L += [f"    {a[c]} += ws * (double)a->sink_value[{c}];" for c in range(d)]
+        L += [f"    {o[c]} = (T)({a[c]} / {den});" for c in range(d)]
+    else:  # exp: e^{m - log n_k} * sum, formed in double; 0 * inf = 0; inf only on true overflow
+        L += [f"    const double ls = (double){m} - log((double)nk), sc = exp(ls);", "    double v;"]
+        for c in range(d):
+            L += [f"    v = {a[c]} == 0 ? 0.0 : sc * (double){a[c]};",
+                  f"    if (isinf(sc) && {a[c]} != 0 && isfinite({a[c]}))  /* e^ls overflows, the product may not */",
+                  f"        v = copysign(exp(ls + log(fabs((double){a[c]}))), (double){a[c]});",
+                  f"    {o[c]} = (T)v;"]
+    return L + ["    }"]
+
+
+def tile_size(d: int) -> int:
+    """Queries per pass over the keys for value dimension ``d`` (see :func:`c_source`)."""
+    return 8 if 3 <= d <= 8 else 1
+
+
+def _tile_fn(mode: str, p: int, d: int, bias: bool, sink: bool, Q: int, acc_loop) -> list[str]:
+    """C lines of ``tpde_tile``: ``tpde_row`` for ``Q`` queries in one pass over the keys (no prefix, d <= 8).
+
+    Each loaded key and value row serves ``Q`` queries; every query keeps its own maximum, weights and
+    accumulators, with the same expressions and the same per-key order as ``tpde_row``."""
+    qs = range(Q)
+    L = ["", "static void tpde_tile(const tpde_args *restrict a, const T *restrict qt, const T *restrict slt,",
+         "                      T *restrict outt, T *restrict buf) {",
+         "    const long nk = a->nk, kmax = nk;", "    (void)slt;"]
+    L += [f"    const T q{t}_{c} = qt[{t} * P + {c}];" for t in qs for c in range(p)]
+    L += [f"    const T *restrict k{c} = a->kT + {c} * nk;" for c in range(p)]
+    L += [f"    const T *restrict v{c} = a->vT + {c} * nk;" for c in range(d)]
+    if bias:
+        L.append("    const T *restrict bj = a->bias;")
+    dots = [" + ".join(f"q{t}_{c} * k{c}[j]" for c in range(p)) for t in qs]
+    accs = {t: [f"a{t}_{c}" for c in range(d)] for t in qs}
+    L.append("    double " + ", ".join(f"{x} = 0" for t in qs for x in accs[t]) + ";")
+    if mode == "sigmoid":
+        L.append("    const T shift = (T)a->shift;")
+        body = []
+        for t in qs:
+            body += [f"const T z{t} = {dots[t]} + shift;", f"const T t{t} = tpde_exp(-fabs(z{t}));",
+                     f"const T s{t} = (z{t} >= 0 ? (T)1 : t{t}) / ((T)1 + t{t});"]
+            body += [f"s_a{t}_{c} += s{t} * v{c}[j];" for c in range(d)]
+        L += acc_loop([x for t in qs for x in accs[t]], body)
+        for t in qs:
+            L += _finish(mode, sink, d, f"a{t}_{{c}}", "", "", "", f"outt[{t} * D + {{c}}]")
+        return L + ["}"]
+    L += [f"    T *restrict b{t} = buf + {t} * nk;" for t in qs]
+    L += ["    " + " ".join(f"T m{t} = -INFINITY;" for t in qs),
+          "    #pragma omp simd reduction(max:" + ",".join(f"m{t}" for t in qs) + ")",
+          "    for (long j = 0; j < kmax; ++j) {"]
+    for t in qs:
+        L += [f"        const T l{t} = {dots[t]}" + (" + bj[j];" if bias else ";"),
+              f"        b{t}[j] = l{t};", f"        m{t} = l{t} > m{t} ? l{t} : m{t};"]
+    L.append("    }")
+    if sink:
+        L += [f"    const T sl{t} = slt[{t}];  m{t} = sl{t} > m{t} ? sl{t} : m{t};" for t in qs]
+    L.append("    double " + ", ".join(f"den{t} = 0" for t in qs) + ";")
+    body = []
+    for t in qs:
+        body += [f"const T w{t} = tpde_exp(b{t}[j] - m{t});", f"s_den{t} += w{t};"]
+        body += [f"s_a{t}_{c} += w{t} * v{c}[j];" for c in range(d)]
+    L += acc_loop([x for t in qs for x in (f"den{t}", *accs[t])], body)
+    for t in qs:
+        L += _finish(mode, sink, d, f"a{t}_{{c}}", f"m{t}", f"sl{t}", f"den{t}", f"outt[{t} * D + {{c}}]")
+    return L + ["}"]
 
 
 class _State:
@@ -370,10 +472,11 @@ def default_threads(pairs: int) -> int:
     return kernel_threads()  # the usable cores, or the limit of an active threads.limit_threads block
 
 
-def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sink_value, threads):
+def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sink_value, threads, tile=None):
     """The fused kernel's result for :func:`~symbolic_tpde.numerics.fields_core.attend`, or ``None`` when this
     call is not covered (``p ≥ MAX_P``, ``d > MAX_D``, mixed dtypes, sigmoid with bias/prefix/sink, exp with a
-    sink) or the kernel is unavailable (announced once)."""
+    sink) or the kernel is unavailable (announced once).  ``tile``: queries per pass over the keys
+    (:func:`tile_size` when None; the result is bitwise the same for every tile, tests/test_fused_kernel.py)."""
     dt = values.dtype
     if dt not in (np.float32, np.float64) or q.dtype != dt or k.dtype != dt:
         return None
@@ -387,7 +490,8 @@ def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sin
         return None
     if mode not in ("softmax", "exp", "sigmoid") or (sink_logit is None) != (sink_value is None):
         return None
-    variant = (mode, dt.str, p, d, key_bias is not None, prefix is not None, sink_logit is not None)
+    variant = (mode, dt.str, p, d, key_bias is not None, prefix is not None, sink_logit is not None,
+               tile_size(d) if tile is None else int(tile))
     mod = module(variant)
     if mod is None:
         return None
@@ -410,5 +514,6 @@ def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sin
                          float(shift), ffi.from_buffer(T, out, require_writable=True), nt)
     STATE.last_threads = rc
     if rc < 0:
-        raise MemoryError(f"fused attention kernel: could not allocate a work buffer of {n_k} entries")
+        raise MemoryError(f"fused attention kernel: could not allocate a work buffer of {variant[-1]} x {n_k} "
+                          "entries")
     return out
