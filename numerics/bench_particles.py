@@ -25,7 +25,7 @@ of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = ti
 relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory: peak traced by
 ``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers, one row of n logits per
 query of a tile per thread, are added as ``threads · tile · n · itemsize``), and, for ``--memory-n``
-(default 200 000, d = 2), the peak resident set (``ru_maxrss``) of a fresh process doing one field evaluation through
+(default 200 000, d = 2), the peak resident set (``VmHWM``) of a fresh process doing one field evaluation through
 ``symbolic_tpde.numerics.fields.field``, one RK4 step and one error-controlled (Dormand-Prince) step of
 ``simulate`` (``--memory-what``; issue target: < 200 MB; ``--memory-only`` skips the table).  The machine is
 shared: only ratios well above ~2x are firm; the load average is printed at the start and the end.
@@ -126,7 +126,14 @@ n, what = int(sys.argv[1]), sys.argv[2]
 X = np.random.default_rng(0).standard_normal((n, 2))
 w = make_weights([make_head("softmax", A=[[-0.5, 0.2], [0.1, -0.4]], V=[[1.0, 0.3], [-0.2, 0.8]])])
 field(X[:64], w)                      # builds / loads the kernel: not part of the step
-rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # peak resident set, MB (Linux: kB)
+def rss():
+    # peak resident set of this process's own memory, MB: VmHWM (reset by exec, unlike ru_maxrss, which
+    # keeps the peak of the forked parent's pages: a child of a 300 MB pytest process starts at 300 MB)
+    try:
+        with open("/proc/self/status") as f:
+            return next(float(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: kB
 base, t0 = rss(), time.perf_counter()
 if what == "field":
     field(X, w)
@@ -145,7 +152,7 @@ MEMORY_TARGET_MB = 200
 
 
 def memory_check(n: int, what: str) -> dict:
-    """Peak resident set (``ru_maxrss``) of a fresh process doing one ``what`` (``field``, ``dopri5`` step of
+    """Peak resident set (``VmHWM``; ``ru_maxrss`` where ``/proc`` is missing) of a fresh process doing one ``what`` (``field``, ``dopri5`` step of
     ``simulate``'s default, or ``rk4`` step) at ``n`` particles, d = 2, float64: a dict with ``base`` (after
     imports, data and kernel load), ``peak`` (MB), ``steps``, ``nfev``, ``seconds`` (of the step)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}

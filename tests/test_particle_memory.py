@@ -1,6 +1,6 @@
 """Memory of one particle step stays O(n · block) (issue 12: "n = 200 000, d = 2, one step runs in under
 200 MB").  Each measurement is a fresh process (``numerics/bench_particles.py``'s ``memory_check``): the peak
-resident set (``ru_maxrss``) of one step of ``simulate`` -- the error-controlled Dormand-Prince default
+resident set (``VmHWM``, which exec resets; ``ru_maxrss`` would keep the forked parent's peak) of one step of ``simulate`` -- the error-controlled Dormand-Prince default
 (start probe + 7 stages: 8 field evaluations) or one classical RK4 step -- on n standard-normal particles in
 d = 2, float64, a softmax head.
 
