@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["state_size", "state_names", "state_index", "diag_positions", "pack", "unpack", "trace_weights"]
+__all__ = ["state_size", "state_names", "state_index", "diag_positions", "pack", "unpack", "trace_weights",
+           "symmetric_rows"]
 
 
 def state_size(d: int) -> int:
@@ -27,6 +28,15 @@ def state_index(d: int) -> list[tuple[str, tuple[int, ...]]]:
 def state_names(d: int) -> list[str]:
     """Symbol names in layout order: ``alpha_0 … alpha_{d-1}``, ``Sigma_0_0, Sigma_0_1, …``."""
     return [f"{n}_{'_'.join(map(str, ix))}" for n, ix in state_index(d)]
+
+
+def symmetric_rows(tail, d: int) -> list[list]:
+    """The covariance part of a state (its packed upper triangle ``tail``, in layout order) as a symmetric
+    ``d × d`` nested list; any entries (SymPy expressions, strings): the symbolic counterpart of :func:`unpack`."""
+    rows: list[list] = [[None] * d for _ in range(d)]
+    for (_, (i, j)), v in zip(state_index(d)[d:], tail, strict=True):
+        rows[i][j] = rows[j][i] = v
+    return rows
 
 
 def diag_positions(d: int, with_alpha: bool = True) -> np.ndarray:

@@ -26,6 +26,7 @@ from typing import Any
 import sympy as sp
 
 from ..errors import InputError
+from ..spec.layout import symmetric_rows
 from .gaussian_energy import gaussian_coords, gaussian_energy, gaussian_tilt
 
 __all__ = ["RATIONAL_RULES", "exact_array", "exact_matrix", "twisted_G", "particle_symbols", "particle_metric", "gaussian_affine_metric",
@@ -173,12 +174,7 @@ def _cheapest_field_form(G: sp.Matrix, alpha: sp.Matrix, Sigma: sp.Matrix, mt: s
     coords = gaussian_coords(alpha, Sigma)
     dot = sp.Matrix([sp.Dummy(f"v{k}", real=True) for k in range(len(coords))])
     adot = dot[:d, 0]
-    Sdot = sp.zeros(d, d)
-    k = d
-    for i in range(d):
-        for j in range(i, d):
-            Sdot[i, j] = Sdot[j, i] = dot[k]
-            k += 1
+    Sdot = sp.Matrix(symmetric_rows(dot[d:, 0], d))
     Sinv = Sigma.inv() if Sinv is None else Sinv
     kappa = sp.Dummy("kappa", real=True)
     K = sp.zeros(d, d) if d == 1 else sp.Matrix([[0, 1], [-1, 0]])

@@ -37,6 +37,7 @@ from typing import Any
 
 import sympy as sp
 
+from ..spec.layout import symmetric_rows
 from .system import OdeSystem
 
 _GREEK = {"tau": r"\tau", "epsilon": r"\varepsilon", "alpha": r"\alpha", "Sigma": r"\Sigma"}
@@ -377,12 +378,7 @@ def system_to_json(system: OdeSystem, cse: bool = False) -> dict[str, Any]:
     d = system.origin["d"]
     temps, exprs = _cse(list(system.rhs)) if cse else ([], list(system.rhs))
     rhs = [sp.sstr(e) for e in exprs]
-    Sd = [[""] * d for _ in range(d)]
-    k = d
-    for i in range(d):
-        for j in range(i, d):
-            Sd[i][j] = Sd[j][i] = rhs[k]
-            k += 1
+    Sd = symmetric_rows(rhs[d:], d)
     return {"variant": system.origin.get("variant"), "d": d, "form": "entrywise", "alpha_dot": rhs[:d],
             "Sigma_dot": Sd, "assumptions": sentences(system.origin.get("assumptions", ()), "json"),
             "definitions": [[t.name, sp.sstr(e)] for t, e in temps],

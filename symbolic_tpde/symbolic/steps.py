@@ -35,6 +35,7 @@ from typing import Any, Callable
 import sympy as sp
 
 from ..spec import kinds as spec_kinds
+from ..spec.layout import symmetric_rows
 from .steps_check import check_equal, explicit
 from .system import Step
 
@@ -465,12 +466,7 @@ def entrywise_display_steps(system, max_nodes: int = ENTRYWISE_MAX_NODES) -> tup
     mean, cov = _compare_with_matrix_form(system)
     names = one_based(system.states + system.params, len(system.origin["structure"][1]) > 1)
     rhs = [e.xreplace(names) for e in system.rhs]
-    S = sp.zeros(d, d)
-    k = d
-    for i in range(d):
-        for j in range(i, d):
-            S[i, j] = S[j, i] = rhs[k]
-            k += 1
+    S = sp.Matrix(symmetric_rows(rhs[d:], d))
     note = "1-based indices as in the paper; the check compares the entrywise system with the matrix form"
     return [replace(mean, title=f"entrywise at d = {d}: the mean equation", note=note,
                     lhs=Shown("d alpha/dt", r"\frac{d\alpha}{dt}"), rhs=sp.ImmutableMatrix(rhs[:d])),
