@@ -20,11 +20,12 @@ For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``:
   ``-ffast-math`` lets gcc vectorise ``exp`` through glibc's libmvec), OpenMP over queries with the usable
   cores.
 
-Variants run in interleaved rounds (``R`` rounds, fewer at n = 32000), medians over rounds; ratios are medians
-of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / n².  Accuracy: max
-relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory: peak traced by
-``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers, one row of n logits per
-query of a tile per thread, are added as ``threads · tile · n · itemsize``), and, for ``--memory-n``
+Variants run in interleaved rounds (``R`` rounds, default 5, one at n = 32000), medians over rounds; a call
+shorter than 0.15 s is repeated within its round, so that every timed segment is at least that long; ratios
+are medians of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / n².
+Accuracy: max relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory:
+peak traced by ``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers,
+``threads · fused.work_entries(...) · itemsize``, are added), and, for ``--memory-n``
 (default 200 000, d = 2), the peak resident set (``VmHWM``) of a fresh process doing one field evaluation through
 ``symbolic_tpde.numerics.fields.field``, one RK4 step and one error-controlled (Dormand-Prince) step of
 ``simulate`` (``--memory-what``; issue target: < 200 MB; ``--memory-only`` skips the table).  The machine is
@@ -50,6 +51,9 @@ from symbolic_tpde.numerics.fields_core import BLAS_CONTROL, attend, attend_nump
 from symbolic_tpde.numerics.threads import usable_cores
 
 NAIVE_LIMIT_BYTES = 3e9
+#: Shortest timed segment (s): calls shorter than this are repeated within a round, so a round's ratio is not
+#: one 5 ms call against another on a shared machine whose speed moves by 2x within seconds.
+MIN_SEGMENT_S = 0.15
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 YARD_C = r"""
@@ -166,7 +170,7 @@ def memory_check(n: int, what: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--n", type=int, nargs="+", default=None)
     ap.add_argument("--d", type=int, nargs="+", default=None)
     ap.add_argument("--dtype", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
@@ -175,7 +179,9 @@ def main(argv=None) -> int:
                     choices=["field", "rk4", "dopri5"], help="what the resident-memory check runs")
     ap.add_argument("--memory-only", action="store_true", help="only the resident-memory check")
     a = ap.parse_args(argv)
-    print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}; "
+    simd = fused.simd_compiled() if fused.available() is None else None
+    print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}"
+          f"{' (AVX-512 loops of fused_simd for d <= 8)' if simd else (' (plain-C loops)' if simd is False else '')}; "
           f"{usable_cores()} usable cores; load average {os.getloadavg()[0]:.2f} at start")
     if not a.memory_only:
         table(a)
@@ -218,16 +224,21 @@ def table(a) -> None:
                 do_naive = 3 * n * n * np.dtype(dtype).itemsize <= NAIVE_LIMIT_BYTES and n <= 8000
                 if do_naive:
                     fns = {"naive": lambda: naive(q, X, X), **fns}
-                for fn in fns.values():  # warm-up: builds the kernel, pages in buffers
+                reps = {}
+                for name, fn in fns.items():  # warm-up: builds the kernel, pages in buffers; then one timed call
                     fn()
+                    t0 = time.perf_counter()
+                    fn()
+                    reps[name] = max(1, min(50, int(MIN_SEGMENT_S / max(time.perf_counter() - t0, 1e-6))))
                 R = a.repeats if n <= 8000 else 1
                 rounds = []
                 for _ in range(R):
                     r = {}
-                    for name, fn in fns.items():
+                    for name, fn in fns.items():  # each timed segment >= MIN_SEGMENT_S: short calls repeated
                         t0 = time.perf_counter()
-                        fn()
-                        r[name] = time.perf_counter() - t0
+                        for _ in range(reps[name]):
+                            fn()
+                        r[name] = (time.perf_counter() - t0) / reps[name]
                     rounds.append(r)
                 med = {k: statistics.median(r[k] for r in rounds) for k in fns}
                 rat = lambda x, y: statistics.median(r[x] / r[y] for r in rounds)  # noqa: E731
@@ -235,7 +246,7 @@ def table(a) -> None:
                 rel = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
                 mem = {k: traced_peak(fns[k]) / 2**20 for k in fns if k not in ("yard", "tile1")}
                 if "fused" in mem and q.shape[1] < fused.MAX_P:
-                    mem["fused"] += cores * fused.tile_size(d) * n * np.dtype(dtype).itemsize / 2**20
+                    mem["fused"] += cores * fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize / 2**20
                 ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
                 path = "numpy" if fused.available() is not None else ("fused" if q.shape[1] < fused.MAX_P
                                                                         else "rows")

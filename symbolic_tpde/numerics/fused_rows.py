@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fused
+from . import fused, fused_simd
 
 __all__ = ["c_source", "cdecl", "row_pass"]
 
@@ -51,9 +51,12 @@ def c_source(mode: str, dtype, bias: bool, prefix: bool, sink: bool) -> str:
         f" * mode={mode} dtype={T} bias={int(bias)} prefix={int(prefix)} sink={int(sink)} */",
         "#include <math.h>", "#include <stdint.h>", f"typedef {T} T;",
         f"#define MODE {code}", f"#define HAS_BIAS {int(bias)}", f"#define HAS_PREFIX {int(prefix)}",
-        f"#define HAS_SINK {int(sink)}",
+        f"#define HAS_SINK {int(sink)}", f"#define TPDE_FLOAT {int(T == 'float')}",
         "#define JB " + ("1024" if T == "float" else "(1L << 62)") + "  /* keys per T-precision partial sum */",
         fused.EXP_SOURCE[T],
+        "#if defined(__AVX512F__) && MODE != 2  /* softmax / exp: the hand-vectorised exp of fused_simd */",
+        "#include <immintrin.h>", "#define TPDE_SIMD 1", fused_simd.exp_source(T), _SIMD_ROWS,
+        "#else", "#define TPDE_SIMD 0",
         cdecl(T)[:-1] + " {",
         r"""    (void)bias; (void)prefix; (void)sink_logit; (void)shift;
     for (long i = 0; i < rows; ++i) {
@@ -103,7 +106,72 @@ def c_source(mode: str, dtype, bias: bool, prefix: bool, sink: bool) -> str:
         for (long j = K; j < kmax; ++j) l[j] = 0;
     }
 }
+#endif
 """])
+
+#: ``tpde_rows`` for softmax / exp on AVX-512 (same contract; lane maxima and lane sums, float64 lanes, float32
+#: lanes per block of 1024 keys added in float64, then the lanes in one fixed order; a last partial vector
+#: under a mask).
+_SIMD_ROWS = cdecl("T")[:-1] + r""" {
+    (void)bias; (void)prefix; (void)sink_logit; (void)shift;
+    for (long i = 0; i < rows; ++i) {
+        T *restrict l = L + i * kmax;
+        long K = kmax;
+#if HAS_PREFIX
+        K = prefix[i] < 0 ? 0 : (prefix[i] > kmax ? kmax : (long)prefix[i]);
+#endif
+        V mx = VSET1(-INFINITY);
+        long j = 0;
+        for (; j + W <= K; j += W) {
+            V x = VLOAD(l + j);
+#if HAS_BIAS
+            x = VADD(x, VLOAD(bias + j));
+            VSTORE(l + j, x);
+#endif
+            mx = VMAX(x, mx);
+        }
+        if (j < K) {
+            const VM tm = VTAIL(K - j);
+            V x = VMLOAD(tm, l + j);
+#if HAS_BIAS
+            x = VADD(x, VMLOAD(tm, bias + j));
+            VMSTORE(l + j, tm, x);
+#endif
+            mx = VMMAX(mx, tm, x, mx);
+        }
+        T m = VRMAX(mx);
+#if HAS_SINK
+        m = sink_logit[i] > m ? sink_logit[i] : m;
+#endif
+        const V mm = VSET1(m);
+        __m512d acc = _mm512_setzero_pd();
+        for (long j0 = 0; j0 < K; j0 += 1024) {
+            const long j1 = j0 + 1024 < K ? j0 + 1024 : K;
+            V s = VZERO();
+            long j = j0;
+            for (; j + W <= j1; j += W) {
+                const V w = tpde_vexp(VSUB(VLOAD(l + j), mm));
+                VSTORE(l + j, w);
+                s = VADD(s, w);
+            }
+            if (j < j1) {
+                const VM tm = VTAIL(j1 - j);
+                const V w = VMZ(tm, tpde_vexp(VSUB(VMLOAD(tm, l + j), mm)));
+                VMSTORE(l + j, tm, w);
+                s = VADD(s, w);
+            }
+#if TPDE_FLOAT
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(s)));
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+#else
+            acc = _mm512_add_pd(acc, s);
+#endif
+        }
+        m_out[i] = m; den_out[i] = _mm512_reduce_add_pd(acc);
+        for (long j = K; j < kmax; ++j) l[j] = 0;
+    }
+}
+"""
 
 
 def row_pass(mode: str, dtype, *, key_bias, shift, prefix, sink_logit, sink_value):

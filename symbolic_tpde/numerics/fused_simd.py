@@ -1,0 +1,283 @@
+"""AVX-512 form of the fused kernel's hot loops (softmax and unnormalised modes, ``d ≤ 8``).
+
+:mod:`.fused` writes its loops in plain C and lets gcc vectorise them; measured at d = 8, n = 8000, one
+thread, half of that kernel's time went to its ``exp`` (Taylor degree 13 on ``|r| ≤ ln2/2``, about 22
+vector instructions per 8 lanes, as gcc vectorises it), and with 8 queries per pass the 72 accumulators
+spilled (300 register moves per 64 pairs).  When the compiler targets AVX-512F, :func:`c_source` adds these
+hand-vectorised versions of ``tpde_row`` / ``tpde_tile`` (same signatures, same work buffer) under
+``#if defined(__AVX512F__)``; other machines compile the plain-C loops as before.
+
+Per query and per lane of ``W`` keys (8 in float64, 16 in float32), in a fixed order, so the result is bitwise
+independent of the tile (queries per pass) and of the thread count:
+
+* pass 1: ``l = q_0 k_0 + … + q_{p-1} k_{p-1} (+ β)`` (one multiply, then fused multiply-adds in the order of
+  the feature index), stored to the work row, lane-wise running maximum; the row maximum is the maximum of the
+  lanes (then of the sink logit);
+* pass 2 (``G`` queries per sweep, so each loaded value row serves ``G`` queries and the accumulators stay in
+  registers): ``w = e^{l - m}`` (below), lane-wise sums of ``w`` and ``w v_c`` (float64 accumulators;
+  float32: float32 lanes over blocks of 1024 keys, each block's lanes added in float64, as in :mod:`.fused`);
+  the lanes are then added in one fixed order.  A last partial vector is loaded and weighted under a mask, so
+  keys past the end contribute exactly 0.
+
+``exp`` (``x ≤ 0``): ``x ← max(x, c)`` (``c = −746``, float32 ``−105``: ``e^c`` rounds to 0, so every ``x ≤ c``
+gives 0; NaN passes), ``k = rint(16x/ln 2)`` by the shifter trick, ``r = x − k·ln2/16`` in two parts
+(Cody–Waite, ``hi`` with enough trailing zero bits that ``k·hi`` is exact), ``|r| ≤ ln2/32``;
+``e^r − 1 = r·h(r)`` with ``h`` the Chebyshev fit of ``(e^r − 1)/r`` of degree 5 (float64; float32: 2),
+computed by mpmath at code generation; ``y = t_j + t_j (e^r − 1)`` with ``t_j = 2^{j/16}`` (``j = k mod 16``,
+a register table read by one permute, the entries correctly rounded from mpmath), and ``e^x = y · 2^{⌊k/16⌋}``
+by ``vscalefpd`` (one rounding, so subnormal results are rounded, not flushed).
+
+Error bound for a normal result, in units ``u`` of the type's unit roundoff (2^-53, 2^-24): the table entry
+(≤ 1/2 ulp, relative ≤ u), the final fused multiply-add (≤ u), the fit (``max|r|·max|h − fit| < u/4``, checked
+when the constants are made: :data:`POLY`), the rounding of ``r`` and of ``e^r − 1`` (each scaled by
+``|r| ≤ 0.022``: ≤ 0.07 u): at most 2.4 u = 1.2 eps.  Measured (tests/test_fused_kernel.py,
+``test_loop_exp_accuracy``, 2.2e6 arguments against ``exp`` in long double): 0.92 eps (float64), 0.90 eps
+(float32), the test asserting < 1 eps; subnormal results within one unit of the smallest subnormal.
+No ``-ffast-math``: inf/nan propagate.
+
+References: Tang, "Table-driven implementation of the exponential function in IEEE floating-point arithmetic",
+ACM TOMS 15 (1989) (the table-plus-polynomial scheme); Intel's intrinsics guide for ``vscalefpd`` and
+``vpermt2pd``.  Timings: ``numerics/bench_particles.py`` (column ``fused``).  No SymPy here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["exp_source", "covered", "tile_size", "row_and_tile_source", "KEY_BLOCK"]
+
+#: Keys per block of pass 2 (float32: at most 1024, the float32 partial sums' block, see :mod:`.fused`).
+KEY_BLOCK = {"double": 256, "float": 512}
+
+
+def covered(mode: str, d: int) -> bool:
+    """Whether this module has a hand-vectorised form of the variant (else the plain-C loops run)."""
+    return mode in ("softmax", "exp") and 1 <= d <= 8
+
+
+def tile_size(d: int) -> int:
+    """Queries per tile on AVX-512: their logits share each loaded key vector.  Measured (one thread,
+    n = 4000, interleaved rounds): at d = 2, 4 queries 1.08x (float64) / 1.07x (float32) the speed of 8 and
+    1.2x that of 1; at d = 8, 4 and 8 within 3 %, 8 kept (half the key loads)."""
+    return 4 if d <= 4 else 8
+
+
+def _split_hi(c: float, bits: int) -> float:
+    """``c`` rounded down to ``bits`` significant bits (the Cody-Waite ``hi`` part)."""
+    e = math.frexp(c)[1]
+    return math.ldexp(math.floor(math.ldexp(c, bits - e)), e - bits)
+
+
+#: Degree of the polynomial ``h(r) ≈ (e^r - 1)/r`` per C type, and the bound its Chebyshev fit must meet on
+#: ``|r| ≤ ln2/32`` as a contribution ``max|r|·max|h - h_fit|`` to the relative error of ``e^x``: a quarter
+#: of the type's unit roundoff (2^-53, 2^-24), beside the table's and the last rounding's half unit each.
+POLY = {"double": (5, 2.0 ** -55), "float": (2, 2.0 ** -26)}
+
+
+def _constants(T: str) -> dict:
+    """The exp's constants for C type ``T``, derived here (not pasted): mpmath at 200 bits, rounded once.
+
+    ``coef``: the Chebyshev fit (mpmath.chebyfit, nearly minimax) of ``h(r) = (e^r - 1)/r`` on
+    ``|r| ≤ (ln2/32)(1 + 1e-6)`` (the margin covers ``k`` rounded through ``16/ln2``), highest degree first;
+    ``fit_bound``: ``max|r| · max|h - fit|``, checked against :data:`POLY` here."""
+    import mpmath
+
+    deg, bound = POLY[T]
+    with mpmath.workprec(200):
+        ln2_16 = mpmath.log(2) / 16
+        if T == "double":
+            hi = _split_hi(float(ln2_16), 32)  # |k| < 2^15 (x >= -746): k*hi has <= 47 bits, exact
+            lo = float(ln2_16 - mpmath.mpf(hi))
+            tab = [float(mpmath.power(2, mpmath.mpf(j) / 16)) for j in range(16)]
+            inv, cut = float(16 / mpmath.log(2)), -746.0
+            rnd = float
+        else:
+            rnd = lambda x: float(np.float32(float(x)))  # noqa: E731  (float(mpf) is correctly rounded)
+            hi = rnd(_split_hi(float(ln2_16), 12))  # |k| < 2^12 (x >= -105): k*hi has <= 24 bits, exact
+            lo = rnd(ln2_16 - mpmath.mpf(hi))
+            tab = [rnd(mpmath.power(2, mpmath.mpf(j) / 16)) for j in range(16)]
+            inv, cut = rnd(16 / mpmath.log(2)), -105.0
+        a = mpmath.log(2) / 32 * (1 + mpmath.mpf("1e-6"))
+        h = lambda r: mpmath.expm1(r) / r if r != 0 else mpmath.mpf(1)  # noqa: E731
+        fit = [rnd(c) for c in mpmath.chebyfit(h, [-a, a], deg + 1)]
+        # the error of the coefficients as rounded, measured on a fine grid of the interval
+        grid = [-a + 2 * a * i / 2000 for i in range(2001)]
+        fit_err = max(abs(mpmath.polyval([mpmath.mpf(c) for c in fit], r) - h(r)) for r in grid)
+        fit_bound = float(a * fit_err)
+    if not fit_bound < bound:
+        raise AssertionError(f"exp polynomial for {T}: fit error {fit_bound:.3g} not below {bound:.3g}")
+    return {"hi": hi, "lo": lo, "tab": tab, "inv": inv, "coef": fit, "cut": cut, "fit_bound": fit_bound}
+
+
+def _lit(x: float, T: str) -> str:
+    return x.hex() + ("f" if T == "float" else "")
+
+
+def exp_source(T: str) -> str:
+    """C text: the vector macros for ``T`` and ``static inline V tpde_vexp(V x)`` (module docstring)."""
+    c = _constants(T)
+    s = "pd" if T == "double" else "ps"
+    W = 8 if T == "double" else 16
+    shifter = "0x1.8p52" if T == "double" else "0x1.8p23f"
+    L = [f"typedef {'__m512d' if T == 'double' else '__m512'} V;",
+         f"typedef {'__mmask8' if T == 'double' else '__mmask16'} VM;",
+         f"#define W {W}",
+         f"#define VLOAD(p) _mm512_loadu_{s}(p)", f"#define VMLOAD(m, p) _mm512_maskz_loadu_{s}(m, p)",
+         f"#define VSTORE(p, x) _mm512_storeu_{s}(p, x)", f"#define VMSTORE(p, m, x) _mm512_mask_storeu_{s}(p, m, x)",
+         f"#define VSET1(x) _mm512_set1_{s}(x)", f"#define VZERO() _mm512_setzero_{s}()",
+         f"#define VADD(a, b) _mm512_add_{s}(a, b)", f"#define VSUB(a, b) _mm512_sub_{s}(a, b)",
+         f"#define VMUL(a, b) _mm512_mul_{s}(a, b)", f"#define VFMA(a, b, c) _mm512_fmadd_{s}(a, b, c)",
+         f"#define VMAX(a, b) _mm512_max_{s}(a, b)  /* a NaN in a is ignored: the second operand is kept */",
+         f"#define VMMAX(src, m, a, b) _mm512_mask_max_{s}(src, m, a, b)",
+         f"#define VMZ(m, x) _mm512_maskz_mov_{s}(m, x)",
+         f"#define VRMAX(x) _mm512_reduce_max_{s}(x)",
+         f"#define VTAIL(r) ((VM)((1u << (r)) - 1u))",
+         f"#define KB {KEY_BLOCK[T]}  /* keys per block of pass 2 */",
+         "",
+         "/* e^x for x <= 0 on W lanes (symbolic_tpde.numerics.fused_simd): table 2^(j/16), Taylor degree "
+         f"{len(c['coef'])}, vscalef. */",
+         "static inline V tpde_vexp(V x) {",
+         f"    const V sh = VSET1({shifter});",
+         f"    x = VMAX(VSET1({_lit(c['cut'], T)}), x);  /* NaN in x passes (second operand) */",
+         f"    const V t = VFMA(x, VSET1({_lit(c['inv'], T)}), sh);",
+         "    const V kf = VSUB(t, sh);",
+         f"    V r = _mm512_fnmadd_{s}(kf, VSET1({_lit(c['hi'], T)}), x);",
+         f"    r = _mm512_fnmadd_{s}(kf, VSET1({_lit(c['lo'], T)}), r);"]
+    coef = c["coef"]  # highest degree first
+    L.append(f"    V h = VSET1({_lit(coef[0], T)});  /* h(r) ~ (e^r - 1)/r, fit bound {c['fit_bound']:.1e} */")
+    L += [f"    h = VFMA(h, r, VSET1({_lit(a, T)}));" for a in coef[1:]]
+    L.append("    const V em1 = VMUL(h, r);  /* e^r - 1 */")
+    if T == "double":
+        lo8 = ", ".join(_lit(v, T) for v in reversed(c["tab"][:8]))
+        hi8 = ", ".join(_lit(v, T) for v in reversed(c["tab"][8:]))
+        L += [f"    const V t0 = _mm512_set_pd({lo8});", f"    const V t1 = _mm512_set_pd({hi8});",
+              "    const V tj = _mm512_permutex2var_pd(t0, _mm512_castpd_si512(t), t1);  /* 2^((k mod 16)/16) */"]
+    else:
+        tab = ", ".join(_lit(v, T) for v in reversed(c["tab"]))
+        L += [f"    const V tb = _mm512_set_ps({tab});",
+              "    const V tj = _mm512_permutexvar_ps(_mm512_castps_si512(t), tb);  /* 2^((k mod 16)/16) */"]
+    L += ["    const V y = VFMA(tj, em1, tj);",
+          f"    return _mm512_scalef_{s}(y, VMUL(kf, VSET1({_lit(1 / 16, T)})));  /* y 2^floor(k/16) */", "}", ""]
+    return "\n".join(L)
+
+
+def row_and_tile_source(mode: str, T: str, p: int, d: int, bias: bool, sink: bool, Q: int, finish) -> str:
+    """C text of ``tpde_row`` and ``tpde_tile`` (the signatures of :mod:`.fused`), hand-vectorised.
+
+    ``finish``: :func:`.fused._finish`, which turns the double scalars ``a{t}_{c}``, ``den{t}``, ``m{t}``,
+    ``sl{t}`` into the outputs."""
+    L = [_body("tpde_body1", mode, T, p, d, bias, sink, 1, finish),
+         "static void tpde_row(const tpde_args *restrict a, long i, T *restrict buf) {",
+         "    long kmax = a->nk;",
+         "    if (a->prefix) { kmax = (long)a->prefix[i]; kmax = kmax < 0 ? 0 : (kmax > a->nk ? a->nk : kmax); }",
+         "    tpde_body1(a, a->q + i * P, a->sink_logit ? a->sink_logit + i : NULL, a->out + i * D, buf, kmax);",
+         "}", ""]
+    if Q > 1:
+        L += [_body("tpde_bodyQ", mode, T, p, d, bias, sink, Q, finish),
+              "static void tpde_tile(const tpde_args *restrict a, const T *restrict qt, const T *restrict slt,",
+              "                      T *restrict outt, T *restrict buf) {",
+              "    tpde_bodyQ(a, qt, slt, outt, buf, a->nk);", "}", ""]
+    return "\n".join(L)
+
+
+def _body(name: str, mode: str, T: str, p: int, d: int, bias: bool, sink: bool, Q: int, finish) -> str:
+    """One tile of ``Q`` queries over the keys ``0 .. kmax-1``, online: per key block of ``KB`` keys, pass 1
+    (logits of every query of the tile into the work rows, block maxima), the running maximum raised where a
+    block exceeds it (the sums so far multiplied by ``e^{m_old - m_new}``, in float64), then pass 2 (weights,
+    lane sums) over the same block while its keys, values and logits are in L1."""
+    qs = range(Q)
+    f32 = T == "float"
+    nacc = d + 1  # lane sums per query: [0] the weights, [1 + c] the weighted value component c
+    L = [f"static inline void {name}(const tpde_args *restrict a, const T *restrict qt, const T *restrict slt,",
+         "                             T *restrict outt, T *restrict buf, const long kmax) {",
+         "    const long nk = a->nk;", "    (void)slt; (void)nk;"]
+    if bias:
+        L.append("    const T *restrict bj = a->bias;")
+    L += [f"    const V q{t}_{c} = VSET1(qt[{t} * P + {c}]);" for t in qs for c in range(p)]
+    # the running maximum starts at the sink logit (so the finishing code's e^{s - m} is consistent)
+    L.append(f"    T mrow[{Q}];")
+    L += [f"    mrow[{t}] = " + (f"slt[{t}];" if sink else "-INFINITY;") for t in qs]
+    L.append(f"    __m512d Sacc[{Q}][{nacc}];  /* float64 lane sums */" if not f32 else
+             f"    __m512d Sacc[{Q}][{nacc}][2];  /* float64 lane sums of the float32 block sums (low, high) */")
+    L.append(f"    for (int t = 0; t < {Q}; ++t) for (int c = 0; c < {nacc}; ++c) "
+             + ("Sacc[t][c] = _mm512_setzero_pd();" if not f32 else
+                "Sacc[t][c][0] = Sacc[t][c][1] = _mm512_setzero_pd();"))
+    L += ["    for (long jb = 0; jb < kmax; jb += KB) {",
+          "        const long je = jb + KB < kmax ? jb + KB : kmax;"]
+    L += [f"        const T *restrict k{c} = a->kT + {c} * nk + jb;" for c in range(p)]
+    L += [f"        const T *restrict v{c} = a->vT + {c} * nk + jb;" for c in range(d)]
+    if bias:
+        L.append("        const T *restrict bb_ = bj + jb;")
+    L.append("        const long nb = je - jb;")
+    L.append("        " + " ".join(f"V mx{t} = VSET1(-INFINITY);" for t in qs))
+
+    def logits(masked: bool) -> list[str]:
+        ld = (lambda e: f"VMLOAD(tm, {e})") if masked else (lambda e: f"VLOAD({e})")
+        out = [f"            const V kk{c} = {ld(f'k{c} + j')};" for c in range(p)]
+        if bias:
+            out.append(f"            const V bb = {ld('bb_ + j')};")
+        for t in qs:
+            expr = f"VMUL(q{t}_0, kk0)"
+            for c in range(1, p):
+                expr = f"VFMA(q{t}_{c}, kk{c}, {expr})"
+            if bias:
+                expr = f"VADD({expr}, bb)"
+            out.append(f"            const V l{t} = {expr};")
+            if masked:
+                out += [f"            VMSTORE(buf + {t} * KB + j, tm, l{t});",
+                        f"            mx{t} = VMMAX(mx{t}, tm, l{t}, mx{t});"]
+            else:
+                out += [f"            VSTORE(buf + {t} * KB + j, l{t});", f"            mx{t} = VMAX(l{t}, mx{t});"]
+        return out
+
+    L += ["        long j = 0;", "        for (; j + W <= nb; j += W) {"] + logits(False) + ["        }",
+          "        if (j < nb) {", "            const VM tm = VTAIL(nb - j);"] + logits(True) + ["        }"]
+    for t in qs:
+        L.append(f"        {{ const T bm = VRMAX(mx{t});  /* a larger maximum: rescale the sums so far */")
+        L.append(f"          if (bm > mrow[{t}]) {{")
+        L.append(f"            if (mrow[{t}] != -INFINITY) {{")
+        L.append(f"              const __m512d f = _mm512_set1_pd(exp((double)mrow[{t}] - (double)bm));")
+        L.append(f"              for (int c = 0; c < {nacc}; ++c) "
+                 + (f"Sacc[{t}][c] = _mm512_mul_pd(Sacc[{t}][c], f);" if not f32 else
+                    f"{{ Sacc[{t}][c][0] = _mm512_mul_pd(Sacc[{t}][c][0], f); "
+                    f"Sacc[{t}][c][1] = _mm512_mul_pd(Sacc[{t}][c][1], f); }}"))
+        L.append(f"            }}  mrow[{t}] = bm; }} }}")
+    # pass 2 over the block, one query at a time (its d + 1 lane sums in registers)
+    L += [f"        for (int t = 0; t < {Q}; ++t) {{",
+          "            const T *restrict bt = buf + t * KB;",
+          "            const V mm = VSET1(mrow[t]);"]
+    if f32:
+        L.append("            " + " ".join(f"V S{c} = VZERO();" for c in range(nacc)))
+    else:
+        L.append("            " + " ".join(f"V S{c} = Sacc[t][{c}];" for c in range(nacc)))
+
+    def weights(masked: bool) -> list[str]:
+        ld = (lambda e: f"VMLOAD(tm, {e})") if masked else (lambda e: f"VLOAD({e})")
+        w = f"tpde_vexp(VSUB({ld('bt + j')}, mm))"
+        out = [f"                const V w = {'VMZ(tm, ' + w + ')' if masked else w};", "                S0 = VADD(S0, w);"]
+        return out + [f"                S{1 + c} = VFMA(w, {ld(f'v{c} + j')}, S{1 + c});" for c in range(d)]
+
+    L += ["            long j = 0;", "            for (; j + W <= nb; j += W) {"] + weights(False)
+    L += ["            }", "            if (j < nb) {", "                const VM tm = VTAIL(nb - j);"]
+    L += weights(True) + ["            }"]
+    if f32:  # the block's float32 lanes added in float64
+        for c in range(nacc):
+            L += [f"            Sacc[t][{c}][0] = _mm512_add_pd(Sacc[t][{c}][0], "
+                  f"_mm512_cvtps_pd(_mm512_castps512_ps256(S{c})));",
+                  f"            Sacc[t][{c}][1] = _mm512_add_pd(Sacc[t][{c}][1], _mm512_cvtps_pd(_mm256_castpd_ps("
+                  f"_mm512_extractf64x4_pd(_mm512_castps_pd(S{c}), 1))));"]
+    else:
+        L += [f"            Sacc[t][{c}] = S{c};" for c in range(nacc)]
+    L += ["        }", "    }"]
+    red = ((lambda t, c: f"_mm512_reduce_add_pd(_mm512_add_pd(Sacc[{t}][{c}][0], Sacc[{t}][{c}][1]))") if f32
+           else (lambda t, c: f"_mm512_reduce_add_pd(Sacc[{t}][{c}])"))
+    for t in qs:
+        L += [f"    const T m{t} = mrow[{t}];"] + ([f"    const T sl{t} = slt[{t}];"] if sink else [])
+        L.append(f"    double den{t} = {red(t, 0)};")
+        L += [f"    double a{t}_{c} = {red(t, 1 + c)};" for c in range(d)]
+        L += [x for x in finish(mode, sink, d, f"a{t}_{{c}}", f"m{t}", f"sl{t}", f"den{t}",
+                                f"outt[{t} * D + {{c}}]")]
+    L.append("}")
+    return "\n".join(L)
