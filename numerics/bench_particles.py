@@ -15,6 +15,10 @@ For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``:
   and the compiled row pass of :mod:`symbolic_tpde.numerics.fused_rows`, for p >= 32);
 * ``tile1``: the fused kernel forced to one query per pass over the keys (``tile=1``; only where the
   dispatch tiles, 3 <= d <= 8), so ``t1/fus`` is the gain of the query tiles in the same run;
+* ``avx2``, ``plain`` (x86, d <= 8, ``--no-forms`` to skip): the same dispatch with the kernel built as other
+  machines build it (``TPDE_FUSED_ISA``): ``avx2`` the 256-bit loops of ``fused_simd`` (an AVX2 machine),
+  ``plain`` the plain-C loops at AVX2 width (what an AVX2 machine ran before ``fused_simd``); numpy and its
+  ``exp`` stay this machine's, so ``num/a2`` and ``num/pl`` are not what an AVX2 machine would show;
 * ``yard``: the yardstick of issue 12, a plain fused two-pass C loop compiled here with
   ``gcc -O3 -march=native -ffast-math -fopenmp`` (per query: row maximum, then ``exp``-and-accumulate;
   ``-ffast-math`` lets gcc vectorise ``exp`` through glibc's libmvec), OpenMP over queries with the usable
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -111,6 +116,20 @@ def naive(q, k, v):
     return W @ v
 
 
+def with_form(form: str, fn):
+    """``fn()`` with the fused kernel built in another machine's form (``TPDE_FUSED_ISA``, see
+    :data:`symbolic_tpde.numerics.fused.ISA_FLAGS`)."""
+    old = os.environ.get("TPDE_FUSED_ISA")
+    os.environ["TPDE_FUSED_ISA"] = form
+    try:
+        return fn()
+    finally:
+        if old is None:
+            del os.environ["TPDE_FUSED_ISA"]
+        else:
+            os.environ["TPDE_FUSED_ISA"] = old
+
+
 def traced_peak(fn) -> int:
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -178,6 +197,8 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-what", nargs="+", default=["field", "rk4", "dopri5"],
                     choices=["field", "rk4", "dopri5"], help="what the resident-memory check runs")
     ap.add_argument("--memory-only", action="store_true", help="only the resident-memory check")
+    ap.add_argument("--no-forms", dest="forms", action="store_false",
+                    help="skip the columns of the kernel as other x86 machines build it (avx2, plain)")
     a = ap.parse_args(argv)
     simd = fused.simd_compiled() if fused.available() is None else None
     print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}"
@@ -203,9 +224,12 @@ def table(a) -> None:
     cores = usable_cores()
     rng = np.random.default_rng(12345)
     tmp = tempfile.mkdtemp(prefix="tpde-bench-yard-")
+    native = fused.simd_compiled() if fused.available() is None else None
+    forms = [f for f in ("avx2", "plain") if a.forms and native is not None and platform.machine().lower()
+             in ("x86_64", "amd64") and f != (native or "plain")]
     hdr = (f"{'dtype':>7} {'d':>3} {'n':>6} {'path':>5} | {'naive':>6} {'numpy':>6} {'fused':>6} {'yard':>6} "
-           f"{'tile1':>6}  ns/pair | {'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} {'t1/fus':>6} | {'rel.err':>8} | "
-           "MB naive numpy fused")
+           f"{'tile1':>6} {'avx2':>6} {'plain':>6} ns/pair | {'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} "
+           f"{'t1/fus':>6} {'num/a2':>6} {'num/pl':>6} | {'rel.err':>8} | MB naive numpy fused")
     print(hdr)
     print("-" * len(hdr))
     for dtype in (np.dtype(x).type for x in a.dtype):
@@ -217,6 +241,8 @@ def table(a) -> None:
                 q = np.ascontiguousarray(X @ A.T)
                 fns = {"numpy": lambda: attend_numpy(q, X, X), "fused": lambda: attend(q, X, X),
                        "yard": lambda: yard(q, X, X)}
+                for form in forms if (fused.available() is None and q.shape[1] < fused.MAX_P and d <= 8) else ():
+                    fns[form] = (lambda form: lambda: with_form(form, lambda: attend(q, X, X)))(form)
                 if fused.available() is None and q.shape[1] < fused.MAX_P and fused.tile_size(d) > 1:
                     fns["tile1"] = lambda: fused.attend_fused(  # the same kernel, one query per pass
                         q, X, X, mode="softmax", key_bias=None, shift=0.0, prefix=None, sink_logit=None,
@@ -244,7 +270,7 @@ def table(a) -> None:
                 rat = lambda x, y: statistics.median(r[x] / r[y] for r in rounds)  # noqa: E731
                 ref, got = attend_numpy(q, X, X), attend(q, X, X)
                 rel = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
-                mem = {k: traced_peak(fns[k]) / 2**20 for k in fns if k not in ("yard", "tile1")}
+                mem = {k: traced_peak(fns[k]) / 2**20 for k in ("naive", "numpy", "fused") if k in fns}
                 if "fused" in mem and q.shape[1] < fused.MAX_P:
                     mem["fused"] += cores * fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize / 2**20
                 ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
@@ -252,10 +278,11 @@ def table(a) -> None:
                                                                         else "rows")
                 print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
                       + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"
-                                 for k in ("naive", "numpy", "fused", "yard", "tile1"))
-                      + f"          | {rat('numpy', 'fused'):7.2f} {rat('fused', 'yard'):8.2f} "
+                                 for k in ("naive", "numpy", "fused", "yard", "tile1", "avx2", "plain"))
+                      + f"         | {rat('numpy', 'fused'):7.2f} {rat('fused', 'yard'):8.2f} "
                       + (f"{rat('naive', 'fused'):6.2f}" if do_naive else f"{'-':>6}")
                       + (f" {rat('tile1', 'fused'):6.2f}" if "tile1" in fns else f" {'-':>6}")
+                      + "".join(f" {rat('numpy', f):6.2f}" if f in fns else f" {'-':>6}" for f in ("avx2", "plain"))
                       + f" | {rel:8.1e} | " + " ".join(f"{mem[k]:.1f}" if k in mem else "-"
                                                       for k in ("naive", "numpy", "fused")), flush=True)
     print("targets (issue 12): fused/yard <= 1.5 at n = 8000, d = 2 (both dtypes); numpy/fused >= 3 at d <= 8; "

@@ -12,6 +12,7 @@ over the grid below: 1.3e-15 float64, 4.9e-7 float32; the numpy path: 1.7e-15, 7
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 
@@ -118,28 +119,38 @@ def test_kernel_exp_accuracy(dt, cut):
     assert special[0] == 1 and special[1] == 1 and special[2] == 0 and np.isnan(special[3])
 
 
-@needs_c
-@pytest.mark.parametrize("dt", [np.float64, np.float32])
-def test_loop_exp_accuracy(dt):
-    """The exp of the softmax loops (fused_simd's table-and-polynomial form on AVX-512, else the plain-C one):
-    within 1 eps relative wherever the result is a normal number; below that (x < -708 / -87) within one unit
-    of the smallest subnormal (the AVX-512 form rounds subnormal results; the plain-C one gives 0 there);
-    exactly 0 from -746 / -105 down and at -inf; exp(0) = 1; NaN propagates.  Measured on AVX-512:
-    0.92 eps (float64), 0.90 eps (float32); bound 1.2 eps (fused_simd docstring)."""
+def check_loop_exp(dt):
+    """The exp of the softmax loops, by the form this build compiled (fused.simd_compiled): within 1 eps relative
+    wherever the result is a normal number; below that, AVX-512's form rounds subnormal results (within one
+    unit of the smallest subnormal; exactly 0 from -746 / -105 down), the AVX2 and plain-C forms give 0 from
+    -708 / -87 down (the true value is below 3.3e-308 / 1.7e-38);
+    exp(0) = 1, exp(-inf) = 0, NaN propagates.  Measured: AVX-512 0.92 eps (float64), 0.90 eps (float32), bound
+    1.2 eps (fused_simd docstring)."""
     info = np.finfo(dt)
+    form = fused.simd_compiled(dt)
     rng = np.random.default_rng(8)
     x = np.concatenate([rng.uniform(-800, 0, 10 ** 6), rng.uniform(-1, 0, 10 ** 6), rng.uniform(-1e-3, 0, 10 ** 5),
                         -np.logspace(-30, 0, 10 ** 5), rng.uniform(-2e5, -700, 10 ** 4)]).astype(dt)
     y = fused.kernel_exp(x, loops=True)
     ref = np.exp(x.astype(np.longdouble))
     normal = ref >= info.tiny
+    if form != "avx512":  # the cut of these forms lies just inside the normal range (e^-708 = 3.3e-308)
+        normal &= x >= (-708.0 if dt == np.float64 else -87.0)
     rel = float((np.abs(y[normal] - ref[normal]) / ref[normal]).max())
-    assert rel < EPS[dt], (rel / EPS[dt], fused.simd_compiled(dt))
-    sub = float(np.abs(y[~normal] - ref[~normal]).max())
-    assert sub <= info.smallest_subnormal, sub
-    assert (y[x <= (-746 if dt == np.float64 else -105)] == 0).all()
+    assert rel < EPS[dt], (rel / EPS[dt], form)
+    if form == "avx512":
+        assert float(np.abs(y[~normal] - ref[~normal]).max()) <= info.smallest_subnormal
+        assert (y[x <= (-746 if dt == np.float64 else -105)] == 0).all()
+    else:
+        assert (y[~normal] == 0).all(), form
     special = fused.kernel_exp(np.array([0.0, -0.0, -np.inf, np.nan], dt), loops=True)
     assert special[0] == 1 and special[1] == 1 and special[2] == 0 and np.isnan(special[3])
+
+
+@needs_c
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_loop_exp_accuracy(dt):
+    check_loop_exp(dt)
 
 
 @needs_c
@@ -277,7 +288,7 @@ def test_large_p_rows_path_matches_numpy_and_reference(mode, opts, dt):
     got = attend(q, k, v, mode=mode, block=16, threads=2, **kw)   # 3 row blocks over 2 threads
     assert got.dtype == dt and got.shape == (37, 3)
     variant = ("rows", mode, np.dtype(dt).str, "bias" in opts, "prefix" in opts, "sink" in opts)
-    assert variant in fused.STATE.modules  # the compiled row pass ran
+    assert (variant, fused.isa_form()) in fused.STATE.modules  # the compiled row pass ran
     slow = attend_numpy(q, k, v, mode=mode, **kw)
     assert not np.array_equal(got, slow) or mode == "sigmoid"  # a different computation (not the same path)
     ref, scale = reference(q, k, v, mode, kw.get("key_bias"), kw.get("shift", 0.0), kw.get("prefix"),
@@ -368,3 +379,41 @@ def test_fused_path_stays_sympy_free():
             "print('sympy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
+@needs_c
+@pytest.mark.skipif(not X86, reason="the ISA forms are x86 flags")
+@pytest.mark.parametrize("isa", ["avx2", "plain"])
+def test_other_machines_forms(isa, fresh_state, monkeypatch):
+    """The loops other machines compile, built here through TPDE_FUSED_ISA (AVX2: fused_simd's 256-bit form;
+    plain: the plain-C loops): their exp (as above), agreement with the long-double reference for softmax with
+    bias and sink, unnormalised and prefix variants, and bitwise equality of tiles and thread counts."""
+    if isa == "avx2" and "avx2" not in cbuild.cpu_signature().lower() and "avx2" not in _cpu_flags():
+        pytest.skip("no AVX2 here")
+    monkeypatch.setenv("TPDE_FUSED_ISA", isa)
+    for dt in (np.float64, np.float32):
+        assert fused.simd_compiled(dt) == ("avx2" if isa == "avx2" else "")
+        check_loop_exp(dt)
+        for mode, opts, p, d in [("softmax", ("bias", "sink"), 3, 4), ("exp", ("bias",), 2, 2),
+                                 ("softmax", ("prefix", "sink"), 8, 8), ("softmax", (), 5, 12)]:
+            rng = np.random.default_rng([p, d, len(opts)])
+            q, k, v, kw = case(rng, 37, 1100, p, d, dt, mode, opts)
+            kw = {"key_bias": None, "shift": 0.0, "prefix": None, "sink_logit": None, "sink_value": None, **kw}
+            one = fused.attend_fused(q, k, v, mode=mode, threads=1, tile=1, **kw)
+            ref, scale = reference(q, k, v, mode, kw["key_bias"], 0.0, kw["prefix"], kw["sink_logit"],
+                                   kw["sink_value"])
+            assert float((np.abs(one.astype(np.longdouble) - ref) / scale).max()) < TOL[dt], (isa, mode, opts)
+            for tile, threads in [(None, 2), (4, 1), (3, 3)]:
+                got = fused.attend_fused(q, k, v, mode=mode, threads=threads, tile=tile, **kw)
+                assert np.array_equal(got, one), (isa, mode, opts, tile, threads)
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return fh.read().lower()
+    except OSError:
+        return ""

@@ -19,12 +19,14 @@ runtime, hence no fork hazard in process pools).  Queries are spread over POSIX 
 (``threads``; default: the cores this process may use), each taking chunks of 16 queries from an atomic
 counter.  float32 sums run in blocks of 1024 keys in float32 (vectorised), block totals in float64.
 
-On AVX-512 (the compiler's ``__AVX512F__``, i.e. ``-march=native`` on such a machine) the softmax and
-unnormalised loops for ``d ≤ 8`` are :mod:`.fused_simd`'s instead: hand-vectorised, online over key blocks of
-256 (float32: 512) keys, with a table-driven ``exp`` of 16 vector instructions (bound 1.2 eps).  Measured
-against the plain-C loops below in interleaved rounds (d = 8, n = 8000, one thread): 1.65x; the half of
-the time that went to ``exp`` and the accumulator spills of the 8-query tiles were the cause.  Everything in
-this docstring from here on describes the plain-C loops, which every other machine and variant runs.
+On AVX-512 and on AVX2 with FMA (the compiler's ``__AVX512F__`` / ``__AVX2__``, i.e. ``-march=native`` on such
+a machine) the softmax and unnormalised loops for ``d ≤ 8`` are :mod:`.fused_simd`'s instead: hand-vectorised,
+online over key blocks of 256 (float32: 512) keys; on AVX-512 with a table-driven ``exp`` of 16 vector
+instructions (bound 1.2 eps).  Measured against the plain-C loops below in interleaved rounds (d = 8, n = 8000,
+one thread, AVX-512): 1.65x; the half of the time that went to ``exp`` and the accumulator spills of the 8-query
+tiles were the cause.  ``TPDE_FUSED_ISA`` (``avx2``, ``plain``; :data:`ISA_FLAGS`) builds the forms other
+machines run.  Everything in this docstring from here on describes the plain-C loops, which every other
+machine and variant runs.
 
 Query tiles (issue 12, d ≤ 8): for ``3 ≤ d ≤ 8`` without a prefix, each pass over the keys serves a tile of
 ``Q = 8`` queries (:func:`tile_size`), so every loaded key and value row is used 8 times (a chunk's last
@@ -75,7 +77,7 @@ from ..codegen.cache import Cache, make_key
 from . import fused_simd
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
-           "simd_compiled", "work_entries",
+           "simd_compiled", "work_entries", "isa_form", "cflags", "ISA_FLAGS",
            "tile_size", "MAX_P", "MAX_D", "CFLAGS", "EXP_SOURCE", "module"]
 
 #: Feature dimensions from this size on take BLAS for the logits (a real matmul there) and the compiled row
@@ -93,6 +95,24 @@ THREADS_MIN_PAIRS = 1 << 16
 CFLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fno-math-errno",
           "-fopenmp-simd", "-std=gnu11", "-pthread")
 CHUNK = 16
+#: ``TPDE_FUSED_ISA``: ``avx2`` adds ``-mno-avx512f`` (the AVX2 loops of :mod:`.fused_simd` on an AVX-512
+#: machine); ``plain`` that and ``-DTPDE_NO_SIMD`` (the plain-C loops, vectorised by gcc for AVX2: the kernel an
+#: AVX2 machine ran before :mod:`.fused_simd`): for tests and benchmarks of the forms other machines run.
+#: Unset: what the machine supports.
+ISA_FLAGS = {"": (), "native": (), "avx2": ("-mno-avx512f",), "plain": ("-mno-avx512f", "-DTPDE_NO_SIMD")}
+
+
+def isa_form() -> str:
+    """The form ``TPDE_FUSED_ISA`` asks for (``""``: the machine's own)."""
+    isa = os.environ.get("TPDE_FUSED_ISA", "").strip().lower()
+    if isa not in ISA_FLAGS:
+        raise ValueError(f"TPDE_FUSED_ISA={isa!r}: expected one of {', '.join(k for k in ISA_FLAGS if k)}")
+    return "" if isa == "native" else isa
+
+
+def cflags(isa: str | None = None) -> tuple:
+    """The kernel's compiler flags: :data:`CFLAGS` plus those of ``isa`` (default: :func:`isa_form`)."""
+    return CFLAGS + ISA_FLAGS[isa_form() if isa is None else isa]
 
 
 class FusedFallbackWarning(UserWarning):
@@ -168,7 +188,8 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
     Q = (tile_size(d) if tile is None else int(tile)) if fused and not prefix else 1
     simd = fused_simd.covered(mode, d)  # hand-vectorised loops when the compiler targets AVX-512F
     Qs = (fused_simd.tile_size(d) if tile is None else int(tile)) if simd and not prefix else 1
-    if not (1 <= Q <= CHUNK and 1 <= Qs <= CHUNK):
+    Q2 = (fused_simd.tile_size(d, "avx2") if tile is None else int(tile)) if simd and not prefix else 1
+    if not (1 <= Q <= CHUNK and 1 <= Qs <= CHUNK and 1 <= Q2 <= CHUNK):
         raise ValueError(f"tile must be in 1..{CHUNK}, got {tile}")
     A = "double"
     accs = [f"a{c}" for c in range(d)]
@@ -185,9 +206,12 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
          "    const T *sink_logit, *sink_value; double shift; T *out; long next; int failed;",
          "} tpde_args;", ""]
     if simd:
-        L += ["#if defined(__AVX512F__)", "#include <immintrin.h>", f"#define QT {Qs}", "#define TPDE_SIMD 1",
-              fused_simd.exp_source(T),
+        L += ["#if defined(__AVX512F__) && !defined(TPDE_NO_SIMD)", "#include <immintrin.h>", f"#define QT {Qs}", "#define TPDE_SIMD 1",
+              fused_simd.exp_source(T, "avx512"),
               fused_simd.row_and_tile_source(mode, T, p, d, bias, sink, Qs, _finish),
+              "#elif defined(__AVX2__) && defined(__FMA__) && !defined(TPDE_NO_SIMD)", "#include <immintrin.h>", f"#define QT {Q2}",
+              "#define TPDE_SIMD 2", fused_simd.exp_source(T, "avx2"),
+              fused_simd.row_and_tile_source(mode, T, p, d, bias, sink, Q2, _finish),
               "#else"]
     L += [f"#define QT {Q}", "#define TPDE_SIMD 0",
          "static void tpde_row(const tpde_args *restrict a, long i, T *restrict buf) {",
@@ -259,7 +283,7 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
           "        const long lo = __atomic_fetch_add(&a->next, CHUNK, __ATOMIC_RELAXED);",
           "        if (lo >= a->nq) break;",
           "        const long hi = lo + CHUNK < a->nq ? lo + CHUNK : a->nq;"]
-    if max(Q, Qs if simd else 1) == 1:
+    if max(Q, Qs if simd else 1, Q2 if simd else 1) == 1:
         L.append("        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);")
     else:  # full tiles in place; a chunk's last partial tile padded with copies of its last query (same code path)
         L += ["#if QT == 1", "        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);", "#else","        for (long i = lo; i < hi; i += QT) {",
@@ -278,7 +302,8 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
     L += ["    }", "    free(buf);", "    return NULL;", "}", "",
           "void tpde_exp_array(long n, const T *x, T *y) {  /* the plain-C exp, vectorised as in the loops */",
           "    #pragma omp simd", "    for (long j = 0; j < n; ++j) y[j] = tpde_exp(x[j]);", "}", "",
-          "int tpde_simd(void) { return TPDE_SIMD; }  /* 1: the AVX-512 loops of fused_simd were compiled */", "",
+          "int tpde_simd(void) { return TPDE_SIMD; }  /* fused_simd's loops compiled: 1 AVX-512, 2 AVX2; 0 none */",
+          "",
           "void tpde_vexp_array(long n, const T *x, T *y) {  /* the exp of the hot loops */",
           "#if TPDE_SIMD", "    long j = 0;", "    for (; j + W <= n; j += W) VSTORE(y + j, tpde_vexp(VLOAD(x + j)));",
           "    if (j < n) VMSTORE(y + j, VTAIL(n - j), tpde_vexp(VMLOAD(VTAIL(n - j), x + j)));",
@@ -425,37 +450,39 @@ def module(variant: tuple):
 
     ``variant``: the arguments of :func:`c_source`, or ``("rows", mode, dtype, bias, prefix, sink)`` for
     :func:`.fused_rows.c_source`."""
-    mod = STATE.modules.get(variant)
+    isa = isa_form()
+    key = (variant, isa)
+    mod = STATE.modules.get(key)
     if mod is not None:
         return mod
     with STATE.lock:
-        if variant in STATE.modules:
-            return STATE.modules[variant]
-        if variant in STATE.failed:
-            reason = STATE.failed[variant]
+        if key in STATE.modules:
+            return STATE.modules[key]
+        if key in STATE.failed:
+            reason = STATE.failed[key]
         else:
             reason = available()
             if reason is None:
                 try:
-                    mod = _build(variant)
+                    mod = _build(variant, isa)
                 except (cbuild.CompilerUnavailable, RuntimeError, OSError, ImportError) as exc:
                     reason = f"build failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
             if mod is not None:
-                STATE.modules[variant] = mod
+                STATE.modules[key] = mod
                 return mod
             if not reason.startswith("disabled"):
-                STATE.failed[variant] = reason
+                STATE.failed[key] = reason
     if not reason.startswith("disabled"):
         _announce(reason)
     return None
 
 
-def _key(csrc: str, cc) -> str:
+def _key(csrc: str, cc, isa: str = "") -> str:
     """Cache key: source, backend, compiler, flags and (because of -march=native) the CPU signature."""
-    return make_key(csrc, "fused-attend-cffi-api", (*cc, *CFLAGS, cbuild.cpu_signature()))
+    return make_key(csrc, "fused-attend-cffi-api", (*cc, *cflags(isa), cbuild.cpu_signature()))
 
 
-def _build(variant: tuple):
+def _build(variant: tuple, isa: str = ""):
     if variant[0] == "rows":
         from . import fused_rows
 
@@ -467,7 +494,7 @@ def _build(variant: tuple):
     cc = cbuild.find_compiler()
     if cc is None:
         raise cbuild.CompilerUnavailable(cbuild.availability() or "no C compiler")
-    key = _key(csrc, cc)
+    key = _key(csrc, cc, isa)
     modname = f"_tpde_fused_{key[:20]}"
     cache = Cache()
     path = cache.get_file(key, ".so")
@@ -477,7 +504,7 @@ def _build(variant: tuple):
         except ImportError as exc:  # checksum ok but unloadable: rebuild
             warnings.warn(f"cached fused kernel {path} failed to load ({exc}); rebuilding", stacklevel=2)
     T = "double" if np.dtype(dt) == np.float64 else "float"
-    data = cbuild.compile_extension(csrc, modname, cdecl(T), CFLAGS, cc, libs=("-lm",))
+    data = cbuild.compile_extension(csrc, modname, cdecl(T), cflags(isa), cc, libs=("-lm",))
     path = cache.put_file(key, ".so", data)
     return cbuild.load_extension(cache.get_file(key, ".so") or path, modname)
 
@@ -501,10 +528,11 @@ def kernel_exp(x: np.ndarray, loops: bool = False) -> np.ndarray | None:
     return y
 
 
-def simd_compiled(dtype=np.float64) -> bool | None:
-    """Whether the AVX-512 loops of :mod:`.fused_simd` are what this machine's build runs (None: no kernel)."""
+def simd_compiled(dtype=np.float64) -> str | None:
+    """Which loops this machine's build runs for softmax at d <= 8: ``"avx512"`` or ``"avx2"`` (those of
+    :mod:`.fused_simd`), ``""`` (the plain-C loops), or None (no kernel)."""
     mod = module(("softmax", np.dtype(dtype).str, 1, 1, False, False, False, 1))
-    return None if mod is None else bool(mod.lib.tpde_simd())
+    return None if mod is None else {1: "avx512", 2: "avx2"}.get(int(mod.lib.tpde_simd()), "")
 
 
 def default_threads(pairs: int) -> int:

@@ -54,8 +54,10 @@ def c_source(mode: str, dtype, bias: bool, prefix: bool, sink: bool) -> str:
         f"#define HAS_SINK {int(sink)}", f"#define TPDE_FLOAT {int(T == 'float')}",
         "#define JB " + ("1024" if T == "float" else "(1L << 62)") + "  /* keys per T-precision partial sum */",
         fused.EXP_SOURCE[T],
-        "#if defined(__AVX512F__) && MODE != 2  /* softmax / exp: the hand-vectorised exp of fused_simd */",
-        "#include <immintrin.h>", "#define TPDE_SIMD 1", fused_simd.exp_source(T), _SIMD_ROWS,
+        "#if defined(__AVX512F__) && !defined(TPDE_NO_SIMD) && MODE != 2  /* softmax / exp: fused_simd's exp */",
+        "#include <immintrin.h>", "#define TPDE_SIMD 1", fused_simd.exp_source(T, "avx512"), _SIMD_ROWS,
+        "#elif defined(__AVX2__) && defined(__FMA__) && !defined(TPDE_NO_SIMD) && MODE != 2",
+        "#include <immintrin.h>", "#define TPDE_SIMD 2", fused_simd.exp_source(T, "avx2"), _SIMD_ROWS,
         "#else", "#define TPDE_SIMD 0",
         cdecl(T)[:-1] + " {",
         r"""    (void)bias; (void)prefix; (void)sink_logit; (void)shift;
@@ -109,7 +111,7 @@ def c_source(mode: str, dtype, bias: bool, prefix: bool, sink: bool) -> str:
 #endif
 """])
 
-#: ``tpde_rows`` for softmax / exp on AVX-512 (same contract; lane maxima and lane sums, float64 lanes, float32
+#: ``tpde_rows`` for softmax / exp on AVX-512 and AVX2 (same contract; lane maxima and lane sums, float64 lanes, float32
 #: lanes per block of 1024 keys added in float64, then the lanes in one fixed order; a last partial vector
 #: under a mask).
 _SIMD_ROWS = cdecl("T")[:-1] + r""" {
@@ -144,7 +146,7 @@ _SIMD_ROWS = cdecl("T")[:-1] + r""" {
         m = sink_logit[i] > m ? sink_logit[i] : m;
 #endif
         const V mm = VSET1(m);
-        __m512d acc = _mm512_setzero_pd();
+        DV acc = DZERO();
         for (long j0 = 0; j0 < K; j0 += 1024) {
             const long j1 = j0 + 1024 < K ? j0 + 1024 : K;
             V s = VZERO();
@@ -161,13 +163,13 @@ _SIMD_ROWS = cdecl("T")[:-1] + r""" {
                 s = VADD(s, w);
             }
 #if TPDE_FLOAT
-            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(s)));
-            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+            acc = DADD(acc, F2DLO(s));
+            acc = DADD(acc, F2DHI(s));
 #else
-            acc = _mm512_add_pd(acc, s);
+            acc = DADD(acc, s);
 #endif
         }
-        m_out[i] = m; den_out[i] = _mm512_reduce_add_pd(acc);
+        m_out[i] = m; den_out[i] = DRED(acc);
         for (long j = K; j < kmax; ++j) l[j] = 0;
     }
 }
