@@ -272,7 +272,8 @@ def table(a) -> None:
                 rel = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
                 mem = {k: traced_peak(fns[k]) / 2**20 for k in ("naive", "numpy", "fused") if k in fns}
                 if "fused" in mem and q.shape[1] < fused.MAX_P:
-                    mem["fused"] += cores * fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize / 2**20
+                    work = fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize
+                    mem["fused"] += cores * work / 2**20
                 ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
                 path = "numpy" if fused.available() is not None else ("fused" if q.shape[1] < fused.MAX_P
                                                                         else "rows")

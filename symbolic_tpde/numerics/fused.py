@@ -206,10 +206,12 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
          "    const T *sink_logit, *sink_value; double shift; T *out; long next; int failed;",
          "} tpde_args;", ""]
     if simd:
-        L += ["#if defined(__AVX512F__) && !defined(TPDE_NO_SIMD)", "#include <immintrin.h>", f"#define QT {Qs}", "#define TPDE_SIMD 1",
+        L += ["#if defined(__AVX512F__) && !defined(TPDE_NO_SIMD)", "#include <immintrin.h>", f"#define QT {Qs}",
+              "#define TPDE_SIMD 1",
               fused_simd.exp_source(T, "avx512"),
               fused_simd.row_and_tile_source(mode, T, p, d, bias, sink, Qs, _finish),
-              "#elif defined(__AVX2__) && defined(__FMA__) && !defined(TPDE_NO_SIMD)", "#include <immintrin.h>", f"#define QT {Q2}",
+              "#elif defined(__AVX2__) && defined(__FMA__) && !defined(TPDE_NO_SIMD)", "#include <immintrin.h>",
+              f"#define QT {Q2}",
               "#define TPDE_SIMD 2", fused_simd.exp_source(T, "avx2"),
               fused_simd.row_and_tile_source(mode, T, p, d, bias, sink, Q2, _finish),
               "#else"]
@@ -276,7 +278,8 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
     L += ["", "static void *tpde_worker(void *arg) {", "    tpde_args *a = (tpde_args *)arg;",
           "    T *buf = NULL;"]
     if need_buf:
-        L += ["#if TPDE_SIMD", "    buf = (T *)malloc(sizeof(T) * (size_t)QT * KB);  /* one key block per query */", "#else",
+        L += ["#if TPDE_SIMD", "    buf = (T *)malloc(sizeof(T) * (size_t)QT * KB);  /* one key block per query */",
+              "#else",
               "    buf = (T *)malloc(sizeof(T) * (size_t)QT * (size_t)(a->nk > 0 ? a->nk : 1));", "#endif",
               "    if (!buf) { __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED); return NULL; }"]
     L += ["    for (;;) {",
@@ -286,7 +289,8 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
     if max(Q, Qs if simd else 1, Q2 if simd else 1) == 1:
         L.append("        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);")
     else:  # full tiles in place; a chunk's last partial tile padded with copies of its last query (same code path)
-        L += ["#if QT == 1", "        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);", "#else","        for (long i = lo; i < hi; i += QT) {",
+        L += ["#if QT == 1", "        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);", "#else",
+              "        for (long i = lo; i < hi; i += QT) {",
               "            if (i + QT <= hi) {",
               "                tpde_tile(a, a->q + i * P, " + ("a->sink_logit + i" if sink else "NULL")
               + ", a->out + i * D, buf);", "                continue;", "            }",
