@@ -55,6 +55,7 @@ ACM TOMS 15 (1989) (the table-plus-polynomial scheme); Intel's intrinsics guide 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -92,35 +93,46 @@ def _split_hi(c: float, bits: int) -> float:
 POLY = {"double": (5, 2.0 ** -55), "float": (2, 2.0 ** -26)}
 
 
-def _constants(T: str) -> dict:
-    """The exp's constants for C type ``T``, derived here (not pasted): mpmath at 200 bits, rounded once.
+def _rounder(T: str):
+    """Correct rounding of an mpmath number to C type ``T`` (``float(mpf)`` is correctly rounded)."""
+    return float if T == "double" else (lambda x: float(np.float32(float(x))))
 
-    ``coef``: the Chebyshev fit (mpmath.chebyfit, nearly minimax) of ``h(r) = (e^r - 1)/r`` on
-    ``|r| ≤ (ln2/32)(1 + 1e-6)`` (the margin covers ``k`` rounded through ``16/ln2``), highest degree first;
-    ``fit_bound``: ``max|r| · max|h - fit|``, checked against :data:`POLY` here."""
+
+def _fit(f, a, deg: int, rnd, err) -> tuple[list[float], float]:
+    """Chebyshev fit (mpmath.chebyfit, nearly minimax) of ``f`` of degree ``deg`` on ``[-a, a]``, coefficients
+    rounded by ``rnd`` (highest degree first), and ``max err(fit(r), f(r))`` of the rounded fit over a grid of
+    2001 points of the interval (call inside an mpmath working precision)."""
+    import mpmath
+
+    fit = [rnd(c) for c in mpmath.chebyfit(f, [-a, a], deg + 1)]
+    exact = [mpmath.mpf(c) for c in fit]
+    grid = [-a + 2 * a * i / 2000 for i in range(2001)]
+    return fit, float(max(err(mpmath.polyval(exact, r), f(r)) for r in grid))
+
+
+@functools.lru_cache(maxsize=None)
+def _constants(T: str) -> dict:
+    """The exp's constants for C type ``T``, derived here (not pasted): mpmath at 200 bits, rounded once
+    (once per process: every kernel variant's source carries them).
+
+    ``coef``: the Chebyshev fit of ``h(r) = (e^r - 1)/r`` on ``|r| ≤ (ln2/32)(1 + 1e-6)`` (the margin covers
+    ``k`` rounded through ``16/ln2``), highest degree first; ``fit_bound``: ``max|r| · max|h - fit|``, checked
+    against :data:`POLY` here."""
     import mpmath
 
     deg, bound = POLY[T]
+    rnd = _rounder(T)
+    # |k| < 2^15 (x >= -746) in float64, 2^12 (x >= -105) in float32: k*hi has <= 47 / 24 bits, exact
+    bits, cut = (32, -746.0) if T == "double" else (12, -105.0)
     with mpmath.workprec(200):
         ln2_16 = mpmath.log(2) / 16
-        if T == "double":
-            hi = _split_hi(float(ln2_16), 32)  # |k| < 2^15 (x >= -746): k*hi has <= 47 bits, exact
-            lo = float(ln2_16 - mpmath.mpf(hi))
-            tab = [float(mpmath.power(2, mpmath.mpf(j) / 16)) for j in range(16)]
-            inv, cut = float(16 / mpmath.log(2)), -746.0
-            rnd = float
-        else:
-            rnd = lambda x: float(np.float32(float(x)))  # noqa: E731  (float(mpf) is correctly rounded)
-            hi = rnd(_split_hi(float(ln2_16), 12))  # |k| < 2^12 (x >= -105): k*hi has <= 24 bits, exact
-            lo = rnd(ln2_16 - mpmath.mpf(hi))
-            tab = [rnd(mpmath.power(2, mpmath.mpf(j) / 16)) for j in range(16)]
-            inv, cut = rnd(16 / mpmath.log(2)), -105.0
+        hi = rnd(_split_hi(float(ln2_16), bits))
+        lo = rnd(ln2_16 - mpmath.mpf(hi))
+        tab = [rnd(mpmath.power(2, mpmath.mpf(j) / 16)) for j in range(16)]
+        inv = rnd(16 / mpmath.log(2))
         a = mpmath.log(2) / 32 * (1 + mpmath.mpf("1e-6"))
         h = lambda r: mpmath.expm1(r) / r if r != 0 else mpmath.mpf(1)  # noqa: E731
-        fit = [rnd(c) for c in mpmath.chebyfit(h, [-a, a], deg + 1)]
-        # the error of the coefficients as rounded, measured on a fine grid of the interval
-        grid = [-a + 2 * a * i / 2000 for i in range(2001)]
-        fit_err = max(abs(mpmath.polyval([mpmath.mpf(c) for c in fit], r) - h(r)) for r in grid)
+        fit, fit_err = _fit(h, a, deg, rnd, lambda p, v: abs(p - v))
         fit_bound = float(a * fit_err)
     if not fit_bound < bound:
         raise AssertionError(f"exp polynomial for {T}: fit error {fit_bound:.3g} not below {bound:.3g}")
@@ -236,21 +248,20 @@ def _exp_avx512(T: str) -> str:
 POLY_AVX2 = {"double": (11, 2.0 ** -55), "float": (7, 2.0 ** -26)}
 
 
+@functools.lru_cache(maxsize=None)
 def _constants_avx2(T: str) -> dict:
     """Constants of the AVX2 exp (as :func:`_constants`): Cody-Waite parts of ln2, the fit of ``e^r`` on
-    ``|r| ≤ (ln2/2)(1 + 1e-6)`` (highest degree first) and its measured error bound."""
+    ``|r| ≤ (ln2/2)(1 + 1e-6)`` (highest degree first) and its measured relative error bound."""
     import mpmath
 
     deg, bound = POLY_AVX2[T]
-    rnd = float if T == "double" else (lambda x: float(np.float32(float(x))))
+    rnd = _rounder(T)
     with mpmath.workprec(200):
         ln2 = mpmath.log(2)
         hi = rnd(_split_hi(float(ln2), 32 if T == "double" else 14))  # |k| <= 1022 / 126: k*hi exact
         lo = rnd(ln2 - mpmath.mpf(hi))
         a = ln2 / 2 * (1 + mpmath.mpf("1e-6"))
-        fit = [rnd(c) for c in mpmath.chebyfit(mpmath.exp, [-a, a], deg + 1)]
-        grid = [-a + 2 * a * i / 2000 for i in range(2001)]
-        err = float(max(abs(mpmath.polyval([mpmath.mpf(c) for c in fit], r) / mpmath.exp(r) - 1) for r in grid))
+        fit, err = _fit(mpmath.exp, a, deg, rnd, lambda p, v: abs(p / v - 1))
     if not err < bound:
         raise AssertionError(f"AVX2 exp polynomial for {T}: fit error {err:.3g} not below {bound:.3g}")
     return {"hi": hi, "lo": lo, "inv": rnd(1 / mpmath.log(2)), "coef": fit, "fit_bound": err,
