@@ -200,9 +200,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-forms", dest="forms", action="store_false",
                     help="skip the columns of the kernel as other x86 machines build it (avx2, plain)")
     a = ap.parse_args(argv)
-    simd = fused.simd_compiled() if fused.available() is None else None
+    form = fused.simd_compiled() if fused.available() is None else None
+    loops = {"avx512": " (AVX-512 loops of fused_simd for d <= 8)", "avx2": " (AVX2 loops of fused_simd for d <= 8)",
+             "": " (plain-C loops)", None: ""}[form]
     print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}"
-          f"{' (AVX-512 loops of fused_simd for d <= 8)' if simd else (' (plain-C loops)' if simd is False else '')}; "
+          f"{loops}; "
           f"{usable_cores()} usable cores; load average {os.getloadavg()[0]:.2f} at start")
     if not a.memory_only:
         table(a)

@@ -185,10 +185,14 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
     if mode not in ("softmax", "exp", "sigmoid"):
         raise ValueError(f"unknown mode {mode!r}")
     fused = d <= 8  # fused exp-and-accumulate; above that the weights go to a buffer first (registers)
-    Q = (tile_size(d) if tile is None else int(tile)) if fused and not prefix else 1
-    simd = fused_simd.covered(mode, d)  # hand-vectorised loops when the compiler targets AVX-512F
-    Qs = (fused_simd.tile_size(d) if tile is None else int(tile)) if simd and not prefix else 1
-    Q2 = (fused_simd.tile_size(d, "avx2") if tile is None else int(tile)) if simd and not prefix else 1
+    simd = fused_simd.covered(mode, d)  # hand-vectorised loops when the compiler targets AVX-512F or AVX2
+
+    def queries_per_tile(default: int, tiled: bool) -> int:  # a prefix (own key count per query): one query
+        return (default if tile is None else int(tile)) if tiled and not prefix else 1
+
+    Q = queries_per_tile(tile_size(d), fused)  # plain-C loops
+    Qs = queries_per_tile(fused_simd.tile_size(d), simd)  # AVX-512
+    Q2 = queries_per_tile(fused_simd.tile_size(d, "avx2"), simd)  # AVX2
     if not (1 <= Q <= CHUNK and 1 <= Qs <= CHUNK and 1 <= Q2 <= CHUNK):
         raise ValueError(f"tile must be in 1..{CHUNK}, got {tile}")
     A = "double"
@@ -286,7 +290,7 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
           "        const long lo = __atomic_fetch_add(&a->next, CHUNK, __ATOMIC_RELAXED);",
           "        if (lo >= a->nq) break;",
           "        const long hi = lo + CHUNK < a->nq ? lo + CHUNK : a->nq;"]
-    if max(Q, Qs if simd else 1, Q2 if simd else 1) == 1:
+    if max(Q, Qs, Q2) == 1:
         L.append("        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);")
     else:  # full tiles in place; a chunk's last partial tile padded with copies of its last query (same code path)
         L += ["#if QT == 1", "        for (long i = lo; i < hi; ++i) tpde_row(a, i, buf);", "#else",
@@ -357,10 +361,11 @@ def tile_size(d: int) -> int:
 
 def work_entries(mode: str, d: int, n_k: int, dtype=np.float64) -> int:
     """Entries of the work buffer one thread of the kernel allocates (softmax/exp: logits of a tile of
-    queries; AVX-512 loops: one key block per query of the tile, else a whole row of ``n_k`` per query)."""
-    if fused_simd.covered(mode, d) and simd_compiled(dtype):
+    queries; fused_simd's loops: one key block per query of the tile, else a whole row of ``n_k`` per query)."""
+    form = simd_compiled(dtype) if fused_simd.covered(mode, d) else ""
+    if form:
         T = "double" if np.dtype(dtype) == np.float64 else "float"
-        return fused_simd.tile_size(d) * fused_simd.KEY_BLOCK[T]
+        return fused_simd.tile_size(d, form) * fused_simd.KEY_BLOCK[T]
     return (tile_size(d) if d <= 8 else 1) * max(1, n_k)
 
 
@@ -516,13 +521,13 @@ def _build(variant: tuple, isa: str = ""):
 def kernel_exp(x: np.ndarray, loops: bool = False) -> np.ndarray | None:
     """The kernel's own ``exp`` applied to ``x`` (float32 or float64, entries ``≤ 0``); None if unavailable.
 
-    ``loops=False``: the plain-C ``exp`` (sigmoid, ``d > 8``, the rows pass, a sink's weight, and everything on
-    machines without AVX-512); ``loops=True``: the ``exp`` of the softmax/unnormalised loops for ``d ≤ 8``,
-    which is :mod:`.fused_simd`'s where the compiler targets AVX-512F (:func:`simd_compiled`), else the same
-    plain-C one.  For measuring their accuracy (tests/test_fused_kernel.py); the kernels call the same inline
-    functions."""
+    ``loops=False``: the plain-C ``exp`` (sigmoid, ``d > 8``, a sink's weight, and everything on machines
+    with neither AVX-512 nor AVX2); ``loops=True``: the ``exp`` of the softmax/unnormalised loops for ``d ≤ 8``
+    and of the rows pass, which is :mod:`.fused_simd`'s where the compiler targets AVX-512F or AVX2
+    (:func:`simd_compiled`), else the same plain-C one.  For measuring their accuracy
+    (tests/test_fused_kernel.py); the kernels call the same inline functions."""
     x = np.ascontiguousarray(x)
-    mod = module(("softmax", x.dtype.str, 1, 1, False, False, False, 1))
+    mod = _probe_module(x.dtype)
     if mod is None:
         return None
     T = "double[]" if x.dtype == np.float64 else "float[]"
@@ -535,8 +540,14 @@ def kernel_exp(x: np.ndarray, loops: bool = False) -> np.ndarray | None:
 def simd_compiled(dtype=np.float64) -> str | None:
     """Which loops this machine's build runs for softmax at d <= 8: ``"avx512"`` or ``"avx2"`` (those of
     :mod:`.fused_simd`), ``""`` (the plain-C loops), or None (no kernel)."""
-    mod = module(("softmax", np.dtype(dtype).str, 1, 1, False, False, False, 1))
+    mod = _probe_module(dtype)
     return None if mod is None else {1: "avx512", 2: "avx2"}.get(int(mod.lib.tpde_simd()), "")
+
+
+def _probe_module(dtype):
+    """The smallest softmax variant (p = d = 1, one query per pass): what :func:`kernel_exp` and
+    :func:`simd_compiled` load to ask the build about its exp and its loops."""
+    return module(("softmax", np.dtype(dtype).str, 1, 1, False, False, False, 1))
 
 
 def default_threads(pairs: int) -> int:
