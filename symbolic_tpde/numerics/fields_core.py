@@ -289,12 +289,16 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
 
     def finish(lo: int, hi: int, num, m, den) -> None:
         """Normalise the value-weighted sums ``num`` of rows ``lo:hi`` (row maxima ``m``, weight sums ``den``)."""
-        if mode == "exp":
-            with np.errstate(over="ignore", invalid="ignore"):
-                scale = np.exp(m - log_nk)  # inf only when the true result overflows
-                res = num * scale[:, None]
-            res[num == 0] = 0.0  # inf * 0: the sum really is 0
-            out[lo:hi] = res
+        if mode == "exp":  # e^{m - log n_k} * num formed in float64, as the fused kernel does (fused._finish)
+            num = np.asarray(num, dtype=np.float64)
+            ls = np.asarray(m, dtype=np.float64)[:, None] - log_nk
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                res = np.exp(ls) * num
+                # e^ls alone overflows, the product may not: ±e^{ls + log|num|}, inf only on true overflow
+                redo = np.isinf(np.exp(ls)) & (num != 0) & np.isfinite(num)
+                res[redo] = np.copysign(np.exp((ls + np.log(np.abs(num)))[redo]), num[redo])
+                res[num == 0] = 0.0  # inf * 0: the sum really is 0
+                out[lo:hi] = res  # cast to the work dtype: inf there only where the true value overflows it
             return
         if sink_logit is not None:
             ws = np.exp(sink_logit[lo:hi] - m)
