@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.codegen import cbuild
+from symbolic_tpde.errors import InputError
 from symbolic_tpde.numerics import fields_core, fused, fused_rows
 from symbolic_tpde.numerics.fields_core import attend, attend_numpy
 
@@ -428,3 +429,14 @@ def test_other_machines_forms(isa, fresh_state, monkeypatch):
             for tile, threads in [(None, 2), (4, 1), (3, 3)]:
                 got = fused.attend_fused(q, k, v, mode=mode, threads=threads, tile=tile, **kw)
                 assert np.array_equal(got, one), (isa, mode, opts, tile, threads)
+
+
+def test_unknown_isa_form_is_bad_input(monkeypatch):
+    """A mistyped TPDE_FUSED_ISA is the user's input: the CLI reports it (exit 2), not as an internal error."""
+    monkeypatch.setenv("TPDE_FUSED_ISA", "avx3")
+    with pytest.raises(InputError, match="TPDE_FUSED_ISA.*avx3"):
+        fused.isa_form()
+    env = {**__import__("os").environ, "TPDE_FUSED_ISA": "avx3"}
+    p = subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", "particles", "--scenario", "softmax_2d", "--n",
+                        "50", "--T", "0.01", "--seed", "1"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "TPDE_FUSED_ISA" in p.stderr and "internal error" not in p.stderr, p.stderr

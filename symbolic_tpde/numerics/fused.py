@@ -74,6 +74,7 @@ import numpy as np
 
 from ..codegen import cbuild
 from ..codegen.cache import Cache, make_key
+from ..errors import InputError
 from . import fused_simd
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
@@ -105,8 +106,9 @@ ISA_FLAGS = {"": (), "native": (), "avx2": ("-mno-avx512f",), "plain": ("-mno-av
 def isa_form() -> str:
     """The form ``TPDE_FUSED_ISA`` asks for (``""``: the machine's own)."""
     isa = os.environ.get("TPDE_FUSED_ISA", "").strip().lower()
-    if isa not in ISA_FLAGS:
-        raise ValueError(f"TPDE_FUSED_ISA={isa!r}: expected one of {', '.join(k for k in ISA_FLAGS if k)}")
+    if isa not in ISA_FLAGS:  # a user's setting: bad input (exit 2), not an internal error
+        raise InputError("TPDE_FUSED_ISA", f"unknown form {isa!r}: expected one of "
+                         f"{', '.join(k for k in ISA_FLAGS if k)} (or unset)")
     return "" if isa == "native" else isa
 
 
