@@ -22,7 +22,7 @@ from scipy.integrate import solve_ivp
 from symbolic_tpde.analysis.batch import DONE, dopri5_batch
 from symbolic_tpde.analysis.sweep import SweepSpec, run_sweep
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.model import make_head, make_weights
+from symbolic_tpde.weights import make_head, make_weights
 
 
 def _busy(n):

@@ -142,7 +142,7 @@ def traced_peak(fn) -> int:
 MEM_SCRIPT = """
 import resource, sys, time
 import numpy as np
-from symbolic_tpde.model import make_head, make_weights
+from symbolic_tpde.weights import make_head, make_weights
 from symbolic_tpde.numerics.fields import field
 from symbolic_tpde.numerics.integrate import simulate
 n, what = int(sys.argv[1]), sys.argv[2]

@@ -2,7 +2,7 @@
 `tpde figures --preset castin2025`.  Prints each family's files and wall time, then the recomputed findings.
 
 Usage: python numerics/fig_castin2025.py [OUT_DIR] [--panels] [--only NAME ...] [--no-findings]
-       (default OUT_DIR ./figures/castin2025; families: symbolic_tpde.analysis.castin2025.NAMES)
+       (default OUT_DIR ./figures/castin2025; families: symbolic_tpde.experiments.castin2025.NAMES)
 """
 
 import argparse
@@ -10,7 +10,7 @@ import json
 import time
 import warnings
 
-from symbolic_tpde.analysis import castin2025, castin2025_findings
+from symbolic_tpde.experiments import castin2025, castin2025_findings
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ Two measurements, printed side by side with their 95% intervals (Student-t on th
 on ``log n`` over all (n, seed) pairs; seed-bootstrap percentile interval as a cross-check):
 
 * **propagation of chaos** (softmax, ℓ2, linear, multi-head: the Gaussian-preserving kinds with a closed-form
-  affine field, :mod:`symbolic_tpde.analysis.meanfield_chaos`): ``((1/n) Σ_i |x_i(T) - x̄_i(T)|²)^{1/2}``
+  affine field, :mod:`symbolic_tpde.experiments.meanfield_chaos`): ``((1/n) Σ_i |x_i(T) - x̄_i(T)|²)^{1/2}``
   between the interacting particles and the decoupled mean-field particles started from the *same* sample
   (a coupling; zero at ``t = 0``);
 * **moment error** (the former figure, mostly the initial sample's CLT): against the Gaussian moment ODE
@@ -12,7 +12,7 @@ on ``log n`` over all (n, seed) pairs; seed-bootstrap percentile interval as a c
   runs), between two independent ``n``-systems for sigmoid and masked (with sink);
 * sigmoid (not Gaussian-preserving) also gets the propagation-of-chaos error against a reference system four
   times larger than its largest ``n``, started from the same points (finite-population corrected,
-  :func:`~symbolic_tpde.analysis.meanfield_chaos.reference_convergence`).
+  :func:`~symbolic_tpde.experiments.meanfield_chaos.reference_convergence`).
 
 Expected slope: -1/2 for both.  Usage::
 
@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 from symbolic_tpde.analysis import meanfield as MF
-from symbolic_tpde.analysis import meanfield_chaos as MC
-from symbolic_tpde.analysis import stability as S
+from symbolic_tpde.experiments import meanfield_chaos as MC
+from symbolic_tpde.experiments import stability as S
 
 A0 = np.array([[1.0, 0.5], [-0.5, 0.6]]) / np.linalg.norm([[1.0, 0.5], [-0.5, 0.6]], 2)
 CASES = [("softmax", "chaos"), ("l2", "chaos"), ("linear", "chaos"), ("multihead", "chaos"),

@@ -8,7 +8,7 @@ so ``import symbolic_tpde`` stays light.  See README.md.
 from importlib import import_module
 
 from .errors import BlowupError, ConvergenceError, InputError, NotGaussianPreserving
-from .model import FFN, Head, Scenario, Schedule, Sink, Weights, make_head, make_weights
+from .weights import FFN, Head, Scenario, Schedule, Sink, Weights, make_head, make_weights
 
 #: public name -> module that defines it (imported on first use)
 _LAZY = {
@@ -22,8 +22,8 @@ _LAZY = {
     "gaussianity_witness": "symbolic_tpde.numerics.estimators",
     "wasserstein": "symbolic_tpde.numerics.distances",
     "bures_wasserstein": "symbolic_tpde.numerics.distances",
-    "derive_kernel": "symbolic_tpde.symbolic.kernel",
-    "KernelWitness": "symbolic_tpde.symbolic.kernel",
+    "derive_kernel": "symbolic_tpde.symbolic.user_kernel",
+    "KernelWitness": "symbolic_tpde.symbolic.user_kernel",
     "OdeSystem": "symbolic_tpde.symbolic.system",
     "derive_gaussian_system": "symbolic_tpde.symbolic.moments",
     "derive_for_weights": "symbolic_tpde.symbolic.moments",
@@ -34,7 +34,7 @@ _LAZY = {
     "integrate_blowup": "symbolic_tpde.analysis.blowup",
     "classify": "symbolic_tpde.analysis.clustering",
     "dopri5_batch": "symbolic_tpde.analysis.batch",
-    "kinds": "symbolic_tpde.spec",
+    "kinds": "symbolic_tpde.registry",
 }
 
 __all__ = [

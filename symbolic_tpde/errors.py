@@ -43,7 +43,7 @@ class NotGaussianPreserving(ValueError):
 
     Raised instead of a (wrong) moment ODE.  ``witness`` carries the evidence: for the built-in kinds a
     :class:`symbolic_tpde.symbolic.witness.Witness` (a certified non-zero ``∂²Γ/∂x²`` at stated parameter
-    values), for user kernels a :class:`symbolic_tpde.symbolic.kernel.KernelWitness`.
+    values), for user kernels a :class:`symbolic_tpde.symbolic.user_kernel.KernelWitness`.
     """
 
     def __init__(self, witness):

@@ -1,9 +1,9 @@
-"""Scenario files: JSON in, a validated :class:`~symbolic_tpde.model.Scenario` out.
+"""Scenario files: JSON in, a validated :class:`~symbolic_tpde.weights.Scenario` out.
 
 Parsed with :mod:`json` only: nothing is evaluated.  ``NaN``/``Infinity`` literals and duplicate keys are
 rejected.  Format (every key documented in README.md)::
 
-    {"attention": "softmax",          # a kind of the registry (symbolic_tpde.spec.kinds: softmax | l2 |
+    {"attention": "softmax",          # a kind of the registry (symbolic_tpde.registry.kinds: softmax | l2 |
                                       #   sinkhorn | sigmoid | linear | masked | custom | softmax_unnormalized)
                                       #   or multihead (= softmax heads given in "heads")
      "d": 2,                          # optional, inferred from alpha0
@@ -20,7 +20,7 @@ rejected.  Format (every key documented in README.md)::
 
 Every problem raises :class:`~symbolic_tpde.errors.InputError` naming the field, e.g. ``heads[1].tau: must be
 > 0, got -1.0`` or ``Sigma0: not positive definite (smallest eigenvalue -0.5)``.  The reader is strict
-(:func:`symbolic_tpde.spec.checks.parse_json`): UTF-8 only, at most ``MAX_BYTES`` bytes and ``MAX_DEPTH``
+(:func:`symbolic_tpde.validation.parse_json`): UTF-8 only, at most ``MAX_BYTES`` bytes and ``MAX_DEPTH``
 levels, numbers only where numbers go (no strings, booleans or ``null`` in arrays), magnitudes at most
 ``MAX_ENTRY`` checked before any float conversion, ``0 <= T <= T_MAX``, ``d <= MAX_DIM``, keys that are not
 parameters (e.g. ``d`` or ``kind`` inside a head) refused by name.  Field names in messages are escaped, so a
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .model import Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
-from .spec import checks as _checks
-from .spec import kinds as _kinds
-from .spec.checks import field_name as _fname
+from .weights import Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
+from . import validation as _checks
+from .registry import kinds as _kinds
+from .validation import field_name as _fname
 
 
 def attentions() -> tuple[str, ...]:
@@ -56,7 +56,7 @@ def _keys() -> tuple[list[str], set[str], set[str], set[str]]:
 
 
 def loads(text: str | bytes) -> dict[str, Any]:
-    """Parse scenario JSON text with the strict reader (:func:`symbolic_tpde.spec.checks.parse_json`: no
+    """Parse scenario JSON text with the strict reader (:func:`symbolic_tpde.validation.parse_json`: no
     evaluation, NaN/Infinity and duplicate keys rejected, bounded size and depth)."""
     data = _checks.parse_json(text, "scenario")
     if not isinstance(data, dict):

@@ -112,7 +112,7 @@ def test_per_row_termination_blowup_converged_nonfinite():
 def test_generated_rhs_batch_agrees_with_reference():
     pytest.importorskip("symbolic_tpde.gaussian")
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.model import make_head, make_weights
+    from symbolic_tpde.weights import make_head, make_weights
 
     rng = np.random.default_rng(14)
     Y0, A, V = random_rows(rng, 30)

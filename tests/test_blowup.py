@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.analysis import closed_forms as cf
-from symbolic_tpde.analysis.blowup import gaussian_size, integrate_blowup, trace_weights
+from symbolic_tpde.analysis.blowup import integrate_blowup
+from symbolic_tpde.registry.layout import gaussian_size, trace_weights
 
 
 def softmax_rhs(A, V):
@@ -133,7 +134,7 @@ def test_exponential_growth_is_not_blowup():
 @pytest.mark.parametrize("kind", ["l2", "sinkhorn"])
 def test_l2_sinkhorn_never_blow_up_where_softmax_does(kind):
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.model import make_head, make_weights
+    from symbolic_tpde.weights import make_head, make_weights
 
     A = np.array([[1.0, 0.3], [0.1, 0.8]])  # A + Aᵀ ≻ 0, V = I: softmax blows up
     S0 = np.array([[0.6, 0.2], [0.2, 0.5]])

@@ -76,7 +76,7 @@ def test_deadline_check_raises_once_expired():
 def test_simulate_time_limit(method, steps):
     """Particles: status ``time-limit`` at ``t < T``.  For the fixed-step methods the state at ``t = k h`` is
     re-derived by an uncapped run of exactly those ``k`` steps (same ``h``): equal to round-off."""
-    from symbolic_tpde.model import make_head, make_weights
+    from symbolic_tpde.weights import make_head, make_weights
     from symbolic_tpde.numerics.integrate import simulate
 
     w = make_weights([make_head("softmax", A=np.array([[-0.5]]), V=np.array([[1.0]]))])
@@ -91,7 +91,7 @@ def test_simulate_time_limit(method, steps):
 
 
 def test_simulate_saved_trajectory_ends_at_the_time_reached():
-    from symbolic_tpde.model import make_head, make_weights
+    from symbolic_tpde.weights import make_head, make_weights
     from symbolic_tpde.numerics.integrate import simulate
 
     w = make_weights([make_head("softmax", A=np.array([[-0.5]]), V=np.array([[1.0]]))])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from symbolic_tpde.analysis import castin2025, castin2025_draws as cd, castin2025_findings as cf
+from symbolic_tpde.experiments import castin2025, castin2025_draws as cd, castin2025_findings as cf
 
 EPS = np.finfo(float).eps
 

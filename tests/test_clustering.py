@@ -7,7 +7,7 @@ from symbolic_tpde.analysis import closed_forms as cf
 from symbolic_tpde.analysis.clustering import (classify, classify_batch, growth_bound_ratio, l2_growth_rate,
                                                lyapunov_identity, rate_slope, volume_identity)
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.model import make_head, make_weights
+from symbolic_tpde.weights import make_head, make_weights
 
 S0 = np.array([[1.0, 0.3], [0.3, 0.6]])
 

@@ -15,7 +15,7 @@ import pytest
 import sympy as sp
 
 import symbolic_tpde as st
-from symbolic_tpde.spec.layout import pack
+from symbolic_tpde.registry.layout import pack
 
 TOL = 1e-10   # see module docstring
 

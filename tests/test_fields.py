@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.errors import ConvergenceError, InputError
-from symbolic_tpde.model import Sink, make_head, make_weights
+from symbolic_tpde.weights import Sink, make_head, make_weights
 from symbolic_tpde.numerics import fields as F
 from symbolic_tpde.numerics.sinkhorn import sinkhorn_plan
 
@@ -66,7 +66,7 @@ def test_custom_vs_loop(data):
     p, r = rng.standard_normal(3), rng.standard_normal(3)
     R = -(R @ R.T)  # keeps the weights moderate; any R is allowed
     assert rel_err(F.custom_field(X, B, P, R, p, r, V), ref_custom(X, B, P, R, p, r, V)) < RTOL
-    # B = Aᵀ with P = R = p = r = 0 is softmax attention (model.py convention)
+    # B = Aᵀ with P = R = p = r = 0 is softmax attention (weights.py convention)
     _, X, A, V = data
     assert rel_err(F.custom_field(X, A.T, V=V), ref_softmax(X, A, V)) < RTOL
 

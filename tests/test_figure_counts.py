@@ -5,8 +5,8 @@ Small grids (a few Σ₀) to stay fast; the figure code path (`figures.compute`)
 import numpy as np
 import pytest
 
-from symbolic_tpde.analysis import figures as F
-from symbolic_tpde.analysis import figures_extra as FX
+from symbolic_tpde.experiments import figures as F
+from symbolic_tpde.experiments import figures_extra as FX
 
 S0, _ = F.init_grid(3, 0.8)
 
@@ -50,7 +50,7 @@ def test_classifier_ranks_agree_with_the_closed_form_limit():
     from symbolic_tpde.analysis.closed_forms import sigma_star_vi
     from symbolic_tpde.analysis.clustering import classify_batch
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.model import make_head, make_weights
+    from symbolic_tpde.weights import make_head, make_weights
 
     rng = np.random.default_rng(5)
     for d in (3, 4):
@@ -76,7 +76,7 @@ def _dS(F_rhs, S):
 def test_logdet_rate_matches_trace_of_precision_times_rhs():
     """d/dt log det Σ = 2 tr J (figures_resolve) against tr(Σ⁻¹ dΣ/dt) from the generated right-hand side, on
     well-conditioned Σ₀ (eigenvalues ≥ 0.05, so Σ⁻¹ costs at most a factor 20 of round-off: tolerance 1e-12)."""
-    from symbolic_tpde.analysis.figures_resolve import logdet_rate
+    from symbolic_tpde.experiments.figures_resolve import logdet_rate
 
     S = S0[:6]
     for fam in (F.family_two_lines(), F.family_collapse()):

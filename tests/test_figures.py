@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from symbolic_tpde.analysis import figures as F
+from symbolic_tpde.experiments import figures as F
 
 
 def test_init_grid_trace_one_spd():
@@ -50,7 +50,7 @@ def test_make_family_figure_writes_files(tmp_path):
 def _draw(d: int, seed: int, row: int, v_random: bool = True):
     """Row ``row`` of :func:`figures_extra.rank_samples` (same generator order: Q, B, G per draw), softmax."""
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.model import make_head, make_weights
+    from symbolic_tpde.weights import make_head, make_weights
 
     rng = np.random.default_rng(seed)
     for _ in range(row + 1):
@@ -65,7 +65,7 @@ def _draw(d: int, seed: int, row: int, v_random: bool = True):
 def test_stiff_continuation_matches_closed_form_v_identity():
     # independent route: with V = I, Σ(t) = (Σ0⁻¹ - t(A + Aᵀ))⁻¹ (README Mathematics §4, closed_forms.sigma_vi)
     from symbolic_tpde.analysis.closed_forms import sigma_star_vi, sigma_vi
-    from symbolic_tpde.analysis.rank_resolve import continue_stiff
+    from symbolic_tpde.experiments.rank_resolve import continue_stiff
 
     ode, A, _, S0 = _draw(5, 90, 3, v_random=False)
     R = continue_stiff(ode, sigma_vi(10.0, S0, A), 10.0, 1e8, float(np.trace(S0)), 3)
@@ -81,7 +81,7 @@ def test_stiff_continuation_matches_closed_form_v_identity():
 def test_stiff_continuation_settles_ill_conditioned_draw():
     # draw 26 of the d = 5, V = BᵀB softmax panel (seed 40 + 10·5 + 1): λ_min(V) ≈ 2e-6, the explicit batch
     # exhausts its step budget near t = 2e3 ("undetermined")
-    from symbolic_tpde.analysis.rank_resolve import continue_stiff
+    from symbolic_tpde.experiments.rank_resolve import continue_stiff
 
     ode, A, V, S0 = _draw(5, 91, 26)
     assert np.linalg.eigvalsh(V)[0] < 1e-5
@@ -96,7 +96,7 @@ def test_stiff_continuation_settles_ill_conditioned_draw():
 
 
 def test_stiff_continuation_reports_reason_when_budget_spent():
-    from symbolic_tpde.analysis.rank_resolve import continue_stiff
+    from symbolic_tpde.experiments.rank_resolve import continue_stiff
 
     ode, _, _, S0 = _draw(5, 91, 26)
     R = continue_stiff(ode, S0, 0.0, 1e8, float(np.trace(S0)), 3, max_nfev=50)
@@ -106,7 +106,7 @@ def test_stiff_continuation_reports_reason_when_budget_spent():
 @pytest.mark.slow
 def test_rank_samples_verdicts_within_bound_or_unresolved_with_reason():
     # the whole d = 5, V = BᵀB softmax panel as the figure draws it (README Mathematics §4 bound ⌈d/2⌉ = 3)
-    from symbolic_tpde.analysis.figures_extra import rank_samples
+    from symbolic_tpde.experiments.figures_extra import rank_samples
 
     ranks, thr, labels = rank_samples("softmax", 5, True, 40, 91, T=1e6)
     assert all(-1 <= r <= 3 for r in ranks)

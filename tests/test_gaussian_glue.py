@@ -9,9 +9,11 @@ import pytest
 from scipy.linalg import expm
 
 from symbolic_tpde.cli import main as tpde_main
-from symbolic_tpde.gaussian import (GaussianODE, affine_field, pack_params, pack_state, sinkhorn_cross_cov,
+from symbolic_tpde.numerics.numeric_matrix import sinkhorn_cross_cov
+from symbolic_tpde.validate.oracles import affine_field
+from symbolic_tpde.gaussian import (GaussianODE, pack_params, pack_state,
                                     unpack_state)
-from symbolic_tpde.model import Schedule, make_head, make_weights
+from symbolic_tpde.weights import Schedule, make_head, make_weights
 from symbolic_tpde.symbolic.moments import param_vector
 
 

@@ -1,4 +1,4 @@
-"""Masked attention experiments (symbolic_tpde.analysis.masked).
+"""Masked attention experiments (symbolic_tpde.experiments.masked).
 
 Independent route: for A = 0 the causal field is linear in the tokens, ``dX/dt = M X Vᵀ`` with ``M`` the
 (lower-triangular) prefix-averaging matrix, with or without sink, so the exact sensitivity to a perturbation
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
-from symbolic_tpde.analysis import masked as M
+from symbolic_tpde.experiments import masked as M
 from symbolic_tpde.analysis import meanfield as MF
 
 A0 = np.array([[1.0, 0.5], [-0.5, 0.6]]) / np.linalg.norm([[1.0, 0.5], [-0.5, 0.6]], 2)

@@ -10,7 +10,7 @@ from scipy.integrate import solve_ivp
 from support import drop_seconds
 
 from symbolic_tpde.analysis import meanfield as MF
-from symbolic_tpde.analysis import stability as S
+from symbolic_tpde.experiments import stability as S
 
 A0 = np.array([[1.0, 0.5], [-0.5, 0.6]]) / np.linalg.norm([[1.0, 0.5], [-0.5, 0.6]], 2)
 
@@ -166,7 +166,7 @@ def _is_sample_se(w, Y):
 def test_affine_field_matches_symbolic_moment_ode(variant):
     """b + Jα = dα/dt and JΣ + ΣJᵀ = dΣ/dt from the symbolically derived moment ODE (generated code,
     float64: agreement to round-off, 1e-10 relative)."""
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
     from symbolic_tpde.gaussian import GaussianODE
 
     A, V = 0.5 * A0, np.array([[1.0, 0.2], [-0.1, 0.8]])
@@ -183,7 +183,7 @@ def test_affine_field_matches_monte_carlo_field_of_the_gaussian(variant):
     """Γ_{N(α,Σ)}(x) by self-normalised importance sampling over 2·10⁵ Gaussian keys (kernels written here
     from README Mathematics §2) at three queries x: within 5 delta-method standard errors of b + Jx (the
     moment-ODE test above fixes only the symmetric part of JΣ; this fixes J itself)."""
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
 
     rng = np.random.default_rng(11)
     A, V = 0.5 * A0, np.array([[1.0, 0.2], [-0.1, 0.8]])
@@ -203,7 +203,7 @@ def test_affine_field_matches_monte_carlo_field_of_the_gaussian(variant):
 def test_characteristic_flow_pushes_the_gaussian_to_the_ode_solution():
     """(α(T), Σ(T)) of the flow against the scipy solve_ivp moment ODE above (both rtol ≤ 1e-10: 1e-7 leaves
     room), and the push-forward identities α(T) = Mα₀ + c, Σ(T) = MΣ₀Mᵀ (round-off of the integration)."""
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
 
     A, V = 0.5 * A0, np.array([[1.0, 0.2], [0.0, 0.8]])
     alpha0, Sigma0 = np.array([0.5, -0.2]), np.array([[0.5, 0.1], [0.1, 0.3]])
@@ -217,7 +217,7 @@ def test_characteristic_flow_pushes_the_gaussian_to_the_ode_solution():
 def test_coupling_error_closed_form_when_A_is_zero():
     """A = 0, V = I: interacting x_i(T) = x_i(0) + (e^T - 1) m_n(0), decoupled x̄_i(T) = x_i(0) + (e^T - 1) α₀,
     so e_n = (e^T - 1)|m_n(0) - α₀| exactly (RK4, 20 steps on e^t: relative error ~ h⁴/120 ≈ 5e-8)."""
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
 
     rng = np.random.default_rng(12)
     alpha0, Sigma0 = np.array([0.5, 0.0]), np.array([[0.5, 0.1], [0.1, 0.3]])
@@ -230,7 +230,7 @@ def test_coupling_error_closed_form_when_A_is_zero():
 
 
 def test_propagation_of_chaos_rate_and_a_wrong_law_is_detected():
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
 
     A, V = 0.5 * A0, np.eye(2)
     alpha0, Sigma0 = np.array([0.5, 0.0]), np.array([[0.5, 0.1], [0.1, 0.3]])
@@ -249,7 +249,7 @@ def test_propagation_of_chaos_rate_and_a_wrong_law_is_detected():
 
 
 def test_coupling_route_refuses_non_affine_kinds():
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
     from symbolic_tpde.errors import InputError
 
     alpha, Sigma = np.zeros(2), np.eye(2)
@@ -316,7 +316,7 @@ def test_larger_system_route_agrees_with_the_exact_coupling():
     |e_b·(1 - n/N)^{1/2} - e_a| ≤ ((1/n) Σ_{i∈B} |x^N_i(T) - x̄_i(T)|²)^{1/2} (the reference's own coupling
     error on the block B): fails if the routes pair different particles or run different dynamics.
     The draws are reproduced as documented (per seed: N points α₀ + Z Lᵀ, consecutive disjoint blocks)."""
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
     from symbolic_tpde.errors import InputError
 
     alpha0, Sigma0 = np.array([0.5, 0.0]), np.array([[0.5, 0.1], [0.1, 0.3]])
@@ -340,7 +340,7 @@ def test_larger_system_route_agrees_with_the_exact_coupling():
 
 @pytest.mark.slow
 def test_sigmoid_propagation_of_chaos_rate_against_a_larger_system():
-    from symbolic_tpde.analysis import meanfield_chaos as MC
+    from symbolic_tpde.experiments import meanfield_chaos as MC
 
     alpha0, Sigma0 = np.array([0.5, 0.0]), np.array([[0.5, 0.1], [0.1, 0.3]])
     w = S.variant_weights("sigmoid", 0.5 * A0, np.eye(2))

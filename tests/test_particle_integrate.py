@@ -11,7 +11,7 @@ from scipy.linalg import expm
 from scipy.special import exp1
 
 from symbolic_tpde.errors import BlowupError, InputError
-from symbolic_tpde.model import Schedule, make_head, make_weights
+from symbolic_tpde.weights import Schedule, make_head, make_weights
 from symbolic_tpde.numerics import estimators as E
 from symbolic_tpde.numerics.integrate import simulate
 

@@ -3,10 +3,10 @@
 import numpy as np
 
 from symbolic_tpde import make_head, make_weights
-from symbolic_tpde.analysis.figures_extra import cloud_and_ode
+from symbolic_tpde.experiments.figures_extra import cloud_and_ode
 from symbolic_tpde.cli import main
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.model import Schedule
+from symbolic_tpde.weights import Schedule
 
 
 def test_ode_starts_from_the_sample_moments():

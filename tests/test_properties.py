@@ -46,7 +46,7 @@ def test_reading_bytes_only_raises_input_error(raw):
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 6), st.integers(0, 2 ** 32 - 1))
 def test_pack_unpack_round_trip(d, seed):
-    from symbolic_tpde.spec.layout import pack, state_size, unpack
+    from symbolic_tpde.registry.layout import pack, state_size, unpack
 
     rng = np.random.default_rng(seed)
     alpha = rng.standard_normal(d)

@@ -11,10 +11,10 @@ import pytest
 import sympy as sp
 
 import symbolic_tpde as st
-from symbolic_tpde.model import Sink, make_head, make_weights
+from symbolic_tpde.weights import Sink, make_head, make_weights
 from symbolic_tpde.numerics.fields import field
-from symbolic_tpde.spec import kinds
-from symbolic_tpde.spec.layout import pack
+from symbolic_tpde.registry import kinds
+from symbolic_tpde.registry.layout import pack
 from symbolic_tpde.symbolic.moments import derive_gaussian_system, gaussian_symbols
 
 
@@ -158,14 +158,14 @@ def test_validation_comes_from_the_registry():
 def toy_kind():
     """A new kind in its four parts: softmax with a temperature, log k = <Ax, y>/τ."""
     from symbolic_tpde.numerics.fields import softmax_field
-    from symbolic_tpde.symbolic.kinds import SymbolicPart
+    from symbolic_tpde.symbolic.kind_parts import SymbolicPart
     from symbolic_tpde.validate.oracles import Oracle, ref_softmax
 
     name = "softmax_temperature"
     spec = kinds.KindSpec(name, (kinds.get("softmax").param("A"), kinds.get("softmax").param("V"),
                                  kinds.ParamSpec("T", (), None, "positive", "T", "temperature")),
                           "affine", "V ∫ y e^{<Ax,y>/T} dμ / ∫ e^{<Ax,y>/T} dμ")
-    kinds.KINDS[name] = spec                                                          # 1. spec/kinds.py
+    kinds.KINDS[name] = spec                                                          # 1. registry/kinds.py
     kinds.register(name, "symbolic")(SymbolicPart(                                    # 2. symbolic/kinds.py
         log_kernel=lambda p, x, y: (y.T * p["A"] * x)[0, 0] / p["T"]))
     kinds.register(name, "particle")(lambda X, p, c: softmax_field(X, p["A"] / p["T"], p["V"], **c.kw))  # 3.
@@ -196,7 +196,7 @@ def test_a_new_kind_needs_only_its_four_parts(toy_kind):
 def test_one_gaussian_layout_and_one_set_of_state_symbols():
     """The moment ODE, the Gaussian energy and the spec layout name the state alike (a subs between an energy
     and a moment ODE acts; before, Σ_00 was positive in one and real in the other, so it silently did not)."""
-    from symbolic_tpde.spec.layout import state_names, unpack
+    from symbolic_tpde.registry.layout import state_names, unpack
     from symbolic_tpde.symbolic import gaussian_energy as ge
 
     a1, S1 = gaussian_symbols(3)

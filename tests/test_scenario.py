@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.model import Schedule, make_head, make_weights
+from symbolic_tpde.weights import Schedule, make_head, make_weights
 from symbolic_tpde.scenario import builtin_scenarios, load_scenario, loads, parse_scenario
 
 BASE = {"attention": "softmax", "d": 2, "A": [[-1.0, 0.0], [0.0, -0.5]], "V": [[1.0, 0.0], [0.0, 1.0]],

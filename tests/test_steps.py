@@ -112,9 +112,9 @@ def test_step_chains_come_from_the_registry(monkeypatch):
     import inspect
     import re
 
-    from symbolic_tpde.spec import kinds as spec_kinds
+    from symbolic_tpde.registry import kinds as spec_kinds
     from symbolic_tpde.symbolic import steps as steps_mod
-    from symbolic_tpde.symbolic.kinds import SymbolicPart
+    from symbolic_tpde.symbolic.kind_parts import SymbolicPart
 
     src = inspect.getsource(steps_mod)
     assert not re.search(r"kind\s*==\s*['\"]|k\s*==\s*['\"]", src)

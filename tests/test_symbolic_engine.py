@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from symbolic_tpde.model import make_head, make_weights
+from symbolic_tpde.weights import make_head, make_weights
 from symbolic_tpde.symbolic.kernels import (NotQuadraticError, kernel_from_log, l2_kernel_matrix,
                                             l2_log_kernel_explicit)
 from symbolic_tpde.symbolic.moments import (derive_for_weights, derive_gaussian_system, param_vector)

@@ -69,7 +69,7 @@ def test_jacobian_only_for_methods_that_use_it(tmp_path, monkeypatch):
     """LSODA and DOP853 never build the Jacobian; BDF does (it passes ``jac``)."""
     monkeypatch.setenv("TPDE_CACHE_DIR", str(tmp_path))
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.model import make_head, make_weights
+    from symbolic_tpde.weights import make_head, make_weights
 
     w = make_weights([make_head("softmax", A=[[-0.5, 0.1], [0.0, -0.3]], V=[[1.0, 0.2], [0.1, 0.9]])])
     ode = GaussianODE.from_weights(w, backend="numpy")

@@ -23,19 +23,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import InputError
+from ..registry.layout import trace_weights
 from ..numerics.solve import BlowupMonitor, as_monitor, extrapolate, integrate
 
-__all__ = ["trace_weights", "gaussian_size", "BlowupResult", "extrapolate", "integrate_blowup",
+__all__ = ["BlowupResult", "extrapolate", "integrate_blowup",
            "batch_blowup_times", "extrapolate_pairs"]
-
-
-def trace_weights(d: int, with_alpha: bool = True) -> np.ndarray:
-    """Weights ``w`` with ``w·y = tr Σ`` for the Gaussian state layout (alpha, then upper triangle of Sigma)."""
-    off = d if with_alpha else 0
-    w = np.zeros(off + d * (d + 1) // 2)
-    for i in range(d):
-        w[off + i * d - i * (i - 1) // 2] = 1.0
-    return w
 
 
 @dataclass
@@ -48,20 +40,6 @@ class BlowupResult:
     exponent: float | None = None      # fitted p in r ~ (T* - t)^{-p}
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (t_k, r_k, q_k)
     message: str = ""
-
-
-def gaussian_size(d: int) -> tuple[Callable, Callable]:
-    """``r = tr Σ + |α|²`` and ``dr/dt = tr(dΣ/dt) + 2α·dα/dt`` for the Gaussian layout (covers linear
-    attention, where the mean can blow up together with the covariance)."""
-    w = trace_weights(d)
-
-    def size(y):
-        return float(w @ y + y[:d] @ y[:d])
-
-    def dsize(y, fy):
-        return float(w @ fy + 2 * y[:d] @ fy[:d])
-
-    return size, dsize
 
 
 def integrate_blowup(f: Callable, y0, T: float, w, *, t0: float = 0.0, rtol: float = 1e-12,

@@ -38,11 +38,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..spec import layout
+from ..registry import layout
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
 from ..numerics.solve import Status, integrate
-from .blowup import integrate_blowup, trace_weights
+from ..registry.layout import gaussian_size, trace_weights
+from .blowup import integrate_blowup
 
 
 @dataclass
@@ -276,7 +277,7 @@ def covariance_rhs(ode, T: float) -> Callable:
     model's own.  Valid only when :func:`covariance_closed` holds: then ``Σ(t)`` is exactly the covariance of
     the full system from any ``α₀`` (its equation does not see ``α``), while the mean, which may grow like
     ``e^{t‖V‖}``, can no longer overflow a long run."""
-    from ..gaussian_integrate import gaussian_rhs
+    from ..gaussian.integrate import gaussian_rhs
 
     d = ode.d
     f = gaussian_rhs(ode, T)
@@ -295,11 +296,10 @@ def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=N
                          max_seconds=None):
     """The covariance equation alone (``α ≡ 0`` in the layout), on the package's one integrator with the
     Gaussian size monitor, the layer breakpoints and the tilt-existence conditions (as
-    :func:`symbolic_tpde.gaussian_integrate.integrate_gaussian`; ``max_seconds`` its wall-clock cap).  Returns the
+    :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian`; ``max_seconds`` its wall-clock cap).  Returns the
     :class:`~symbolic_tpde.numerics.solve.Solution`.  Refuses (:class:`InputError`) when ``dΣ/dt`` involves ``α``."""
     from ..errors import InputError
     from ..numerics.solve import BlowupMonitor
-    from .blowup import gaussian_size
 
     if not covariance_closed(ode):
         raise InputError("covariance-only", "the derived covariance equation involves the mean alpha "
@@ -341,7 +341,7 @@ def classify_ode(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-1
     linearised flow at ``Σ*`` (:func:`linearised_covariance_flow`: eigenvalues, largest real part, whether
     the limit is hyperbolic, i.e. no eigenvalue with ``|Re| <= 1e-8 ‖J‖``, a round-off scale of the generated
     Jacobian)."""
-    from ..gaussian_integrate import gaussian_rhs
+    from ..gaussian.integrate import gaussian_rhs
 
     closed = covariance_closed(ode)
     f = covariance_rhs(ode, T) if closed else gaussian_rhs(ode, T)

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 
 from ..errors import BlowupError, InputError
-from ..model import Schedule, Weights
+from ..weights import Schedule, Weights
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,8 @@ def head_for(kind: str, A: np.ndarray, V: np.ndarray):
     """One head of a Gaussian-preserving ``kind`` whose bilinear kernel term is ``<Ax, y>`` (module docstring),
     chosen by the registry's parameter names, not by the kind's name."""
     from ..errors import InputError
-    from ..model import make_head
-    from ..spec import kinds
+    from ..weights import make_head
+    from ..registry import kinds
 
     spec = kinds.get(kind)
     if not spec.preserves_gaussians:
@@ -136,7 +136,7 @@ def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarr
     """Classify the grid points ``indices``; returns ``(index, outcome counts (7,), median T* or NaN,
     largest T* error bound or NaN)``."""
     from ..gaussian import GaussianODE
-    from ..model import make_weights
+    from ..weights import make_weights
     from ..numerics.solve import Deadline, TimeLimitReached
     from .clustering import classify_batch
 

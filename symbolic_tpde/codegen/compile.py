@@ -20,7 +20,7 @@ import hashlib
 import sys
 import warnings
 
-from ..spec.memo import Memo
+from ..memo import Memo
 from ..symbolic.system import OdeSystem
 from . import c_backend
 from .c_backend import CompilerUnavailable

@@ -40,9 +40,9 @@ def register(sub) -> None:
 
 def parse_matrix(text: str, name: str) -> list:
     """JSON list of rows of finite numbers -> list of lists of float (InputError naming ``name``), read by
-    the package's one strict reader (:func:`symbolic_tpde.spec.checks.parse_json`: bounded size and depth, huge
+    the package's one strict reader (:func:`symbolic_tpde.validation.parse_json`: bounded size and depth, huge
     number literals refused before any float conversion)."""
-    from ..spec.checks import number_tree, parse_json
+    from ..validation import number_tree, parse_json
 
     M = parse_json(text, field=name)
     if not isinstance(M, list) or not M or not all(isinstance(r, list) for r in M):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sys
 
-from ..spec import kinds as _kinds
+from ..registry import kinds as _kinds
 
 #: the registry's kinds, plus "multihead" (several softmax heads)
 VARIANTS = _kinds.kind_names() + ("multihead",)

@@ -26,7 +26,7 @@ def register(sub) -> None:
 
 
 def make(name: str, out, panels: bool = False):
-    from ..analysis import figures, figures_extra
+    from ..experiments import figures, figures_extra
 
     if name in figures.FAMILIES:
         return figures.make_family_figure(figures.FAMILIES[name](), out, panels=panels)
@@ -45,7 +45,7 @@ def run(args) -> int:
     from ..errors import InputError
 
     if args.preset == "castin2025":
-        from ..analysis import castin2025
+        from ..experiments import castin2025
 
         names, maker = castin2025.NAMES, castin2025.make
     else:

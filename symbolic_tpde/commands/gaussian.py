@@ -71,7 +71,7 @@ def add_max_seconds(p, default: float, what: str) -> None:
 def max_seconds(args) -> float:
     """``--max-seconds`` checked: finite, ``> 0`` and at most :data:`MAX_SECONDS_CAP`."""
     from ..errors import InputError
-    from ..spec.checks import positive_number
+    from ..validation import positive_number
 
     s = positive_number(args.max_seconds, "max-seconds")
     if s > MAX_SECONDS_CAP:

@@ -1,6 +1,6 @@
 """``tpde kinds``: the registry of attention kinds (parameters, shapes, constraints, Gaussian preservation).
 
-Printed from :mod:`symbolic_tpde.spec.kinds`, the one table every layer reads; ``--json`` for programs.
+Printed from :mod:`symbolic_tpde.registry.kinds`, the one table every layer reads; ``--json`` for programs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def _param(p) -> dict:
 
 
 def run(args) -> int:
-    from ..spec import kinds
+    from ..registry import kinds
 
     rows = [{"kind": s.name, "gaussian": s.gaussian, "field": s.field, "params": [_param(p) for p in s.params],
              "structured_A": "A" in s.names, "notes": s.notes} for s in kinds.KINDS.values()]

@@ -8,7 +8,7 @@ Writes to ``--out`` (default ``meanfield_out``):
 * ``stability_radius.png``: ``log C(T, R₀)`` against ``R₀²`` per variant with the fitted ``e^{c‖A‖R²}`` line;
 * ``meanfield_convergence.png`` / ``.csv``: log-log errors against ``n`` with the fitted slopes and their 95%
   intervals: the propagation-of-chaos error (softmax and ℓ2: interacting particles against the decoupled
-  mean-field particles from the same initial sample, a coupling, :mod:`symbolic_tpde.analysis.meanfield_chaos`)
+  mean-field particles from the same initial sample, a coupling, :mod:`symbolic_tpde.experiments.meanfield_chaos`)
   and, from the same runs, the moment error against the Gaussian moment ODE (mostly the initial sample's CLT,
   shown for contrast); sigmoid (not Gaussian-preserving): coupling to a larger system started from the same
   points, and the moment error against an independent copy;
@@ -75,7 +75,7 @@ def _write_csv(path: Path, header: list[str], rows) -> None:
 def run_stability(out: Path, cfg: dict, rng, A, V, plt) -> dict:
     import numpy as np
 
-    from ..analysis import stability as S
+    from ..experiments import stability as S
     from ..errors import BlowupError
 
     res: dict = {"curves": {}, "radius": {}}
@@ -165,8 +165,8 @@ def run_convergence(out: Path, cfg: dict, rng, A, V, plt) -> dict:
     import numpy as np
 
     from ..analysis import meanfield as MF
-    from ..analysis import meanfield_chaos as MC
-    from ..analysis import stability as S
+    from ..experiments import meanfield_chaos as MC
+    from ..experiments import stability as S
 
     alpha0, Sigma0 = np.array([0.5, 0.0]), np.array([[0.5, 0.1], [0.1, 0.3]])
     res, rows = {"propagation_of_chaos": {}}, []
@@ -244,9 +244,9 @@ def convergence_lines(res: dict) -> list[str]:
 def run_masked(out: Path, cfg: dict, rng, A, V, plt) -> dict:
     import numpy as np
 
-    from ..analysis import masked as M
+    from ..experiments import masked as M
     from ..analysis import meanfield as MF
-    from ..analysis import stability as S
+    from ..experiments import stability as S
 
     n, res, rows = cfg["mask_n"], {"sensitivity": {}}, []
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))

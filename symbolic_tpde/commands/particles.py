@@ -58,7 +58,7 @@ def register(sub) -> None:
 
 
 def _emit(out: dict, as_json: bool) -> None:
-    from ..spec.checks import strict_json
+    from ..validation import strict_json
 
     if as_json:
         print(strict_json(out))
@@ -85,7 +85,7 @@ def run(args) -> int:
     from ..numerics.integrate import simulate
     from ..scenario import load_scenario
 
-    from ..spec.checks import positive_number
+    from ..validation import positive_number
 
     if args.n < 2:
         raise InputError("n", f"must be >= 2 (a covariance needs two tokens), got {args.n}")

@@ -4,7 +4,7 @@ The scenario's token cloud (``n`` tokens from ``N(alpha0, Sigma0)``, RK4) beside
 2-sd ellipses, the ODE started from the cloud's sample mean and covariance, at ``K`` equally spaced times on
 ``[0, T]`` (shortened to ``0.9 T*`` when the ODE blows up first); coordinates ``I, J`` for ``d > 2`` (the
 marginal of a Gaussian is the sub-block).  Kinds that do not preserve Gaussians show the cloud alone.  See
-:func:`symbolic_tpde.analysis.figures_extra.make_scenario_figure`.  Any extension matplotlib writes (``.png``,
+:func:`symbolic_tpde.experiments.figures_extra.make_scenario_figure`.  Any extension matplotlib writes (``.png``,
 ``.pdf``, ``.svg``).
 """
 
@@ -26,7 +26,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import math
 
-    from ..analysis.figures_extra import make_scenario_figure
+    from ..experiments.figures_extra import make_scenario_figure
     from ..errors import InputError
     from ..scenario import load_scenario
 

@@ -51,7 +51,7 @@ def run(args) -> int:
         return 3
     out = {"alpha_dot": alpha_dot.tolist(), "Sigma_dot": Sigma_dot.tolist(), "backend": ode.backend}
     if args.json:
-        from ..spec.checks import strict_json
+        from ..validation import strict_json
 
         print(strict_json(out))
     else:

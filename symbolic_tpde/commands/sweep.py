@@ -85,8 +85,8 @@ def check_args(args):
 
     from ..analysis.sweep import SweepSpec, head_for
     from ..errors import InputError
-    from ..spec import kinds
-    from ..spec.checks import MAX_ENTRY, horizon
+    from ..registry import kinds
+    from ..validation import MAX_ENTRY, horizon
     from .gaussian import max_seconds
 
     if not 1 <= args.n <= 200:

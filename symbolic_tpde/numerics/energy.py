@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BlowupError, InputError
-from ..spec import layout
+from ..registry import layout
 from .linalg import sqrtm_psd
 
 __all__ = [

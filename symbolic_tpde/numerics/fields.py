@@ -9,7 +9,7 @@ else float64) and ``block`` (rows per block; default about 2^19 logits per block
 
 Array-level fields:  :func:`softmax_field`, :func:`l2_field`, :func:`sinkhorn_field`, :func:`sigmoid_field`,
 :func:`linear_field`, :func:`softmax_unnormalized_field`, :func:`custom_field`, :func:`masked_field`.
-Dispatcher: :func:`field` (all heads of a :class:`~symbolic_tpde.model.Weights` summed, plus ``W x + c``)
+Dispatcher: :func:`field` (all heads of a :class:`~symbolic_tpde.weights.Weights` summed, plus ``W x + c``)
 and :func:`velocity` (weights of a schedule at time ``t``).
 """
 
@@ -21,9 +21,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import InputError
-from ..model import Schedule, Sink, Weights
-from ..spec.checks import positive_number
-from ..spec.kinds import part, register
+from ..weights import Schedule, Sink, Weights
+from ..validation import positive_number
+from ..registry.kinds import part, register
 from .fields_core import as_matrix, as_points, attend
 from .sinkhorn import SinkhornInfo, raise_if_not_converged, sinkhorn_potentials
 
@@ -190,7 +190,7 @@ def masked_field(X, A, V, *, sink: Sink | None = None, positions=None, block=Non
 
 
 # ------------------------------------------------------------ particle parts of the registry kinds
-# Each kind's "particle" part (symbolic_tpde/spec/kinds.py): ``(X, prm, ctx) -> field``, with ``prm`` the head's
+# Each kind's "particle" part (symbolic_tpde/registry/kinds.py): ``(X, prm, ctx) -> field``, with ``prm`` the head's
 # canonical parameters (``Head.effective``) and ``ctx`` a :class:`_Ctx` (sink, warm-start cache, head index,
 # blocking options).
 

@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import InputError
-from ..spec.checks import finite_array, positive_int
+from ..validation import finite_array, positive_int
 
 #: Target number of logits per row block at feature dimension <= 8 (2^18: 2 MB in float64; cache-sized),
 #: scaled by p/8 above that so matrix products keep a good shape; see :func:`default_block`.

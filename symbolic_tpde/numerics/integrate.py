@@ -1,7 +1,7 @@
 """Particle integrators for ``dx_i/dt = Γ_{μ_t}(x_i)`` with time-dependent weights (README Mathematics §1-2).
 
 :func:`simulate` evolves a cloud ``X0 (n, d)`` from ``t = 0`` to ``T`` under a schedule of weights
-(:class:`~symbolic_tpde.model.Schedule`, a constant :class:`~symbolic_tpde.model.Weights`, or any callable
+(:class:`~symbolic_tpde.weights.Schedule`, a constant :class:`~symbolic_tpde.weights.Weights`, or any callable
 ``t -> Weights``):
 
 * ``method="rk4"`` with ``steps=None`` (the default, and ``tpde particles`` without ``--steps``):
@@ -49,8 +49,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import BlowupError, ConvergenceError, InputError
-from ..spec.checks import positive_int, positive_number
-from ..model import Schedule, Weights
+from ..validation import positive_int, positive_number
+from ..weights import Schedule, Weights
 from .fields import as_schedule, field
 from . import rk
 from .fields_core import as_points, work_dtype

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .linalg import sqrtm_psd
-from ..spec import layout
+from ..registry import layout
 
 
 def sinkhorn_cross_cov(A: np.ndarray, Sigma: np.ndarray, epsilon: float = 1.0) -> np.ndarray:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConvergenceError
-from ..spec.checks import positive_int, positive_number
+from ..validation import positive_int, positive_number
 from .fields_core import _blas_enter, _blas_exit, _check_block, as_matrix, as_points
 from .linalg import logsumexp_rows
 

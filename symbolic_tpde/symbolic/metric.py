@@ -26,7 +26,7 @@ from typing import Any
 import sympy as sp
 
 from ..errors import InputError
-from ..spec.layout import symmetric_rows
+from ..registry.layout import symmetric_rows
 from .gaussian_energy import gaussian_coords, gaussian_energy, gaussian_tilt
 
 __all__ = ["RATIONAL_RULES", "exact_array", "exact_matrix", "twisted_G", "particle_symbols", "particle_metric", "gaussian_affine_metric",

@@ -38,7 +38,7 @@ from typing import Any
 import sympy as sp
 
 from ..errors import NotGaussianPreserving
-from ..spec import kinds
+from ..registry import kinds
 from . import sinkhorn as sk
 from .kernels import ExpQuadKernel
 from .system import OdeSystem, ParamBlock
@@ -78,7 +78,7 @@ def dag_symbols(exprs) -> set:
 
 
 def gaussian_symbols(d: int) -> tuple[sp.Matrix, sp.Matrix]:
-    """State symbols (names from :mod:`symbolic_tpde.spec.layout`): ``alpha_i`` and the symmetric ``Sigma``
+    """State symbols (names from :mod:`symbolic_tpde.registry.layout`): ``alpha_i`` and the symmetric ``Sigma``
     built from ``Sigma_i_j`` (``i <= j``)."""
     return sym_vector("alpha", d), sym_matrix("Sigma", d, symmetric=True)
 
@@ -126,7 +126,7 @@ def effective_params(kind: str, prm: dict[str, Any]) -> dict[str, Any]:
 
 def head_kernel(kind: str, prm: dict[str, Any], x: sp.Matrix, d: int) -> ExpQuadKernel:
     """Exponential-quadratic kernel of a softmax-normalised head, read off its registered log-kernel."""
-    from .kernel import analyse_log_kernel
+    from .user_kernel import analyse_log_kernel
 
     y = sym_vector("_ky", d)
     form = analyse_log_kernel(kinds.part(kind, "symbolic").log_kernel(prm, x, y), list(x), list(y))
@@ -311,7 +311,7 @@ def existence_conditions(system: OdeSystem) -> tuple:
 
 
 def derive_for_weights(weights) -> OdeSystem:
-    """:func:`derive_gaussian_system` for ``weights.structure()`` (a :class:`~symbolic_tpde.model.Weights`)."""
+    """:func:`derive_gaussian_system` for ``weights.structure()`` (a :class:`~symbolic_tpde.weights.Weights`)."""
     return derive_gaussian_system(weights.structure())
 
 

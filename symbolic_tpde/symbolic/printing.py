@@ -37,7 +37,7 @@ from typing import Any
 
 import sympy as sp
 
-from ..spec.layout import symmetric_rows
+from ..registry.layout import symmetric_rows
 from .system import OdeSystem
 
 _GREEK = {"tau": r"\tau", "epsilon": r"\varepsilon", "alpha": r"\alpha", "Sigma": r"\Sigma"}

@@ -34,8 +34,8 @@ from typing import Any, Callable
 
 import sympy as sp
 
-from ..spec import kinds as spec_kinds
-from ..spec.layout import symmetric_rows
+from ..registry import kinds as spec_kinds
+from ..registry.layout import symmetric_rows
 from .steps_check import check_equal, explicit
 from .system import Step
 

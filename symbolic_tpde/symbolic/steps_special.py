@@ -143,7 +143,7 @@ def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: b
     ``M`` of :func:`constant_precision_rate` when there is one (adds the blow-up conclusion)."""
     ass = ["mu_t = N(alpha, Sigma) with Sigma symmetric positive definite; all matrices are read at time t "
            "(time-dependent weights are allowed)."]
-    from ..spec import kinds as registry
+    from ..registry import kinds as registry
 
     if any(registry.part(k, "symbolic").log_kernel is not None for k in kinds_):   # softmax-normalised kernels
         ass.append("A softmax-normalised kernel with log k(x, y) = c(x) + y^T R y + (B^T x + r)^T y has a tilted "

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import sympy as sp
 
-from ..spec.layout import state_index, state_size
+from ..registry.layout import state_index, state_size
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class OdeSystem:
 
 
 def gaussian_state_layout(d: int) -> list[tuple[str, tuple[int, ...]]]:
-    """Names of the flat Gaussian state (:func:`symbolic_tpde.spec.layout.state_index`)."""
+    """Names of the flat Gaussian state (:func:`symbolic_tpde.registry.layout.state_index`)."""
     return state_index(d)
 
 

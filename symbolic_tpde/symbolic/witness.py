@@ -17,7 +17,7 @@ concrete, certified non-zero value of ``∂²Γ/∂x²`` in ``d = 1``:
   - position-dependent Gaussian tokens, ``x | u ~ N(α + δu, s)``: a query at position ``q`` sees the mixture
     of ``N(α + δu, s)`` over ``u ≤ q``: ``Γ(q, x) = v(α + sax + δ E_w[u])``, ``w(u) ∝ e^{axδu}`` on
     ``[0, q]``, not affine (:func:`masked_witness`; unmasked softmax fails on such data too);
-  - an attention sink (``symbolic_tpde.model.Sink``, as the particle code defines it: one extra key ``x_s``
+  - an attention sink (``symbolic_tpde.weights.Sink``, as the particle code defines it: one extra key ``x_s``
     of prior weight ``m₀``, tokens sharing ``1 - m₀``), tokens i.i.d. ``N(α, s)`` independent of position:
     ``Γ(q, x) = v [m₀e^{a x x_s} x_s + (1-m₀) q Z(x) m(x)] / [m₀e^{a x x_s} + (1-m₀) q Z(x)]`` with
     ``Z(x) = E[e^{axy}]``, ``Z m = ∂_c E[e^{cy}]`` at ``c = ax`` -- not affine, and different at every
@@ -38,7 +38,7 @@ from typing import Any
 import sympy as sp
 
 from ..errors import NotGaussianPreserving  # noqa: F401  (re-exported: raised with a Witness)
-from ..spec import kinds as _kinds
+from ..registry import kinds as _kinds
 
 
 @dataclass(frozen=True)

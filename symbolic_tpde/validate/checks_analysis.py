@@ -10,14 +10,15 @@ from .verify import result
 
 def _ode(kind, V, **kw):
     from ..gaussian import GaussianODE
-    from ..model import make_head, make_weights
+    from ..weights import make_head, make_weights
 
     return GaussianODE.from_weights(make_weights([make_head(kind, V=V, **kw)]))
 
 
 def checks(quick: bool = False):
     from ..analysis import closed_forms as cf
-    from ..analysis.blowup import gaussian_size, integrate_blowup
+    from ..analysis.blowup import integrate_blowup
+    from ..registry.layout import gaussian_size
     from ..analysis.clustering import (classify, growth_bound_ratio, l2_growth_rate, lyapunov_identity,
                                        volume_identity)
     from ..gaussian import pack_state

@@ -23,7 +23,7 @@ from typing import Iterator
 import numpy as np
 import sympy as sp
 
-from ..spec import layout
+from ..registry import layout
 from ..symbolic.system import OdeSystem
 from .mp import U64, mp_eval, op_depth, tree_size
 from .verify import result
@@ -42,7 +42,7 @@ COMPOSITES = {
 def variants(d: int) -> dict:
     """``label -> structure`` at ``d``: every Gaussian-preserving kind of the registry that has an entrywise
     form at this ``d`` (Sinkhorn only up to d = 2: matrix square root), then the composites."""
-    from ..spec import kinds
+    from ..registry import kinds
 
     out = {}
     for name, spec in kinds.KINDS.items():

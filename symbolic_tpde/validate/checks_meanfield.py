@@ -1,5 +1,5 @@
 """``tpde verify`` rows: distances (known answers), mean-field rates (initial-sample CLT of the moments and the
-propagation-of-chaos coupling, :mod:`symbolic_tpde.analysis.meanfield_chaos`), stability, attention sink,
+propagation-of-chaos coupling, :mod:`symbolic_tpde.experiments.meanfield_chaos`), stability, attention sink,
 Gaussianity.
 
 Every row states where its tolerance comes from.  Monte-Carlo rows use fixed seeds (reproducible) and
@@ -70,9 +70,9 @@ def _distance_rows():
 def checks(quick: bool = False):
     yield from _distance_rows()
 
-    from ..analysis import masked as M
+    from ..experiments import masked as M
     from ..analysis import meanfield as MF
-    from ..analysis import stability as S
+    from ..experiments import stability as S
 
     # mean-field rate: softmax particles vs the project's Gaussian moment ODE
     rng = np.random.default_rng(101)
@@ -88,7 +88,7 @@ def checks(quick: bool = False):
                  passed=c.fit.contains(-0.5) and half < 0.3)
 
     # propagation of chaos: interacting particles vs decoupled mean-field particles from the same sample
-    from ..analysis import meanfield_chaos as MC
+    from ..experiments import meanfield_chaos as MC
 
     ch = MC.chaos_convergence(S.variant_weights("softmax", A, V), alpha0, Sigma0, 1.0,
                               [64, 128, 256, 512, 1024], 6 if quick else 10, np.random.default_rng(102), steps=16)

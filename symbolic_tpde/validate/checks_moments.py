@@ -26,8 +26,8 @@ from typing import Iterator
 
 import numpy as np
 
-from ..model import Weights, make_head, make_weights
-from ..spec import layout
+from ..weights import Weights, make_head, make_weights
+from ..registry import layout
 from .verify import result
 
 T_DEFAULT = 1.0
@@ -43,7 +43,7 @@ def variant_weights(variant: str, d: int, rng: np.random.Generator) -> Weights:
     with weights e^{<Ax, y>}; its effective sample size is ~ n exp(-κ), κ = E_x[(Ax)ᵀΣ(Ax)] (see
     :func:`tilt_strength`), so a strong A makes the finite-n bias exceed the n^{-1/2} noise (measured:
     κ ~ 50-85 gave 12-700 SE of bias at n = 500-2000).  The example scales keep κ <= ~0.5 on [0, T]."""
-    from ..spec import kinds
+    from ..registry import kinds
 
     if variant == "multihead":
         p = kinds.part("softmax", "oracle").example(d, rng)
@@ -70,7 +70,7 @@ _ROW_ORDER = ("softmax", "l2", "linear", "multihead", "sinkhorn", "custom", "sof
 def _variants() -> tuple[str, ...]:
     """Rows: every Gaussian-preserving kind of the registry and the composite rows, in :data:`_ROW_ORDER`
     first, then any other Gaussian-preserving kind of the registry."""
-    from ..spec import kinds
+    from ..registry import kinds
 
     affine = [k for k, s in kinds.KINDS.items() if s.preserves_gaussians]
     known = [v for v in _ROW_ORDER if v in affine or v in ("multihead", "softmax+ffn")]
@@ -83,7 +83,7 @@ def tilt_strength(weights: Weights, alpha: np.ndarray, Sigma: np.ndarray) -> flo
     an exponential kernel (linear) count 0.
     The log importance weights of the particle softmax have this variance, so particle moments approach the
     mean-field ODE at the n^{-1/2} rate with a small constant only when κ is O(1) or less."""
-    from ..spec import kinds
+    from ..registry import kinds
 
     k = 0.0
     for h in weights.heads:

@@ -41,7 +41,7 @@ def _plain_sinkhorn(X, A, eps, iters=20_000, tol=1e-14):
 
 
 def checks(quick: bool = False) -> Iterator[CheckResult]:
-    from ..model import Schedule, Sink, make_head, make_weights
+    from ..weights import Schedule, Sink, make_head, make_weights
     from ..numerics import fields as F
     from ..numerics.estimators import moments
     from ..numerics.integrate import simulate
@@ -56,7 +56,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     sink = Sink(0.3, rng.standard_normal(d))
 
     # every kind of the registry: its particle part against its oracle's pure-Python loop (the definition)
-    from ..spec import kinds
+    from ..registry import kinds
 
     for name in kinds.kind_names():
         orc = kinds.part(name, "oracle")

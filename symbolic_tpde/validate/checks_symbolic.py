@@ -112,7 +112,7 @@ def random_point(system, rng: np.random.Generator, scale: sp.Rational = sp.Ratio
 def claim_field(kind: str, P: dict, alpha: sp.Matrix, Sigma: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix]:
     """``(b, J)`` claimed by the paper for one head: the kind's oracle ``claim`` (exact rational matrices;
     :mod:`symbolic_tpde.validate.oracles`; none for Sinkhorn)."""
-    from ..spec import kinds
+    from ..registry import kinds
 
     claim = kinds.part(kind, "oracle").claim
     if claim is None:
@@ -350,7 +350,7 @@ def sinkhorn_entrywise_vs_mp(rng: np.random.Generator, dps: int = 50) -> float:
 # ---------------------------------------------------------------- rows
 
 def checks(quick: bool = False) -> Iterator[CheckResult]:
-    from ..spec import kinds
+    from ..registry import kinds
 
     rng = np.random.default_rng(20250131)
     for hk, ffn in [(("softmax",), False), (("softmax",), True), (("softmax", "softmax"), False),

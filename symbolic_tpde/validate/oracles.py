@@ -1,6 +1,6 @@
 """Validation oracles of every attention kind: independent routes, registered against the registry.
 
-Each kind's ``oracle`` part (:mod:`symbolic_tpde.spec.kinds`) is an :class:`Oracle` with
+Each kind's ``oracle`` part (:mod:`symbolic_tpde.registry.kinds`) is an :class:`Oracle` with
 
 * ``loop(X, prm, sink=None)``: the particle field by a pure-Python double loop over the definition of the
   kind (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322, §2) -- no numpy linear algebra, no blocking, no
@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
-from ..spec.kinds import register
+from ..registry.kinds import register
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def _sinkhorn_affine(p, alpha, Sigma):
 
 def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Numeric ``(b, J)`` with ``Γ(x) = b + J x`` on ``N(alpha, Sigma)``, summed over heads (+ FFN)."""
-    from ..spec import kinds
+    from ..registry import kinds
 
     d = alpha.shape[0]
     b = np.zeros(d)
@@ -230,7 +230,7 @@ def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndar
 
 def loop_field(X, weights) -> np.ndarray:
     """The particle field of ``weights`` by the kinds' pure-Python loops (summed heads + FFN)."""
-    from ..spec import kinds
+    from ..registry import kinds
 
     X = np.asarray(X, dtype=float)
     out = np.zeros_like(X)

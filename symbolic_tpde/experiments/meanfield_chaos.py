@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BlowupError, InputError
-from .meanfield import Convergence, as_schedule, evolve, fit_rate, moment_error
+from ..analysis.meanfield import Convergence, as_schedule, evolve, fit_rate, moment_error
 
 def affine_field(weights, alpha, Sigma) -> tuple[np.ndarray, np.ndarray]:
     """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + J x`` (README Mathematics §3, Gaussian tilt), summed over heads

@@ -10,7 +10,7 @@ derive_gaussian_system`) or from any derived system and parameter values (``from
 compile.compile_system`: C when available, numpy otherwise); Sinkhorn heads at ``d >= 3`` add the numeric
 closed form (:mod:`symbolic_tpde.numerics.numeric_matrix`, ``backend == "numeric-matrix"``).
 
-Flat state: :mod:`symbolic_tpde.spec.layout` (``alpha``, then the upper triangle of ``Sigma`` row by row).
+Flat state: :mod:`symbolic_tpde.registry.layout` (``alpha``, then the upper triangle of ``Sigma`` row by row).
 Flat parameters: ``system.param_layout`` (``("heads", h, name)``, ``("ffn", "W")``, ``("ffn", "c")``).
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, NotGaussianPreserving
-from .model import Scenario, Schedule, Weights
-from .spec import kinds, layout
-from .spec.memo import Memo
+from ..errors import InputError, NotGaussianPreserving
+from ..weights import Scenario, Schedule, Weights
+from ..registry import kinds, layout
+from ..memo import Memo
 
 #: Blow-up threshold used by the simple size event: ``tr Σ + |α|²`` above this multiple of its start.
 BLOWUP_FACTOR = 1e12
@@ -117,14 +117,14 @@ _MEMO = Memo("compiled right-hand sides by weights structure and backend")
 
 def system_for(weights: Weights):
     """The derived entrywise :class:`OdeSystem` for ``weights.structure()``."""
-    from .symbolic.moments import derive_gaussian_system
+    from ..symbolic.moments import derive_gaussian_system
 
     return derive_gaussian_system(weights.structure())
 
 
 def system_for_structure(structure):
     """The derived entrywise system of a weights structure (memoised in :mod:`symbolic_tpde.symbolic`)."""
-    from .symbolic.moments import derive_gaussian_system
+    from ..symbolic.moments import derive_gaussian_system
 
     return derive_gaussian_system(structure)
 
@@ -134,7 +134,7 @@ def _concrete_backend(backend: str) -> str | None:
     if backend in ("c", "numpy"):
         return backend
     if backend == "auto":
-        from .codegen.cbuild import availability
+        from ..codegen.cbuild import availability
 
         return "c" if availability() is None else "numpy"
     return None
@@ -142,7 +142,7 @@ def _concrete_backend(backend: str) -> str | None:
 
 def compiled_for(weights: Weights, backend: str = "auto"):
     """Compiled right-hand side for ``weights.structure()`` and ``backend`` (memoised)."""
-    from .codegen.compile import compile_system
+    from ..codegen.compile import compile_system
 
     return _MEMO.get(("compiled", weights.structure(), backend), lambda: compile_system(system_for(weights), backend))
 
@@ -194,11 +194,11 @@ class GaussianODE:
         _refuse_non_preserving(w0)
         if self._load_warm(backend):
             return
-        from .codegen.compile import compile_system
-        from .symbolic.moments import derive_gaussian_system
+        from ..codegen.compile import compile_system
+        from ..symbolic.moments import derive_gaussian_system
 
         if needs_numeric_matrix(w0):
-            from .numerics.numeric_matrix import NumericMatrixRHS
+            from ..numerics.numeric_matrix import NumericMatrixRHS
 
             sk = [i for i, h in enumerate(w0.heads) if (_entrywise_limit(h.kind) or math.inf) < self.d]
             rest_heads = tuple(s for i, s in enumerate(self.structure[1]) if i not in sk)
@@ -223,7 +223,7 @@ class GaussianODE:
     # -- the SymPy-free warm path (README "Generated code"; codegen/warm.py) ------------------------------
     def _load_warm(self, backend: str) -> bool:
         """Load the generated module by structure (no SymPy, no derivation) when the cache has it."""
-        from .codegen import warm
+        from ..codegen import warm
 
         concrete = _concrete_backend(backend)
         if concrete is None:
@@ -240,7 +240,7 @@ class GaussianODE:
             structure = self.structure
 
             def jac_factory():
-                from .codegen.compile import compile_system
+                from ..codegen.compile import compile_system
 
                 return compile_system(system_for_structure(structure), be).jac
 
@@ -256,8 +256,8 @@ class GaussianODE:
         concrete = _concrete_backend(backend)
         if concrete is None or getattr(self.compiled, "key", None) is None:
             return
-        from .codegen import warm
-        from .codegen.numpy_backend import existence_source
+        from ..codegen import warm
+        from ..codegen.numpy_backend import existence_source
 
         src = existence_source(self._system) if self._system.existence else None
         if self._system.existence and src is None:
@@ -298,7 +298,7 @@ class GaussianODE:
     def from_system(cls, system, values, backend: str = "auto") -> "GaussianODE":
         """A derived system (e.g. :func:`symbolic_tpde.derive_kernel`'s) with its parameters fixed by
         ``values`` (symbol or name -> number); time enters through the system's ``time`` symbol."""
-        from .codegen.compile import compile_system
+        from ..codegen.compile import compile_system
 
         ode = cls.__new__(cls)
         ode.schedule = _Fixed()
@@ -417,8 +417,8 @@ class GaussianODE:
 
     # -- integration ----------------------------------------------------------------------------------
     def integrate(self, alpha0, Sigma0, T: float, **kwargs):
-        """Integrate the moment ODE on ``[0, T]``: see :func:`symbolic_tpde.gaussian_integrate.integrate_gaussian`."""
-        from .gaussian_integrate import integrate_gaussian
+        """Integrate the moment ODE on ``[0, T]``: see :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian`."""
+        from .integrate import integrate_gaussian
 
         return integrate_gaussian(self, alpha0, Sigma0, T, **kwargs)
 
@@ -431,15 +431,3 @@ class GaussianODE:
 def _subweights(w: Weights, drop: tuple[int, ...]) -> Weights:
     return Weights(heads=tuple(h for i, h in enumerate(w.heads) if i not in drop), ffn=None, sink=None)
 
-
-def __getattr__(name: str):
-    # moved: the numeric closed forms are validation oracles now (kept importable from here)
-    if name in ("affine_field",):
-        from .validate import oracles
-
-        return oracles.affine_field
-    if name == "sinkhorn_cross_cov":
-        from .numerics.numeric_matrix import sinkhorn_cross_cov
-
-        return sinkhorn_cross_cov
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,10 +8,12 @@ these names; the SymPy symbols are built from :func:`state_names` by
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 __all__ = ["state_size", "state_names", "state_index", "diag_positions", "pack", "unpack", "trace_weights",
-           "symmetric_rows"]
+           "gaussian_size", "symmetric_rows"]
 
 
 def state_size(d: int) -> int:
@@ -80,3 +82,26 @@ def unpack(y, d: int) -> tuple[np.ndarray, np.ndarray]:
     Sigma[..., iu[0], iu[1]] = y[..., d:]
     Sigma[..., iu[1], iu[0]] = y[..., d:]
     return alpha, Sigma
+
+
+def trace_weights(d: int, with_alpha: bool = True) -> np.ndarray:
+    """Weights ``w`` with ``w·y = tr Σ`` for the Gaussian state layout (alpha, then upper triangle of Sigma)."""
+    off = d if with_alpha else 0
+    w = np.zeros(off + d * (d + 1) // 2)
+    for i in range(d):
+        w[off + i * d - i * (i - 1) // 2] = 1.0
+    return w
+
+
+def gaussian_size(d: int) -> tuple[Callable, Callable]:
+    """``r = tr Σ + |α|²`` and ``dr/dt = tr(dΣ/dt) + 2α·dα/dt`` for the Gaussian layout (covers linear
+    attention, where the mean can blow up together with the covariance)."""
+    w = trace_weights(d)
+
+    def size(y):
+        return float(w @ y + y[:d] @ y[:d])
+
+    def dsize(y, fy):
+        return float(w @ fy + 2 * y[:d] @ fy[:d])
+
+    return size, dsize

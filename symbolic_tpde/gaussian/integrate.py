@@ -1,7 +1,7 @@
 """Integration of a :class:`~symbolic_tpde.gaussian.GaussianODE` on the package's one integrator.
 
 :func:`integrate_gaussian` runs :func:`symbolic_tpde.numerics.solve.integrate` with the Gaussian size monitor
-``r = tr Σ + |α|²`` (:func:`symbolic_tpde.analysis.blowup.gaussian_size`), the layer breakpoints of the
+``r = tr Σ + |α|²`` (:func:`symbolic_tpde.registry.layout.gaussian_size`), the layer breakpoints of the
 schedule and, when the ODE object provides ``condition_values(t, y)``, the existence conditions of the
 Gaussian tilt (quantities that must stay > 0; a crossing stops the run with status ``"tilt-ceased"``).
 The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.solve` (growth law
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError
-from .gaussian import pack_state, unpack_state
-from .model import check_gaussian
-from .spec.checks import positive_number
+from ..errors import InputError
+from ..registry import layout
+from ..weights import check_gaussian
+from ..validation import positive_number
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,7 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
     ``progress(t, T)``: called after each accepted step.  Caps (status, never a hang): ``max_nfev`` rhs
     evaluations (``"stalled"``) and ``max_seconds`` of wall-clock time (``"time-limit"`` at the last accepted
     time; ``None``: no cap)."""
-    from .analysis.blowup import gaussian_size
-    from .numerics.solve import BlowupMonitor, integrate
+    from ..numerics.solve import BlowupMonitor, integrate
 
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, ode.d)
     if not (math.isfinite(T) and T >= 0):
@@ -83,16 +82,16 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
             raise InputError("t_eval", "must be increasing times within [0, T]")
     if max_seconds is not None:
         positive_number(max_seconds, "max_seconds")
-    y0 = pack_state(alpha0, Sigma0)
+    y0 = layout.pack(alpha0, Sigma0)
     cond = getattr(ode, "condition_values", None)
     jac = ode.jac if method in ("BDF", "Radau") else None
-    mon = BlowupMonitor(*gaussian_size(ode.d)) if blowup else None
+    mon = BlowupMonitor(*layout.gaussian_size(ode.d)) if blowup else None
     try:
         sol = integrate(gaussian_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol,
                         t_eval=t_eval, breakpoints=ode.schedule.breakpoints(T), blowup=mon,
                         conditions=cond, max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=max_seconds)
     except ValueError as exc:
         raise InputError("method", str(exc)) from None
-    alpha, Sigma = unpack_state(sol.y, ode.d)
+    alpha, Sigma = layout.unpack(sol.y, ode.d)
     return GaussianSolution(sol.t, alpha, Sigma, sol.status, sol.blowup_time, sol.message, ode.backend,
                             sol.blowup_time_error, sol.exponent, sol.events, sol.y, sol.nfev)

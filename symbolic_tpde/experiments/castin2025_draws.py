@@ -30,8 +30,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..model import Weights, make_head, make_weights
-from ..spec import layout
+from ..weights import Weights, make_head, make_weights
+from ..registry import layout
 
 D = 2
 CLIP = 1e-14          # the value their projection gives to negative eigenvalues

@@ -59,8 +59,8 @@ def resolve_d2(weights, F: Callable, Sigma0s: np.ndarray, T: float, rtol: float 
     """Re-classify ``d = 2`` rows from ``Σ₀`` at horizon ``T`` with ``log det Σ`` integrated alongside ``Σ``
     (module docstring); returns :class:`.clustering.ClusteringResult` per row.  ``F`` is the batched
     Gaussian right-hand side (``α`` columns first, kept at 0)."""
-    from .batch import dopri5_batch
-    from .clustering import ClusteringResult, classify_pair
+    from ..analysis.batch import dopri5_batch
+    from ..analysis.clustering import ClusteringResult, classify_pair
 
     G = logdet_rate(weights)
     N = len(Sigma0s)

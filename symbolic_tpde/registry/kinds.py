@@ -5,7 +5,7 @@ kind").  A :class:`KindSpec` is pure data, no numpy and no SymPy:
 
 * ``params``: the parameters in layout order, each a :class:`ParamSpec` (name, shape in the symbolic
   dimensions ``d`` (token), ``m`` (ℓ2 head), ``k`` (structured head), ``v`` (value), constraint, default,
-  LaTeX name, description).  Scenario keys, :func:`symbolic_tpde.model.make_head`, the flat parameter layout of
+  LaTeX name, description).  Scenario keys, :func:`symbolic_tpde.weights.make_head`, the flat parameter layout of
   derived systems, the SymPy symbol names and the ``tpde derive`` choices all come from this tuple.
 * ``gaussian``: ``"affine"`` when the field is affine in ``x`` on Gaussians (the moment ODE is derived),
   ``"witness"`` when it is not (a symbolic witness is derived instead), see the paper (Castin, Ablin, Carrillo,
@@ -18,7 +18,7 @@ The other parts of a kind live in the layer they belong to and are registered ag
 ==============  ==============================================  =========================================
 part            what                                            registered in
 ==============  ==============================================  =========================================
-``symbolic``    log-kernel (normalised kinds), affine field or  ``symbolic_tpde/symbolic/kinds.py``
+``symbolic``    log-kernel (normalised kinds), affine field or  ``symbolic_tpde/symbolic/kind_parts.py``
                 witness, from SymPy parameter symbols
 ``particle``    the particle field ``(X, params, ctx) -> V``    ``symbolic_tpde/numerics/fields.py``
 ``oracle``      independent references: a pure-Python loop     ``symbolic_tpde/validate/oracles.py``
@@ -152,7 +152,7 @@ _add(KindSpec("custom", (
                "ODE holds only there (tpde rhs refuses other states)."))
 
 #: parts every kind must have, and the module that registers each
-PARTS = {"symbolic": "symbolic_tpde.symbolic.kinds", "particle": "symbolic_tpde.numerics.fields",
+PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.fields",
          "oracle": "symbolic_tpde.validate.oracles"}
 
 

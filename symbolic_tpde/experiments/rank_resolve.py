@@ -53,7 +53,7 @@ def continue_stiff(ode, Sigma_t, t0: float, T_ext: float, tr0: float, bound: int
                    max_nfev: int = 40_000, max_seconds: float = 30.0, method: str = "Radau") -> Resolution:
     """Continue ``Σ`` from ``(t0, Sigma_t)`` to ``T_ext`` with an implicit method (module docstring)."""
     from ..numerics.solve import Status, integrate
-    from .clustering import classify_pair
+    from ..analysis.clustering import classify_pair
 
     d = ode.d
     S = 0.5 * (np.asarray(Sigma_t, float) + np.asarray(Sigma_t, float).T)

@@ -6,7 +6,7 @@ Peyré, arXiv 2501.18322, §2; README "Conventions"): the kernel of softmax-type
 ``exp(<A x, y>) = exp(yᵀ A x)`` with ``x`` the query and ``y`` the key; ``V`` acts after averaging.
 
 The head kinds, their parameters, shapes and constraints are those of the registry,
-:mod:`symbolic_tpde.spec.kinds` (``python -m symbolic_tpde.cli kinds`` lists them); this module only validates
+:mod:`symbolic_tpde.registry.kinds` (``python -m symbolic_tpde.cli kinds`` lists them); this module only validates
 against it.  Note the ``custom`` convention ``xᵀ B y``: the softmax kernel ``<A x, y> = xᵀ Aᵀ y`` is ``B = Aᵀ``.
 
 A :class:`Weights` is the set of heads acting at one time (their fields are summed), plus an optional affine
@@ -24,9 +24,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .errors import InputError
-from .spec import kinds as _kinds
-from .spec.checks import check_shape as _check_shape
-from .spec.checks import finite_array, spd
+from .registry import kinds as _kinds
+from .validation import check_shape as _check_shape
+from .validation import finite_array, spd
 
 
 def _finite_array(value: Any, field_name: str, ndim: int) -> np.ndarray:
@@ -44,7 +44,7 @@ class Head:
     """One attention head: its kind and its validated parameters, immutable, with ``==`` and ``hash``.
 
     ``params``: the parameters as given (read-only numpy arrays / floats, a read-only mapping), in the
-    registry's layout order (:func:`symbolic_tpde.spec.kinds.head_param_specs`).  ``effective``: the kind's
+    registry's layout order (:func:`symbolic_tpde.registry.kinds.head_param_specs`).  ``effective``: the kind's
     canonical parameters, with a structured head's ``A = KᵀQ/√k`` and ``V = WO V`` formed numerically (what
     the particle fields and numeric oracles use).  ``form``: the names and shapes of ``params`` (what the
     symbolic derivation depends on).
@@ -161,7 +161,7 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
                 want = tuple(dims.get(s, s) for s in p.shape)
                 raise InputError(fname, f"expected shape {want}, got {arr.shape}")
         out[p.name] = arr
-    from .spec.checks import MAX_DIM
+    from .validation import MAX_DIM
 
     for key in ("k", "m", "v"):
         if dims.get(key, 1) < 1:
@@ -344,7 +344,7 @@ class Scenario:
 
 
 def check_gaussian(alpha: Any, Sigma: Any, d: int, names: tuple[str, str] = ("alpha0", "Sigma0")) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a mean vector and an SPD covariance (:func:`symbolic_tpde.spec.checks.spd`); returns
+    """Validate a mean vector and an SPD covariance (:func:`symbolic_tpde.validation.spd`); returns
     read-only float arrays."""
     a = finite_array(alpha, names[0], 1, shape=(d,))
     return a, spd(Sigma, d, names[1])

@@ -1,4 +1,4 @@
-"""The symbolic part of every built-in attention kind, registered against :mod:`symbolic_tpde.spec.kinds`.
+"""The symbolic part of every built-in attention kind, registered against :mod:`symbolic_tpde.registry.kinds`.
 
 A part is one of three things (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322, §2-3):
 
@@ -21,7 +21,7 @@ from typing import Callable
 
 import sympy as sp
 
-from ..spec.kinds import register
+from ..registry.kinds import register
 from . import sinkhorn as sk
 from .kernels import ExpQuadKernel, l2_kernel_matrix, softmax_kernel
 from .tilt import sym_vector

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..model import Weights, make_head, make_weights
+from ..weights import Weights, make_head, make_weights
 
 D = 2
 SQ = np.sqrt(D)
@@ -221,8 +221,8 @@ def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, r
     run on to ``10⁶·diverge_factor·tr Σ₀`` (or ``T``), so that ``Σ/tr Σ`` can approach its rank-one limit
     (default 1: a larger factor makes ℓ2 rows, whose right-hand side involves ``Σ⁻¹``, very slow): for exponential growth the ratio of eigenvalues decays like ``e^{-(rate gap) t}`` while the trace
     grows like ``e^{(top rate) t}``, so stopping at ``10⁶`` would cut it off early."""
-    from .batch import dopri5_batch, trace_monitor
-    from .clustering import classify_batch
+    from ..analysis.batch import dopri5_batch, trace_monitor
+    from ..analysis.clustering import classify_batch
 
     F = batched_rhs(weights)
     N = len(Sigma0s)

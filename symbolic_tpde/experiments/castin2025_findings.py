@@ -87,8 +87,8 @@ def exact_softmax_identity_V(A: np.ndarray, S0: np.ndarray, t: float) -> np.ndar
 def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: float = 0.1,
                           limit_horizon: float = 1e6) -> dict:
     """Their softmax ``V = I`` rank rule on their first ``n`` draws at ``d`` (module docstring)."""
-    from .batch import dopri5_batch
-    from .clustering import classify_batch
+    from ..analysis.batch import dopri5_batch
+    from ..analysis.clustering import classify_batch
     from ..gaussian import GaussianODE
 
     Qs, S0s = cd.histogram_draws(d, n)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from .errors import InputError
 
 __all__ = ["finite_array", "check_shape", "positive_int", "positive_number", "spd", "read_json", "parse_json",
            "number_tree", "field_name", "one_line", "strict_json", "horizon", "MAX_ENTRY", "T_MAX",

@@ -10,7 +10,7 @@ to first order in time, ``≈ T ‖V‖ w_{i0} δ`` with attention weight
 * without sink: ``w_{i0} ≈ 1/(i + 1) = 1/(n s_i + 1)``, so ``|δx_i| / W_1^c ≈ n/(i+1) ~ 1/s_i``: the
   Lipschitz constant in ``W^c`` blows up as ``s → 0``;
 * with a sink of mass ``m₀`` (weights ``m₀`` for the sink and ``(1-m₀)/n`` per token inside the softmax
-  normalisation, ``symbolic_tpde.model.Sink``): ``w_{i0} ≈ ((1-m₀)/n) / (m₀ + (1-m₀)(i+1)/n)``, so
+  normalisation, ``symbolic_tpde.weights.Sink``): ``w_{i0} ≈ ((1-m₀)/n) / (m₀ + (1-m₀)(i+1)/n)``, so
   ``|δx_i| / W_1^c ≲ 1/m₀``: bounded uniformly in ``s``.
 
 :func:`token_sensitivity` measures ``|δx_i(T)| / |δ|`` per position by finite differences of two runs
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..model import make_head, make_weights
-from .meanfield import Mardia, evolve, mardia
+from ..weights import make_head, make_weights
+from ..analysis.meanfield import Mardia, evolve, mardia
 
 
 def masked_weights(A, V, sink_mass: float | None = None, sink_x=None):

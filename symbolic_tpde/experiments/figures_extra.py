@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import make_head, make_weights
+from ..weights import make_head, make_weights
 from .figures import save
 
 
@@ -44,8 +44,8 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
     ``" (T = …)"`` or ``" (stiff Radau, T = …)"`` when it was not obtained at ``T``) or, for a row left
     unresolved, ``"unresolved: <reason>"``."""
     from ..gaussian import GaussianODE
-    from .closed_forms import sigma_star_vi, sigma_vi
-    from .clustering import classify_batch
+    from ..analysis.closed_forms import sigma_star_vi, sigma_vi
+    from ..analysis.clustering import classify_batch
 
     rng = np.random.default_rng(seed)
     m = d // 2
@@ -265,9 +265,9 @@ def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("
     import matplotlib.pyplot as plt
 
     from ..gaussian import GaussianODE
-    from ..model import Schedule
+    from ..weights import Schedule
     from ..numerics.estimators import moments
-    from .closed_forms import blowup_time_vi
+    from ..analysis.closed_forms import blowup_time_vi
 
     S0 = np.array([[1.0, 0.4], [0.4, 0.7]])
     q = np.array([np.cos(0.6), np.sin(0.6)])
@@ -311,7 +311,7 @@ def make_scenario_figure(scn, out: Path, *, n: int = 2000, seed: int = 0, T: flo
     import matplotlib.pyplot as plt
 
     from ..gaussian import GaussianODE
-    from ..spec import kinds
+    from ..registry import kinds
 
     T = scn.T if T is None else T
     w0 = scn.schedule(0.0)

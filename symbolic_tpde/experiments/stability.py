@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BlowupError, InputError
-from ..model import make_head, make_weights
+from ..weights import make_head, make_weights
 from ..numerics.distances import conditional_wasserstein, wasserstein
-from .meanfield import LineFit, as_schedule, evolve, gaussian_mixture, ols, uniform_ball
+from ..analysis.meanfield import LineFit, as_schedule, evolve, gaussian_mixture, ols, uniform_ball
 
 VARIANTS = ("softmax", "l2", "sinkhorn", "sigmoid", "linear", "multihead", "masked")
 
@@ -45,7 +45,7 @@ def variant_weights(variant: str, A: np.ndarray, V: np.ndarray, *, sink_mass: fl
     * ``multihead``: heads ``(A, V/2)`` and ``(Aᵀ, V/2)``;
     * ``masked``: causal softmax, with an attention sink of mass ``sink_mass`` at ``x = 0`` if given.
     """
-    from ..spec import kinds
+    from ..registry import kinds
 
     A = np.asarray(A, float)
     V = np.asarray(V, float)

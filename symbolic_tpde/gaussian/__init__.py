@@ -1,0 +1,13 @@
+"""Gaussian moment ODEs: :mod:`.ode` (the model: structure → derived system → backend) and
+:mod:`.integrate` (integration of a model to a :class:`~.integrate.GaussianSolution`, domain stops as events).
+
+``integrate`` knows only the model's interface (``rhs``, ``jac``, ``d``, ``schedule``), so it sits below ``ode``.
+"""
+
+from .integrate import GaussianSolution, gaussian_rhs, integrate_gaussian
+from .ode import (GaussianODE, compiled_for, needs_numeric_matrix, pack_params, pack_state, params_from_values,
+                  system_for, system_for_structure, unpack_state)
+
+__all__ = ["GaussianODE", "GaussianSolution", "compiled_for", "gaussian_rhs", "integrate_gaussian",
+           "needs_numeric_matrix", "pack_params", "pack_state", "params_from_values", "system_for",
+           "system_for_structure", "unpack_state"]
