@@ -56,9 +56,10 @@ def test_save_trajectory_at_requested_times(tmp_path, capsys, ext):
         data = np.load(out)
         t, Sig, alpha = data["t"], data["Sigma"], data["alpha"]
     else:
-        lines = [ln for ln in out.read_text().splitlines() if not ln.startswith("#")]
-        assert lines[0] == "t,alpha_0,alpha_1,Sigma_0_0,Sigma_0_1,Sigma_1_1"
+        lines = out.read_text().splitlines()
+        assert lines[0] == "t,alpha_0,alpha_1,Sigma_0_0,Sigma_0_1,Sigma_1_1,stop_row"
         rows = np.array([[float(x) for x in ln.split(",")] for ln in lines[1:]])
+        assert not rows[:, -1].any()                                  # no early stop: every row was requested
         t, alpha = rows[:, 0], rows[:, 1:3]
         Sig = np.stack([[[r[3], r[4]], [r[4], r[5]]] for r in rows])
     assert np.array_equal(t, times)

@@ -22,9 +22,12 @@ and ``t`` the last accepted time, and the exit status is :data:`EXIT_TIME_LIMIT`
 not obtained, it is neither bad input (2) nor a property of the ODE (3).  The rhs evaluations are capped too
 (``max_nfev`` = 10⁶, status ``"stalled"``), with ``--covariance-only`` as well.
 
-``--save FILE`` (``.npz`` or ``.csv``) writes the trajectory: the accepted steps, or the dense output at
-``--times t1 t2 ...`` / ``--n-times N`` (``N`` equally spaced times on ``[0, T]``), plus the stopping point
-when the run stopped early.  ``--covariance-only`` integrates ``dΣ/dt`` alone (``α`` frozen at 0) where the
+``--times t1 t2 ...`` / ``--n-times N`` (``N`` equally spaced times on ``[0, T]``): the states at those times
+(dense output) are printed (text, and ``"times": [{"t", "alpha", "Sigma"}, ...]`` in JSON); requested times
+past an early stop (a blow-up) are listed as ``"not_reached"``, never replaced by the stopping time.
+``--save FILE`` (``.npz`` or ``.csv``, see :func:`save_trajectory` for the fields) writes the trajectory: the
+accepted steps, or the states at the requested times, plus the stopping point when the run stopped early
+(flagged ``stop_row``).  ``--covariance-only`` integrates ``dΣ/dt`` alone (``α`` frozen at 0) where the
 derived covariance equation does not involve ``α`` (:func:`symbolic_tpde.analysis.clustering.covariance_closed`,
 README Mathematics §3): e.g. softmax with ``V = I``, where ``α ~ eᵗ`` would otherwise overflow long before
 ``Σ`` converges.  Refused (exit 2) when ``dΣ/dt`` involves ``α`` (linear attention).
@@ -121,9 +124,38 @@ def output_times(args, T: float):
     return ts
 
 
-def save_trajectory(path: str, t, alpha, Sigma, meta: dict) -> str:
-    """Write ``t (K,)``, ``alpha (K, d)`` (or ``None``), ``Sigma (K, d, d)`` as ``.npz`` (arrays + metadata) or
-    ``.csv`` (one row per time: ``t``, ``alpha_i``, ``Sigma_i_j`` for ``i <= j``; metadata in ``#`` lines)."""
+def split_rows(sol_t, t_end: float, ts, stopped_early: bool):
+    """Which rows of a run's output are the requested times and which is the stopping point.
+
+    With output times ``ts`` the integrator returns the states at the requested times it reached and, when the
+    run stopped early (blow-up, tilt ceased, a cap), one more row: the state where it stopped.  Returns
+    ``(stop_row, not_reached)``: a boolean per row (``True`` only for that stopping row) and the requested times
+    past the stop (never replaced by the stopping time)."""
+    import numpy as np
+
+    n = len(sol_t)
+    stop_row = np.zeros(n, dtype=bool)
+    if ts is None:
+        if stopped_early and n:
+            stop_row[-1] = True
+        return stop_row, np.zeros(0)
+    ts = np.asarray(ts, dtype=float)
+    reached = int(np.sum(ts < t_end)) if stopped_early else len(ts)
+    if n > reached:
+        stop_row[reached:] = True
+    return stop_row, ts[reached:]
+
+
+def save_trajectory(path: str, t, alpha, Sigma, meta: dict, stop_row=None, not_reached=None) -> list[str]:
+    """Write ``t (K,)``, ``alpha (K, d)`` (or ``None``), ``Sigma (K, d, d)`` as ``.npz`` or ``.csv``.
+
+    Every field has one type, whatever the run did: ``.npz`` holds the arrays, ``stop_row (K,)`` (bool: the
+    row is where the run stopped early, not a requested time), ``not_reached (m,)`` (float: requested times past
+    the stop, possibly empty), ``status`` (str) and the metadata; ``blowup_time`` and ``blowup_time_error``
+    (float) are present only when a blow-up was found.  ``.csv``: one header line of column names (``t``,
+    ``alpha_i``, ``Sigma_i_j`` for ``i <= j``, ``stop_row`` as 0/1) and numbers only, so
+    ``np.genfromtxt(f, delimiter=",", names=True)`` and ``pandas.read_csv(f)`` load it without options; the
+    metadata go to a side file ``<name>.meta.json`` (strict JSON).  Returns the paths written."""
     from pathlib import Path
 
     import numpy as np
@@ -132,26 +164,31 @@ def save_trajectory(path: str, t, alpha, Sigma, meta: dict) -> str:
 
     p = Path(path)
     d = Sigma.shape[-1]
+    K = len(t)
+    stop_row = np.zeros(K, dtype=bool) if stop_row is None else np.asarray(stop_row, dtype=bool)
+    not_reached = np.zeros(0) if not_reached is None else np.asarray(not_reached, dtype=float)
+    meta = {k: v for k, v in meta.items() if v is not None}
     if p.suffix == ".npz":
-        extra = {k: np.array("" if v is None else v) for k, v in meta.items()}
-        arrays = dict(t=np.asarray(t), Sigma=np.asarray(Sigma))
+        arrays = dict(t=np.asarray(t, dtype=float), Sigma=np.asarray(Sigma, dtype=float), stop_row=stop_row,
+                      not_reached=not_reached)
         if alpha is not None:
-            arrays["alpha"] = np.asarray(alpha)
+            arrays["alpha"] = np.asarray(alpha, dtype=float)
+        extra = {k: np.array(v) for k, v in meta.items()}
         np.savez(p, **arrays, **extra)
-    elif p.suffix == ".csv":
+        return [str(p)]
+    if p.suffix == ".csv":
         iu = np.triu_indices(d)
         cols = ["t"] + ([f"alpha_{i}" for i in range(d)] if alpha is not None else []) + \
-               [f"Sigma_{i}_{j}" for i, j in zip(*iu)]
+               [f"Sigma_{i}_{j}" for i, j in zip(*iu)] + ["stop_row"]
         with open(p, "w") as fh:
-            for k, v in meta.items():
-                fh.write(f"# {k}: {v}\n")
             fh.write(",".join(cols) + "\n")
-            for k in range(len(t)):
+            for k in range(K):
                 row = [t[k]] + (list(alpha[k]) if alpha is not None else []) + list(Sigma[k][iu])
-                fh.write(",".join(f"{x:.17g}" for x in row) + "\n")
-    else:
-        raise InputError("save", f"expected a .npz or .csv file name, got {path!r}")
-    return str(p)
+                fh.write(",".join(f"{x:.17g}" for x in row) + f",{int(stop_row[k])}\n")
+        side = p.with_name(p.stem + ".meta.json")
+        side.write_text(dumps({**meta, "not_reached": not_reached.tolist(), "columns": cols}) + "\n")
+        return [str(p), str(side)]
+    raise InputError("save", f"expected a .npz or .csv file name, got {path!r}")
 
 
 def load_ode(scenario: str, T, backend: str = "auto"):
@@ -204,15 +241,25 @@ def run(args) -> int:
         alphas, Sig = sol.alpha, sol.Sigma
         t_end, a_end, S_end = float(sol.t[-1]), sol.alpha[-1], sol.Sigma[-1]
         backend = sol.backend
+    ts_out = np.asarray(sol.t, dtype=float)
+    stopped_early = str(sol.status) != "ok"
+    stop_row, not_reached = split_rows(ts_out, t_end, ts, stopped_early)
     out = {"t": t_end, "alpha": None if a_end is None else a_end.tolist(), "Sigma": S_end.tolist(),
            "status": str(sol.status), "blowup_time": sol.blowup_time, "blowup_time_error": sol.blowup_time_error,
            "growth_exponent": sol.exponent, "backend": backend, "message": sol.message,
            "covariance_only": bool(args.covariance_only), "saved": None}
+    if ts is not None:
+        keep = ~stop_row
+        out["times"] = [{"t": float(ts_out[k]), "alpha": None if alphas is None else alphas[k].tolist(),
+                         "Sigma": Sig[k].tolist()} for k in np.flatnonzero(keep)]
+        out["not_reached"] = not_reached.tolist()
     if args.save is not None:
         meta = {k: out[k] for k in ("status", "blowup_time", "blowup_time_error", "covariance_only", "backend")}
         meta["scenario"] = args.scenario
-        out["saved"] = save_trajectory(args.save, np.asarray(sol.t), alphas, Sig, meta)
-        out["n_saved"] = int(len(sol.t))
+        written = save_trajectory(args.save, ts_out, alphas, Sig, meta, stop_row, not_reached)
+        out["saved"] = written[0]
+        out["saved_files"] = written
+        out["n_saved"] = int(len(ts_out))
     if args.json:
         print(dumps(out))
     else:
@@ -220,11 +267,20 @@ def run(args) -> int:
               + (", covariance only" if args.covariance_only else "") + ")")
         if sol.blowup_time is not None:
             print(f"blow-up time {sol.blowup_time:.12g} ± {sol.blowup_time_error:.2g}")
+        for row in out.get("times", []):
+            print(f"t = {row['t']:.10g}:")
+            if row["alpha"] is not None:
+                print("  alpha =", np.array2string(np.asarray(row["alpha"]), precision=6))
+            print("  Sigma =", np.array2string(np.asarray(row["Sigma"]), precision=6, prefix="  Sigma = "))
+        if len(not_reached):
+            print("not reached (the run stopped at t = %.10g, %s): %s"
+                  % (t_end, sol.status, ", ".join(f"{x:g}" for x in not_reached)))
+        print(f"at the end, t = {t_end:.10g}:")
         if a_end is not None:
             print("alpha =", np.array2string(a_end, precision=6))
         print("Sigma =", np.array2string(S_end, precision=6))
         if out["saved"]:
-            print(f"trajectory ({out['n_saved']} times) -> {out['saved']}")
+            print(f"trajectory ({out['n_saved']} rows) -> {', '.join(out['saved_files'])}")
         if str(sol.status) == "time-limit":
             print(sol.message)
     return EXIT_TIME_LIMIT if str(sol.status) == "time-limit" else 0

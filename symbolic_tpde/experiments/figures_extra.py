@@ -222,35 +222,44 @@ def cloud_and_ode(schedule, alpha0, Sigma0, times, n: int, seed: int, steps_per_
 
 def draw_cloud_row(axes, panels, dims=(0, 1), label_ode: str = "Gaussian ODE (from the sample moments)") -> None:
     """One panel per time: the tokens (projected on ``dims``), their empirical 2-sd ellipse (dashed red) and the
-    ODE's (solid black), both centred at the cloud's sample mean so that the panel compares covariances (the
-    mean equation ``dα/dt = V(α + ΣAα)`` amplifies the ``O(n^{-1/2})`` finite-``n`` drift of the sample mean
-    like ``e^{t}``, which would put the two ellipses far apart); the relative mean gap
-    ``|ᾱ_emp - α|/max(|α|, √tr Σ)`` is stated in the title.  Axes scaled to the data."""
+    ODE's (solid black), in coordinates relative to the cloud's sample mean ``ᾱ(t)`` (stated on the panel), so
+    every panel is centred and equal-aspect whatever the mean does (it grows like ``eᵗ`` under softmax with
+    ``V = I``), and the panel compares covariances (the mean equation ``dα/dt = V(α + ΣAα)`` amplifies the
+    ``O(n^{-1/2})`` finite-``n`` drift of the sample mean, which would put the two ellipses far apart); the
+    relative mean gap ``|ᾱ_emp - α|/max(|α|, √tr Σ)`` is stated in the title.  The ellipses are the level
+    ``(x - ᾱ)ᵀ Σ⁻¹ (x - ᾱ) = 4`` of the 2-D marginal, which holds ``1 - e⁻² ≈ 86.5 %`` of its mass; each panel
+    has its legend."""
     i, j = dims
     for ax, (t, X, me, Se, ao, So) in zip(axes, panels):
-        ax.scatter(X[:, i], X[:, j], s=1, alpha=0.3, color="tab:blue", rasterized=True)
+        c = me[[i, j]]
+        ax.scatter(X[:, i] - c[0], X[:, j] - c[1], s=1, alpha=0.3, color="tab:blue", rasterized=True,
+                   label=f"tokens (n = {len(X)})")
         sub = np.ix_([i, j], [i, j])
-        ee = _ellipse(Se[sub]) + me[[i, j], None]
-        ax.plot(ee[0], ee[1], "r--", lw=1.2, label="particles (empirical)")
-        pts = [ee, X[:, [i, j]].T]
+        ee = _ellipse(Se[sub])
+        ax.plot(ee[0], ee[1], "r--", lw=1.2, label="particles: 2-sd ellipse (86.5 %)")
+        pts = [ee, (X[:, [i, j]] - c).T]
         title = f"$t = {t:.3g}$"
         if So is not None:
-            eo = _ellipse(So[sub]) + me[[i, j], None]
-            ax.plot(eo[0], eo[1], "k-", lw=1.5, label=label_ode)
+            eo = _ellipse(So[sub])
+            ax.plot(eo[0], eo[1], "k-", lw=1.5, label=label_ode + ": 2-sd ellipse")
             pts.append(eo)
             rel = np.linalg.norm(Se - So) / np.linalg.norm(So)
             gap = np.linalg.norm(me - ao) / max(np.linalg.norm(ao), np.sqrt(np.trace(So)))
             title += (rf": tr$\,\Sigma$ = {np.trace(So):.3g}, $\|\Sigma_{{emp}}-\Sigma\|/\|\Sigma\|$ = {rel:.2g}"
                       rf", mean gap {gap:.2g}")
+        title += f"\nsample mean $\\bar\\alpha$ = ({c[0]:.4g}, {c[1]:.4g})"
         P = np.concatenate(pts, axis=1)
-        lo, hi = np.percentile(P, 0.5, axis=1), np.percentile(P, 99.5, axis=1)
-        c, r = (lo + hi) / 2, 0.55 * max(hi - lo) + 1e-12
-        ax.set_xlim(c[0] - r, c[0] + r)
-        ax.set_ylim(c[1] - r, c[1] + r)
+        r = 1.1 * float(np.max(np.percentile(np.abs(P), 99.5, axis=1))) + 1e-12
+        ax.set_xlim(-r, r)
+        ax.set_ylim(-r, r)
         ax.set_aspect("equal")
+        ax.ticklabel_format(useOffset=False)
+        ax.axhline(0.0, color="0.85", lw=0.5, zorder=0)
+        ax.axvline(0.0, color="0.85", lw=0.5, zorder=0)
         ax.set_title(title, fontsize=8)
-        ax.set_xlabel(f"$x_{i}$")
-        ax.set_ylabel(f"$x_{j}$")
+        ax.set_xlabel(rf"$x_{i} - \bar\alpha_{i}(t)$")
+        ax.set_ylabel(rf"$x_{j} - \bar\alpha_{j}(t)$")
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, markerscale=4)
 
 
 def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("png", "pdf"),
@@ -284,7 +293,7 @@ def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("
         data = cloud_and_ode(Schedule.constant(w), np.zeros(2), S0, times, n, seed,
                              ode=GaussianODE.from_weights(w))
         draw_cloud_row(axes[r], data)
-        axes[r, 0].set_ylabel(title + "\n$x_1$", fontsize=9)
+        axes[r, 0].set_ylabel(title + "\n" + axes[r, 0].get_ylabel(), fontsize=9)
         if panels:
             for k, one in enumerate(data):
                 f1, a1 = plt.subplots(figsize=(4.4, 4.4))
@@ -292,7 +301,6 @@ def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("
                 a1.set_title(title + "\n" + a1.get_title(), fontsize=8)
                 f1.tight_layout()
                 extra += save(f1, out_dir, f"fig_particles_{('cluster', 'blowup')[r]}_{k}", formats)
-    axes[0, 0].legend(fontsize=7, loc="lower left")
     fig.suptitle(f"token clouds (n = {n}, seed {seed}, RK4) and the Gaussian moment ODE started from the "
                  "cloud's sample mean and covariance (2-sd ellipses); $T^*$: closed form at the sample covariance",
                  fontsize=10)
@@ -328,9 +336,8 @@ def make_scenario_figure(scn, out: Path, *, n: int = 2000, seed: int = 0, T: flo
             note = rf", horizon $0.9\times$ the ODE's stop ({sol.status})"
     times = np.linspace(0.0, T, panels)
     data = cloud_and_ode(scn.schedule, scn.alpha0, scn.Sigma0, times, n, seed, ode=ode)
-    fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 4.4))
+    fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 5.2))
     draw_cloud_row(np.atleast_1d(axes), data, dims)
-    np.atleast_1d(axes)[0].legend(fontsize=7, loc="best")
     kinds_ = ", ".join(sorted({h.kind for h in w0.heads}))
     what = "vs the Gaussian ODE from the sample moments" if ode is not None else \
         "(no Gaussian ODE: this attention does not preserve Gaussians)"
