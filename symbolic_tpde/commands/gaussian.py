@@ -193,7 +193,7 @@ def save_trajectory(path: str, t, alpha, Sigma, meta: dict, stop_row=None, not_r
 
 def load_ode(scenario: str, T, backend: str = "auto"):
     """``(scenario, T, GaussianODE)`` with the command-line checks shared by ``gaussian``/``classify``/``plot``."""
-    from ..errors import InputError
+    from ..errors import InputError, NotGaussianPreserving
     from ..gaussian import GaussianODE
     from ..scenario import load_scenario
 
@@ -203,10 +203,8 @@ def load_ode(scenario: str, T, backend: str = "auto"):
         raise InputError("T", f"must be finite and > 0, got {T}")
     try:
         ode = GaussianODE.from_scenario(scn, backend=backend)
-    except Exception as exc:  # NotGaussianPreserving and friends: one line, exit 2
-        if type(exc).__name__ == "NotGaussianPreserving":
-            raise InputError("attention", f"not Gaussian-preserving: {exc}") from None
-        raise
+    except NotGaussianPreserving as exc:  # one line, exit 2
+        raise InputError("attention", f"not Gaussian-preserving: {exc}") from None
     from ..gaussian import pack_state
 
     ode.check_tilt(0.0, pack_state(scn.alpha0, scn.Sigma0), "Sigma0")   # exit 2 where the tilt does not exist
