@@ -40,6 +40,13 @@ def _freeze(value: Any):
     return value
 
 
+def _readonly(value: Any):
+    """``value`` with its array made read-only (an unpickled or deep-copied array is a fresh, writable copy)."""
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+    return value
+
+
 class Head:
     """One attention head: its kind and its validated parameters, immutable, with ``==`` and ``hash``.
 
@@ -74,6 +81,15 @@ class Head:
     def __setattr__(self, name, value):
         raise AttributeError("Head is immutable")
 
+    # pickle / deepcopy: the kind and the parameters; the rest (effective, form, the per-process salted hash)
+    # is rebuilt by __init__ in the receiving process
+    def __getstate__(self):
+        return self.kind, dict(self.params)
+
+    def __setstate__(self, state) -> None:
+        kind, params = state
+        self.__init__(kind, {k: _readonly(v) for k, v in params.items()})
+
     def __eq__(self, other) -> bool:
         if not isinstance(other, Head):
             return NotImplemented
@@ -92,7 +108,8 @@ class Head:
         return int(self.params["V"].shape[1])
 
     def structure(self) -> tuple:
-        """``(kind, ((name, shape), ...))``: the form the symbolic derivation depends on."""
+        """``(kind, ((name, shape), ...))``: the form the symbolic derivation depends on (one entry of
+        :attr:`Structure.heads`)."""
         return (self.kind, self.form)
 
 
@@ -171,7 +188,15 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
     return Head(kind, out)
 
 
-class _ByValue:
+class _ReadOnly:
+    """A frozen dataclass whose arrays stay read-only through pickling and ``copy.deepcopy``."""
+
+    def __setstate__(self, state: dict) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, _readonly(v))
+
+
+class _ByValue(_ReadOnly):
     """``==`` and ``hash`` by the exact values of the (array) fields of a frozen dataclass."""
 
     def _key(self):
@@ -205,6 +230,19 @@ class Sink(_ByValue):
 
 
 @dataclass(frozen=True)
+class Structure:
+    """The *form* of a :class:`Weights`, not its values: ``d``, per head ``(kind, ((name, shape), ...))``, and
+    whether there is a feed-forward term and a sink.  Weights of one structure share one symbolic derivation
+    and one generated right-hand side: it keys the in-memory memos and the warm on-disk cache
+    (:func:`symbolic_tpde.codegen.warm.structure_key`)."""
+
+    d: int
+    heads: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...]
+    ffn: bool = False
+    sink: bool = False
+
+
+@dataclass(frozen=True)
 class Weights:
     """All parameters acting at one time: heads (fields summed), optional FFN and optional sink."""
 
@@ -216,12 +254,8 @@ class Weights:
     def d(self) -> int:
         return self.heads[0].d
 
-    def structure(self) -> tuple:
-        """Hashable description of the *form* (head kinds, head dimensions, FFN, sink), not the values.
-
-        Two weights with the same structure share one symbolic derivation and one generated right-hand side.
-        """
-        return (self.d, tuple(h.structure() for h in self.heads), self.ffn is not None, self.sink is not None)
+    def structure(self) -> Structure:
+        return Structure(self.d, tuple(h.structure() for h in self.heads), self.ffn is not None, self.sink is not None)
 
 
 def make_weights(heads: list[Head] | tuple[Head, ...], ffn: Mapping[str, Any] | FFN | None = None,
@@ -275,7 +309,8 @@ class Schedule:
       (``t_end_0 = 0``; the last layer also acts at and after its ``t_end``);
     * ``Schedule.from_callable(f)``: any Python callable ``t -> Weights`` (validated at each call).
 
-    Calling the schedule, ``schedule(t)``, returns the :class:`Weights` in force at ``t``.
+    Calling the schedule, ``schedule(t)``, returns the :class:`Weights` in force at ``t``.  A schedule pickles
+    (to a worker process) when its callable does: a module-level function, not a lambda.
     """
 
     t_ends: tuple[float, ...] = ()
@@ -329,7 +364,7 @@ class Schedule:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class Scenario(_ReadOnly):
     """A complete run description: weights schedule, Gaussian initial data ``N(alpha0, Sigma0)``, horizon."""
 
     attention: str

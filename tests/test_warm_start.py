@@ -58,9 +58,10 @@ def test_warm_start_loads_without_sympy_and_agrees(tmp_path, name):
 
 def test_structure_key_separates_backends_and_structures():
     from symbolic_tpde.codegen.warm import structure_key
+    from symbolic_tpde.weights import Structure
 
-    s2 = (2, (("softmax", (("A", (2, 2)), ("V", (2, 2)))),), False, False)
-    s3 = (3, (("softmax", (("A", (3, 3)), ("V", (3, 3)))),), False, False)
+    s2 = Structure(2, (("softmax", (("A", (2, 2)), ("V", (2, 2)))),))
+    s3 = Structure(3, (("softmax", (("A", (3, 3)), ("V", (3, 3)))),))
     keys = {structure_key(s2, "c"), structure_key(s2, "numpy"), structure_key(s3, "c")}
     assert len(keys) == 3 and structure_key(s2, "c") == structure_key(s2, "c")
 

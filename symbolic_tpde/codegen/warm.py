@@ -20,11 +20,13 @@ import functools
 import hashlib
 import json
 import threading
+from dataclasses import astuple
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from ..weights import Structure
 from . import cbuild
 from .cache import CODEGEN_VERSION, Cache, make_key
 
@@ -61,12 +63,14 @@ class CompiledRHS:
 
     ``system``: the :class:`~symbolic_tpde.symbolic.system.OdeSystem`, or derived on first access by
     ``system_factory`` (warm path).  ``jac`` is generated on first access (``jac_factory``), never before.
+    ``param_layout``: the system's blocks of the parameter vector (warm path: read from the manifest).
     """
 
     def __init__(self, system, backend: str, f: Callable, batch: Callable, source: str,
                  jac_factory: Callable[[], Callable], *, n_states: int | None = None, n_params: int | None = None,
-                 system_factory: Callable | None = None, key: str | None = None):
+                 system_factory: Callable | None = None, key: str | None = None, param_layout=None):
         self._system = system
+        self._param_layout = param_layout
         self._system_factory = system_factory
         self.backend = backend
         self.f = f
@@ -84,6 +88,10 @@ class CompiledRHS:
         if self._system is None and self._system_factory is not None:
             self._system = self._system_factory()
         return self._system
+
+    @property
+    def param_layout(self) -> tuple:
+        return self.system.param_layout if self._param_layout is None else self._param_layout
 
     @property
     def n_states(self) -> int:
@@ -117,7 +125,7 @@ class CompiledRHS:
         return (lambda t, y: f(t, y, p)), (lambda t, y: self.jac(t, y, p))
 
     def __repr__(self) -> str:
-        variant = "?" if self._system is None else dict(self._system.origin).get("variant", "?")
+        variant = "<derived on first use>" if self._system is None else dict(self._system.origin).get("variant", "?")
         return (f"CompiledRHS(backend={self.backend!r}, n_states={self.n_states}, n_params={self.n_params}, "
                 f"variant={variant!r})")
 
@@ -222,12 +230,13 @@ def c_jac_callable(mod, n: int, m: int) -> Callable:
 
 
 # ------------------------------------------------------------------------------- structural manifest
-def structure_key(structure, backend: str) -> str:
-    """Cache key of a weights structure (a tuple of str/int/bool/tuples, see ``Weights.structure()``) for a
-    concrete backend (``"c"`` or ``"numpy"``); includes package and code-generator versions."""
+def structure_key(structure: Structure, backend: str) -> str:
+    """Cache key of a weights :class:`~symbolic_tpde.weights.Structure` for a concrete backend (``"c"`` or
+    ``"numpy"``); includes package and code-generator versions.  The structure enters as the repr of its field
+    values, ``(d, heads, ffn, sink)``, the key of the entries written before it was a dataclass."""
     from .. import __version__
 
-    content = (f"structure={structure!r};package={__version__};codegen={CODEGEN_VERSION};"
+    content = (f"structure={astuple(structure)!r};package={__version__};codegen={CODEGEN_VERSION};"
                f"manifest={MANIFEST_VERSION};sources={source_fingerprint()}")
     return make_key(content, f"structure-{backend}")
 

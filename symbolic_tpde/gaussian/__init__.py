@@ -5,9 +5,8 @@
 """
 
 from .integrate import GaussianSolution, gaussian_rhs, integrate_gaussian
-from .ode import (GaussianODE, compiled_for, needs_numeric_matrix, pack_params, pack_state, params_from_values,
-                  system_for, system_for_structure, unpack_state)
+from .ode import (GaussianODE, backend_for, pack_params, pack_state, params_from_values, system_for_structure,
+                  unpack_state)
 
-__all__ = ["GaussianODE", "GaussianSolution", "compiled_for", "gaussian_rhs", "integrate_gaussian",
-           "needs_numeric_matrix", "pack_params", "pack_state", "params_from_values", "system_for",
-           "system_for_structure", "unpack_state"]
+__all__ = ["GaussianODE", "GaussianSolution", "backend_for", "gaussian_rhs", "integrate_gaussian", "pack_params",
+           "pack_state", "params_from_values", "system_for_structure", "unpack_state"]

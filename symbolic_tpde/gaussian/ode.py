@@ -8,10 +8,12 @@ the system is derived from the registry kinds of the heads, :func:`symbolic_tpde
 derive_gaussian_system`) or from any derived system and parameter values (``from_system``, e.g. the result of
 :func:`symbolic_tpde.derive_kernel`).  The right-hand side is generated code (:func:`symbolic_tpde.codegen.
 compile.compile_system`: C when available, numpy otherwise); Sinkhorn heads at ``d >= 3`` add the numeric
-closed form (:mod:`symbolic_tpde.numerics.numeric_matrix`, ``backend == "numeric-matrix"``).
+closed form (:mod:`symbolic_tpde.numerics.numeric_matrix`, ``backend == "numeric-matrix"``): either way a backend
+object with ``f``, ``batch``, ``jac``, ``param_layout`` and ``system`` (:func:`backend_for`).
 
 Flat state: :mod:`symbolic_tpde.registry.layout` (``alpha``, then the upper triangle of ``Sigma`` row by row).
-Flat parameters: ``system.param_layout`` (``("heads", h, name)``, ``("ffn", "W")``, ``("ffn", "c")``).
+Flat parameters: the backend's ``param_layout`` (``("heads", h, name)``, ``("ffn", "W")``, ``("ffn", "c")``;
+``("effective", h, name)``: the head's effective parameter, e.g. ``A = KᵀQ/√k``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, NotGaussianPreserving
-from ..weights import Scenario, Schedule, Weights
+from ..weights import Scenario, Schedule, Structure, Weights
 from ..registry import kinds, layout
 from ..memo import Memo
 
@@ -52,6 +54,8 @@ def _block_value(weights: Weights, key: tuple) -> Any:
         if h >= len(weights.heads) or name not in weights.heads[h].params:
             raise InputError(f"heads[{h}].{name}", "parameter required by the derived system is missing")
         return weights.heads[h].params[name]
+    if key[0] == "effective":
+        return weights.heads[key[1]].effective[key[2]]
     if key[0] == "ffn":
         if weights.ffn is None:
             raise InputError("ffn", "the derived system has a feed-forward term but the weights do not")
@@ -60,7 +64,7 @@ def _block_value(weights: Weights, key: tuple) -> Any:
 
 
 def pack_params(system, weights: Weights) -> np.ndarray:
-    """Flat parameter vector of ``system`` filled from ``weights`` following ``system.param_layout``."""
+    """Flat parameter vector of ``system`` (or a backend) filled from ``weights`` following its ``param_layout``."""
     p = np.empty(system.n_params)
     if system.n_params and not system.param_layout:
         raise InputError("params", "system has parameters but no param_layout to fill them from "
@@ -115,13 +119,6 @@ def params_from_values(system, values) -> np.ndarray:
 _MEMO = Memo("compiled right-hand sides by weights structure and backend")
 
 
-def system_for(weights: Weights):
-    """The derived entrywise :class:`OdeSystem` for ``weights.structure()``."""
-    from ..symbolic.moments import derive_gaussian_system
-
-    return derive_gaussian_system(weights.structure())
-
-
 def system_for_structure(structure):
     """The derived entrywise system of a weights structure (memoised in :mod:`symbolic_tpde.symbolic`)."""
     from ..symbolic.moments import derive_gaussian_system
@@ -140,26 +137,31 @@ def _concrete_backend(backend: str) -> str | None:
     return None
 
 
-def compiled_for(weights: Weights, backend: str = "auto"):
-    """Compiled right-hand side for ``weights.structure()`` and ``backend`` (memoised)."""
-    from ..codegen.compile import compile_system
+def backend_for(structure: Structure, backend: str = "auto"):
+    """The right-hand side of ``structure`` (memoised): generated code (:func:`~symbolic_tpde.codegen.compile.
+    compile_system`), or the numeric-matrix backend when some head has no entrywise closed form at this ``d``
+    (Sinkhorn at ``d >= 3``), with the other heads as generated code."""
+    def build():
+        from ..codegen.compile import compile_system
 
-    return _MEMO.get(("compiled", weights.structure(), backend), lambda: compile_system(system_for(weights), backend))
+        numeric = tuple(i for i, (kind, _) in enumerate(structure.heads)
+                        if (kinds.part(kind, "symbolic").entrywise_max_d or math.inf) < structure.d)
+        if not numeric:
+            return compile_system(system_for_structure(structure), backend)
+        from ..numerics.numeric_matrix import NumericMatrixRHS
+
+        others = tuple(i for i in range(len(structure.heads)) if i not in numeric)
+        rest = None if not others else backend_for(
+            Structure(structure.d, tuple(structure.heads[i] for i in others)), backend)
+        return NumericMatrixRHS(structure.d, numeric, rest, others, ffn=structure.ffn)
+
+    return _MEMO.get(("compiled", structure, backend), build)
 
 
 def _refuse_non_preserving(w: Weights) -> None:
     for h in w.heads:
         if not kinds.get(h.kind).preserves_gaussians:
             raise NotGaussianPreserving(kinds.part(h.kind, "symbolic").witness(sink=w.sink is not None))
-
-
-def _entrywise_limit(kind: str) -> int | None:
-    return kinds.part(kind, "symbolic").entrywise_max_d
-
-
-def needs_numeric_matrix(weights: Weights) -> bool:
-    """Some head has no entrywise closed form at this ``d`` (Sinkhorn at ``d >= 3``)."""
-    return any((_entrywise_limit(h.kind) or math.inf) < weights.d for h in weights.heads)
 
 
 class _Fixed:
@@ -177,7 +179,8 @@ class GaussianODE:
 
     ``rhs(t, y)``, ``rhs_batch(t, Y)``, ``params(t)``, ``params_batch(ts)``, ``jac(t, y)``,
     ``condition_values(t, y)``, ``integrate(alpha0, Sigma0, T, ...)``.  ``backend``: ``"auto"``, ``"numpy"``
-    or ``"c"`` for the generated code (``"numeric-matrix"`` when a Sinkhorn head at ``d >= 3`` is present).
+    or ``"c"`` for the generated code (``"numeric-matrix"`` when a Sinkhorn head at ``d >= 3`` is present);
+    ``compiled``: the backend object (:func:`backend_for`).
     """
 
     def __init__(self, schedule: Schedule, backend: str = "auto"):
@@ -187,38 +190,16 @@ class GaussianODE:
         self.structure = w0.structure()
         self.scenario: Scenario | None = None
         self._system = None
-        self._layout = None          # what pack_params needs (the system, or the warm manifest's layout)
         self._warm_exist = None      # existence matrices from the warm manifest (None: use the system)
         self._fixed_p: np.ndarray | None = None
         self._pcache: dict = {}
         _refuse_non_preserving(w0)
         if self._load_warm(backend):
             return
-        from ..codegen.compile import compile_system
-        from ..symbolic.moments import derive_gaussian_system
-
-        if needs_numeric_matrix(w0):
-            from ..numerics.numeric_matrix import NumericMatrixRHS
-
-            sk = [i for i, h in enumerate(w0.heads) if (_entrywise_limit(h.kind) or math.inf) < self.d]
-            rest_heads = tuple(s for i, s in enumerate(self.structure[1]) if i not in sk)
-            self._sinkhorn_heads = tuple(sk)
-            self._rest = None
-            rest_c = None
-            if rest_heads:
-                st = (self.d, rest_heads, False, False)
-                self._rest = derive_gaussian_system(st)
-                rest_c = _MEMO.get(("compiled", st, backend), lambda: compile_system(self._rest, backend))
-            self._system = self._rest
-            self.compiled = NumericMatrixRHS(self.d, len(sk), rest_c, ffn=w0.ffn is not None)
-            self.backend = "numeric-matrix"
-        else:
-            self._system = derive_gaussian_system(self.structure)
-            self.compiled = _MEMO.get(("compiled", self.structure, backend),
-                                      lambda: compile_system(self._system, backend))
-            self.backend = self.compiled.backend
-            self._store_warm(backend)
-        self._layout = self._system
+        self.compiled = backend_for(self.structure, backend)
+        self.backend = self.compiled.backend
+        self._system = self.compiled.system
+        self._store_warm(backend)
 
     # -- the SymPy-free warm path (README "Generated code"; codegen/warm.py) ------------------------------
     def _load_warm(self, backend: str) -> bool:
@@ -245,16 +226,17 @@ class GaussianODE:
                 return compile_system(system_for_structure(structure), be).jac
 
             crhs = warm.CompiledRHS(None, be, f, batch, src, jac_factory, n_states=n, n_params=m, key=key,
-                                    system_factory=lambda: system_for_structure(structure))
-            hit = _MEMO.store(("warm", self.structure, concrete), (crhs, layout, exist_fn))
-        self.compiled, self._layout, exist_fn = hit
+                                    system_factory=lambda: system_for_structure(structure),
+                                    param_layout=layout.param_layout)
+            hit = _MEMO.store(("warm", self.structure, concrete), (crhs, exist_fn))
+        self.compiled, exist_fn = hit
         self._warm_exist = False if exist_fn is None else exist_fn
         self.backend = self.compiled.backend
         return True
 
     def _store_warm(self, backend: str) -> None:
         concrete = _concrete_backend(backend)
-        if concrete is None or getattr(self.compiled, "key", None) is None:
+        if concrete is None or self.compiled.key is None:
             return
         from ..codegen import warm
         from ..codegen.numpy_backend import existence_source
@@ -270,9 +252,10 @@ class GaussianODE:
     @property
     def system(self):
         """The derived :class:`~symbolic_tpde.symbolic.system.OdeSystem` (derived on first access when the
-        ODE was loaded from the warm cache; ``None`` for a Sinkhorn-only numeric-matrix ODE)."""
-        if self._system is None and self.backend != "numeric-matrix":
-            self._system = self.compiled.system if self.structure is not None else None
+        ODE was loaded from the warm cache; the other heads' on the numeric-matrix backend, ``None`` when all
+        heads are Sinkhorn heads there)."""
+        if self._system is None:
+            self._system = self.compiled.system
         return self._system
 
     @system.setter
@@ -308,7 +291,6 @@ class GaussianODE:
         ode.structure = None
         ode.scenario = None
         ode._system = system
-        ode._layout = system
         ode._warm_exist = None
         ode._fixed_p = params_from_values(system, values)
         ode.compiled = compile_system(system, backend)
@@ -325,16 +307,7 @@ class GaussianODE:
         return w
 
     def _pack(self, w: Weights) -> np.ndarray:
-        if self.backend != "numeric-matrix":
-            return pack_params(self._layout, w)
-        parts = [] if self._rest is None else [pack_params(self._rest, _subweights(w, self._sinkhorn_heads))]
-        for i in self._sinkhorn_heads:
-            e = w.heads[i].effective
-            parts += [np.asarray(e["A"], float).reshape(-1), np.asarray(e["V"], float).reshape(-1),
-                      np.array([e["epsilon"]])]
-        if w.ffn is not None:
-            parts += [np.asarray(w.ffn.W, float).reshape(-1), np.asarray(w.ffn.c, float)]
-        return np.concatenate(parts)
+        return pack_params(self.compiled, w)
 
     def params(self, t: float) -> np.ndarray:
         """Flat parameter vector at ``t`` (layers respected; packed once per layer, looked up by layer index,
@@ -374,7 +347,8 @@ class GaussianODE:
     # -- tilt existence -------------------------------------------------------------------------------
     def _existence_mats(self):
         """``mats(t, p) -> list of R + Rᵀ`` per head with a key-quadratic block (``None`` when there is none):
-        from the warm manifest's generated source, or lambdified from the system."""
+        from the warm manifest's generated source, or lambdified from the system (whose parameters are the
+        first ones of ``p``: all of them, or the other heads' on the numeric-matrix backend)."""
         if not hasattr(self, "_exist"):
             fn = None
             if self._warm_exist is not None:
@@ -385,8 +359,8 @@ class GaussianODE:
                 system = self.system
                 lam = [sp.lambdify([system.time, *system.params], M, "numpy") for M in system.existence]
 
-                def fn(t, p, _lam=lam):
-                    return [f(t, *p) for f in _lam]
+                def fn(t, p, _lam=lam, _m=system.n_params):
+                    return [f(t, *p[:_m]) for f in _lam]
             self._exist = fn
         return self._exist
 
@@ -398,8 +372,6 @@ class GaussianODE:
             return np.zeros(0)
         _, S = unpack_state(y, self.d)
         p = self.params(t)
-        if self.backend == "numeric-matrix":
-            p = p[:self.compiled.n_rest]
         out = []
         for M in mats(t, p):
             M = np.asarray(M, dtype=float)
@@ -423,11 +395,5 @@ class GaussianODE:
         return integrate_gaussian(self, alpha0, Sigma0, T, **kwargs)
 
     def __repr__(self) -> str:
-        system = "<warm cache: derived on first use>" if self._system is None and self.backend != \
-            "numeric-matrix" else repr(self._system)
-        return f"GaussianODE(d={self.d}, backend={self.backend!r}, system={system})"
-
-
-def _subweights(w: Weights, drop: tuple[int, ...]) -> Weights:
-    return Weights(heads=tuple(h for i, h in enumerate(w.heads) if i not in drop), ffn=None, sink=None)
+        return f"GaussianODE(d={self.d}, backend={self.backend!r}, system={self._system or self.compiled!r})"
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .linalg import sqrtm_psd
+from ..codegen.warm import ParamLayout
 from ..registry import layout
+from .linalg import sqrtm_psd
 
 
 def sinkhorn_cross_cov(A: np.ndarray, Sigma: np.ndarray, epsilon: float = 1.0) -> np.ndarray:
@@ -35,17 +36,41 @@ def sinkhorn_cross_cov(A: np.ndarray, Sigma: np.ndarray, epsilon: float = 1.0) -
 
 
 class NumericMatrixRHS:
-    """``f(t, y, p)`` = generated rhs of the other heads (``rest``, a CompiledRHS or None) + Sinkhorn heads."""
+    """``f(t, y, p)`` = generated rhs of the other heads (``rest``, a CompiledRHS or None) + Sinkhorn heads.
+
+    The same shape as the generated backends' :class:`~symbolic_tpde.codegen.warm.CompiledRHS`: ``f``,
+    ``batch``, ``jac``, ``n_states``, ``n_params``, ``system`` (the other heads' system, or ``None``),
+    ``param_layout`` (blocks filled from the weights by :func:`symbolic_tpde.gaussian.pack_params`: the other
+    heads' blocks under their indices among all ``heads``, then per Sinkhorn head ``("effective", h, name)``
+    for ``A``, ``V``, ``epsilon``, then ``("ffn", "W")``, ``("ffn", "c")``).  ``heads``: indices of the Sinkhorn
+    heads among all heads; ``others``: indices of the heads of ``rest``.
+    """
 
     backend = "numeric-matrix"
+    key = None       # no generated code: nothing for the warm cache
 
-    def __init__(self, d: int, n_sinkhorn: int, rest=None, ffn: bool = False):
-        self.d, self.n_sinkhorn, self.rest, self.ffn = d, n_sinkhorn, rest, ffn
+    def __init__(self, d: int, heads: tuple[int, ...], rest=None, others: tuple[int, ...] = (), ffn: bool = False):
+        self.d, self.n_sinkhorn, self.rest, self.ffn = d, len(heads), rest, ffn
         self.n_states = layout.state_size(d)
         self.n_rest = 0 if rest is None else rest.n_params
-        self.n_params = self.n_rest + n_sinkhorn * (2 * d * d + 1) + (d * d + d if ffn else 0)
-        self.system = None
-        self.source = "numeric closed form (eigen-decompositions); see symbolic_tpde/codegen/numeric_matrix.py"
+        blocks = [] if rest is None else [
+            ParamLayout.Block(("heads", others[b.key[1]], *b.key[2:]) if b.key[0] == "heads" else b.key, b.shape, b.offset)
+            for b in rest.param_layout]
+        k = self.n_rest
+        for h in heads:
+            for name, shape in (("A", (d, d)), ("V", (d, d)), ("epsilon", ())):
+                blocks.append(ParamLayout.Block(("effective", h, name), shape, k))
+                k += blocks[-1].size
+        if ffn:
+            blocks += [ParamLayout.Block(("ffn", "W"), (d, d), k), ParamLayout.Block(("ffn", "c"), (d,), k + d * d)]
+            k += d * d + d
+        self.param_layout, self.n_params = tuple(blocks), k
+        self.system = None if rest is None else rest.system
+        self.source = "numeric closed form (eigen-decompositions); see symbolic_tpde/numerics/numeric_matrix.py"
+
+    def __repr__(self) -> str:
+        return (f"NumericMatrixRHS(d={self.d}, sinkhorn heads={self.n_sinkhorn}, other heads="
+                f"{'none' if self.rest is None else self.rest!r}, ffn={self.ffn})")
 
     def _split(self, p):
         p = np.asarray(p, dtype=float)

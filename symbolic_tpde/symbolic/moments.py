@@ -39,6 +39,7 @@ import sympy as sp
 
 from ..errors import NotGaussianPreserving
 from ..registry import kinds
+from ..weights import Structure
 from . import sinkhorn as sk
 from .kernels import ExpQuadKernel
 from .system import OdeSystem, ParamBlock
@@ -182,13 +183,16 @@ def head_field(kind: str, prm: dict[str, Any], alpha: sp.Matrix, Sigma: sp.Matri
     return sym.field(eff, alpha, Sigma)
 
 
-def check_structure(structure: tuple, d: int | None = None) -> tuple:
-    """Normalise a :meth:`Weights.structure`: ``(d, ((kind, form), …), has_ffn, has_sink)``; the older
-    ``(kind, m)`` head entries are accepted and expanded to their canonical form."""
+def check_structure(structure: Structure | tuple, d: int | None = None) -> Structure:
+    """Normalise a :class:`~symbolic_tpde.weights.Structure`, also spelt ``(d, ((kind, form), …), has_ffn,
+    has_sink)``; ``(kind, m)`` head entries are expanded to their canonical form."""
+    if isinstance(structure, Structure):
+        structure = (structure.d, structure.heads, structure.ffn, structure.sink)
     try:
         sd, heads, has_ffn, has_sink = structure
     except (TypeError, ValueError):
-        raise ValueError(f"structure must be (d, ((kind, form), ...), has_ffn, has_sink), got {structure!r}") from None
+        raise ValueError(f"structure must be a Structure or (d, ((kind, form), ...), has_ffn, has_sink), "
+                         f"got {structure!r}") from None
     if d is not None and int(d) != int(sd):
         raise ValueError(f"d = {d} differs from the structure's d = {sd}")
     if not heads:
@@ -203,11 +207,12 @@ def check_structure(structure: tuple, d: int | None = None) -> tuple:
         if isinstance(form, (int,)) or hasattr(form, "__index__"):
             form = canonical_form(kind, int(sd), int(form))
         out.append((kind, tuple((str(n), tuple(int(v) for v in shp)) for n, shp in form)))
-    return int(sd), tuple(out), bool(has_ffn), bool(has_sink)
+    return Structure(int(sd), tuple(out), bool(has_ffn), bool(has_sink))
 
 
-def derive_gaussian_system(structure: tuple, d: int | None = None, method: str = "ldl") -> OdeSystem:
-    """Entrywise Gaussian moment ODE for a :meth:`Weights.structure` (cached: the result is immutable).
+def derive_gaussian_system(structure: Structure | tuple, d: int | None = None, method: str = "ldl") -> OdeSystem:
+    """Entrywise Gaussian moment ODE for a :class:`~symbolic_tpde.weights.Structure` (cached: the result is
+    immutable); a tuple is normalised by :func:`check_structure`.
 
     States: ``alpha_0..alpha_{d-1}`` then ``Sigma_i_j`` (``i <= j``, row by row).  Parameters: per head in
     order its blocks (``("heads", h, name)``, row-major, names and order from the registry), then
@@ -221,7 +226,7 @@ def derive_gaussian_system(structure: tuple, d: int | None = None, method: str =
 def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: tuple, time=None, origin: dict,
                     ffn: tuple | None = None, derivation=None) -> OdeSystem:
     """Sum head contributions (and an FFN ``Wx + c``) into the entrywise moment ODE ``dα/dt = b + Jα``,
-    ``dΣ/dt = JΣ + ΣJᵀ`` (upper triangle).  ``derivation``: a callable giving the checked steps (built on
+    ``dΣ/dt = JΣ + ΣJᵀ`` (upper triangle).  ``derivation``: ``system -> checked steps`` (built on
     first access of ``system.steps``); default for built-in structures: :func:`.steps.entrywise_system_steps`."""
     alpha, Sigma = gaussian_symbols(d)
     drift, JS = sp.zeros(d, 1), sp.zeros(d, d)
@@ -248,18 +253,22 @@ def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: t
               "time_dependence": "parameters may depend on t: refill p per layer, or substitute functions of the "
                                  "`time` symbol for parameter symbols"}
     if derivation is None and origin.get("structure") is not None:
-        def derivation():
-            from .steps import entrywise_system_steps
-            return entrywise_system_steps(system)
-    system = OdeSystem(states=states, params=params, rhs=tuple(rhs), param_layout=tuple(layout),
+        derivation = _entrywise_steps
+    return OdeSystem(states=states, params=params, rhs=tuple(rhs), param_layout=tuple(layout),
                        time=time if time is not None else sp.Symbol("t", real=True), origin=origin,
                        conditions=tuple(conditions), existence=tuple(existence), derivation=derivation)
-    return system
+
+
+def _entrywise_steps(system: OdeSystem) -> tuple:
+    """The derivation of a built-in system (a module-level function, so that the system pickles)."""
+    from .steps import entrywise_system_steps
+
+    return entrywise_system_steps(system)
 
 
 @lru_cache(maxsize=64)
-def _derive(structure: tuple, method: str) -> OdeSystem:
-    d, heads, has_ffn, has_sink = structure
+def _derive(structure: Structure, method: str) -> OdeSystem:
+    d, heads, has_ffn, has_sink = structure.d, structure.heads, structure.ffn, structure.sink
     for kind, _ in heads:  # refuse early, before any algebra
         sym = kinds.part(kind, "symbolic")
         if sym.witness is not None:

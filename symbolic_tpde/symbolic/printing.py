@@ -69,7 +69,7 @@ def paper_name(name: str, several_heads: bool, latex: bool = False) -> str | Non
 def latex_symbol_names(system: OdeSystem) -> dict[sp.Symbol, str]:
     """LaTeX names (:func:`paper_name`, 1-based) for every state and parameter symbol of ``system``."""
     structure = system.origin.get("structure")
-    many = structure is None or len(structure[1]) > 1   # head superscripts unless there is a single head
+    many = structure is None or len(structure.heads) > 1   # head superscripts unless there is a single head
     return {s: paper_name(s.name, many, latex=True) or tex(s) for s in (*system.states, *system.params)}
 
 

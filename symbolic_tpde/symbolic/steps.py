@@ -396,7 +396,8 @@ def _compare_with_matrix_form(system) -> tuple[Step, Step]:
     from .moments import effective_params, head_symbols, matrix_form
     from .tilt import sym_vector
 
-    d, heads, has_ffn, _ = system.origin["structure"]
+    st = system.origin["structure"]
+    d, heads, has_ffn = st.d, st.heads, st.ffn
     kinds_ = tuple(k for k, _ in heads)
     mf = matrix_form(kinds_, ffn=has_ffn)
     alpha, Sigma = sym_vector("alpha", d), sp.Matrix(d, d, lambda i, j: sp.Symbol(
@@ -426,8 +427,8 @@ def _compare_with_matrix_form(system) -> tuple[Step, Step]:
 def entrywise_system_steps(system) -> tuple:
     """Steps of a built-in entrywise system: the matrix-form derivation of its kinds, then its right-hand side
     compared with the matrix form evaluated at the system's own symbols (random rational points, exact)."""
-    d, heads, has_ffn, _ = system.origin["structure"]
-    dv = kind_derivation(tuple(k for k, _ in heads), ffn=has_ffn)
+    st = system.origin["structure"]
+    dv = kind_derivation(tuple(k for k, _ in st.heads), ffn=st.ffn)
     return (*dv.steps, *_compare_with_matrix_form(system))
 
 
@@ -457,14 +458,14 @@ def entrywise_display_steps(system, max_nodes: int = ENTRYWISE_MAX_NODES) -> tup
     written-out right-hand side exceeds ``max_nodes`` nodes per equation, no step and a one-line note."""
     from .printing import tree_size
 
-    d = system.origin["structure"][0]
+    d = system.origin["structure"].d
     size = tree_size(system.rhs)
     if size > max_nodes * len(system.rhs):
         return [], [f"The entrywise form at d = {d} has {size} nodes written out ({size // len(system.rhs)} per "
                     f"equation, more than {max_nodes}): not shown, the matrix form above is the result "
                     f"(tpde derive --d {d} prints it with named sub-expressions u_k)."]
     mean, cov = _compare_with_matrix_form(system)
-    names = one_based(system.states + system.params, len(system.origin["structure"][1]) > 1)
+    names = one_based(system.states + system.params, len(system.origin["structure"].heads) > 1)
     rhs = [e.xreplace(names) for e in system.rhs]
     S = sp.Matrix(symmetric_rows(rhs[d:], d))
     note = "1-based indices as in the paper; the check compares the entrywise system with the matrix form"

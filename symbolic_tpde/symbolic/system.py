@@ -67,7 +67,11 @@ class OdeSystem:
     Gaussian tilt exists: ``LDLᵀ`` pivots of ``N = Σ - Σ(R + Rᵀ)Σ`` positive, i.e. ``Σ⁻¹ - R - Rᵀ ≻ 0``).
     ``existence``: per head with a key-quadratic block, the symmetric matrix ``R + Rᵀ`` (in the parameters and
     time) for numerical checks.  ``steps``: the derivation as checked :class:`Step` objects, built on first
-    access from the ``derivation`` callable (checking takes seconds; code that never asks does not pay).
+    access from ``derivation(system)`` (checking takes seconds; code that never asks does not pay).
+
+    Pickles and deep-copies (to a worker process, a Dask cluster) when ``derivation`` is a module-level
+    function or a ``functools.partial`` of one, as the package's are; the copy is a new system (compared by
+    identity) with the same content key (:func:`symbolic_tpde.codegen.compile.system_key`).
     """
 
     states: tuple[sp.Symbol, ...]
@@ -78,7 +82,7 @@ class OdeSystem:
     origin: Mapping[str, Any] = field(default_factory=dict)
     conditions: tuple = ()
     existence: tuple = ()
-    derivation: Any = field(default=None, repr=False)   # zero-argument callable -> tuple of Steps (lazy)
+    derivation: Any = field(default=None, repr=False)   # callable (system) -> tuple of Steps (lazy)
     _memo: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -94,7 +98,7 @@ class OdeSystem:
     def steps(self) -> tuple:
         """The checked derivation steps (:mod:`.steps`), built on first access and kept."""
         if "steps" not in self._memo:
-            self._memo["steps"] = tuple(self.derivation()) if self.derivation is not None else ()
+            self._memo["steps"] = tuple(self.derivation(self)) if self.derivation is not None else ()
         return self._memo["steps"]
 
     @property

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import sympy as sp
@@ -283,14 +284,15 @@ def derive_kernel(log_kernel, query, key, value=None, *, time=None, method: str 
     if isinstance(form, str):
         raise NotGaussianPreserving(_witness(ell, list(x), list(y), V, params, time))
     hf = tilt_head(form.kernel(), V, alpha, Sigma, x, method=method, kind="user kernel")
-    holder: dict = {}
-
-    def derivation():
-        from .steps import entrywise_kernel_steps
-        sysm = holder["system"]
-        return entrywise_kernel_steps(ell, form, V, x, y, alpha, Sigma, hf.b, hf.J, sysm.rhs)
-    holder["system"] = assemble_system(
+    return assemble_system(
         d, [hf], params=params, layout=(), time=time,
         origin={"variant": "user kernel", "d": d, "form": "entrywise", "method": method,
-                "log_kernel": sp.sstr(ell)[:400], "structure": None}, derivation=derivation)
-    return holder["system"]
+                "log_kernel": sp.sstr(ell)[:400], "structure": None},
+        derivation=partial(_kernel_steps, ell, form, V, x, y, alpha, Sigma, hf.b, hf.J))
+
+
+def _kernel_steps(ell, form, V, x, y, alpha, Sigma, b, J, system) -> tuple:
+    """The derivation of a user-kernel system (module-level, so that the system pickles)."""
+    from .steps import entrywise_kernel_steps
+
+    return entrywise_kernel_steps(ell, form, V, x, y, alpha, Sigma, b, J, system.rhs)

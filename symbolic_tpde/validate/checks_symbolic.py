@@ -122,7 +122,8 @@ def claim_field(kind: str, P: dict, alpha: sp.Matrix, Sigma: sp.Matrix) -> tuple
 
 def claim_rhs(system, arrays: dict) -> list:
     """Flat claimed right-hand side (state order) for a non-Sinkhorn structure, from the claims above."""
-    d, kinds, has_ffn, _ = system.origin["structure"]
+    st = system.origin["structure"]
+    d, kinds, has_ffn = st.d, st.heads, st.ffn
     alpha, Sigma = arrays["alpha"], arrays["Sigma"]
     b, J = sp.zeros(d, 1), sp.zeros(d, d)
     for h, (kind, _m) in enumerate(kinds):
@@ -199,7 +200,8 @@ def matrix_form_residual(kinds: tuple, ffn: bool = False) -> int:
 def matrix_vs_entrywise(structure: tuple, rng: np.random.Generator) -> sp.Rational:
     """Matrix-form derivation instantiated at ``d`` with explicit rational matrices vs the entrywise system."""
     system = derive_gaussian_system(structure)
-    d, kinds, has_ffn, _ = system.origin["structure"]
+    st = system.origin["structure"]
+    d, kinds, has_ffn = st.d, st.heads, st.ffn
     mf = matrix_form(tuple(k for k, _ in kinds), ffn=has_ffn, d=d)
     vals, arrays = random_point(system, rng)
     sub = {mf.alpha: arrays["alpha"], mf.Sigma: arrays["Sigma"]}
