@@ -17,7 +17,7 @@ the weights as a function of time: constant, piecewise constant (layers) or any 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -315,7 +315,7 @@ class Schedule:
 
     t_ends: tuple[float, ...] = ()
     weights: tuple[Weights, ...] = ()
-    func: Callable[[float], Weights] | None = field(default=None, compare=False)
+    func: Callable[[float], Weights] | None = None
 
     @classmethod
     def constant(cls, w: Weights) -> "Schedule":
@@ -363,8 +363,8 @@ class Schedule:
         return self.weights[self.index(t)]
 
 
-@dataclass(frozen=True)
-class Scenario(_ReadOnly):
+@dataclass(frozen=True, eq=False)
+class Scenario(_ByValue):
     """A complete run description: weights schedule, Gaussian initial data ``N(alpha0, Sigma0)``, horizon."""
 
     attention: str
