@@ -188,16 +188,13 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
     return Head(kind, out)
 
 
-class _ReadOnly:
-    """A frozen dataclass whose arrays stay read-only through pickling and ``copy.deepcopy``."""
+class _ByValue:
+    """``==`` and ``hash`` by the exact values of the (array) fields of a frozen dataclass, whose arrays stay
+    read-only through pickling and ``copy.deepcopy``."""
 
     def __setstate__(self, state: dict) -> None:
         for k, v in state.items():
             object.__setattr__(self, k, _readonly(v))
-
-
-class _ByValue(_ReadOnly):
-    """``==`` and ``hash`` by the exact values of the (array) fields of a frozen dataclass."""
 
     def _key(self):
         return tuple(_freeze(getattr(self, f)) for f in self.__dataclass_fields__)
@@ -255,6 +252,7 @@ class Weights:
         return self.heads[0].d
 
     def structure(self) -> Structure:
+        """The form of these weights (what the derivation and the generated code depend on)."""
         return Structure(self.d, tuple(h.structure() for h in self.heads), self.ffn is not None, self.sink is not None)
 
 

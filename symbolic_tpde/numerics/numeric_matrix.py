@@ -53,16 +53,17 @@ class NumericMatrixRHS:
         self.d, self.n_sinkhorn, self.rest, self.ffn = d, len(heads), rest, ffn
         self.n_states = layout.state_size(d)
         self.n_rest = 0 if rest is None else rest.n_params
+        Block = ParamLayout.Block
         blocks = [] if rest is None else [
-            ParamLayout.Block(("heads", others[b.key[1]], *b.key[2:]) if b.key[0] == "heads" else b.key, b.shape, b.offset)
+            Block(("heads", others[b.key[1]], *b.key[2:]) if b.key[0] == "heads" else b.key, b.shape, b.offset)
             for b in rest.param_layout]
         k = self.n_rest
         for h in heads:
             for name, shape in (("A", (d, d)), ("V", (d, d)), ("epsilon", ())):
-                blocks.append(ParamLayout.Block(("effective", h, name), shape, k))
+                blocks.append(Block(("effective", h, name), shape, k))
                 k += blocks[-1].size
         if ffn:
-            blocks += [ParamLayout.Block(("ffn", "W"), (d, d), k), ParamLayout.Block(("ffn", "c"), (d,), k + d * d)]
+            blocks += [Block(("ffn", "W"), (d, d), k), Block(("ffn", "c"), (d,), k + d * d)]
             k += d * d + d
         self.param_layout, self.n_params = tuple(blocks), k
         self.system = None if rest is None else rest.system
