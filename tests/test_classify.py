@@ -24,11 +24,12 @@ def _scenario(tmp_path, A, V=((1, 0), (0, 1))):
 def test_classify_rank_one_limit_against_closed_form(tmp_path, capsys):
     assert main(["classify", "--scenario", _scenario(tmp_path, A_RANK1), "--json", "--T", "1e4"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["outcome"] == "rank" and out["rank"] == 1 and out["covariance_only"]
-    ref, _ = sigma_star_vi(S0, A_RANK1)
-    # Σ(T) - Σ* = O(1/T) (README Math §4): at T = 1e4 the projected limit is within a few 1/T of Σ*
-    assert np.abs(np.array(out["Sigma_star"]) - ref).max() < 10 / 1e4
-    assert abs(out["rate"]["log_log_slope"] + 1) < 0.02          # O(1/t) rate: slope -1 (measured on [T/10, T])
+    assert out["outcome"] == "rank" and out["rank"] == 1 and out["covariance_only"] and out["source"] == "theorem"
+    # V = I: the limit itself (closed form), not Σ(T) projected; reference by the explicit formula
+    U = np.array([[0.0], [1.0]])                                   # ker(A + Aᵀ) = span(e₁)
+    ref = U @ np.linalg.inv(U.T @ np.linalg.inv(S0) @ U) @ U.T
+    assert np.abs(np.array(out["Sigma_star"]) - ref).max() < 1e-14
+    assert out["rate"]["exponent"] == -1.0
     assert out["linearisation"]["hyperbolic"] is False
 
 

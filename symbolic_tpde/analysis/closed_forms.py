@@ -157,8 +157,18 @@ def sigma_star_vi(Sigma0: np.ndarray, A: np.ndarray, rtol: float = 1e-10) -> tup
     U = Q[:, np.abs(w) <= rtol * scale]
     if U.shape[1] == 0:
         return np.zeros_like(S), U
-    P0 = np.linalg.inv(Sigma0)
-    return U @ np.linalg.solve(U.T @ P0 @ U, U.T), U
+    if S.shape[0] > 16:
+        P0 = np.linalg.inv(Sigma0)
+        return U @ np.linalg.solve(U.T @ P0 @ U, U.T), U
+    # d <= 16: the products in 40-digit arithmetic, then rounded: the float64 route loses cond(Σ₀)·eps (2e-10
+    # relative for eigenvalues 2 and 1e-6), the rounded 40-digit value is right to the last bits
+    import mpmath as mp
+
+    with mp.workdps(40):
+        Um = mp.matrix(U.tolist())
+        M = Um.T * mp.inverse(mp.matrix(np.asarray(Sigma0, float).tolist())) * Um
+        L = Um * mp.inverse(M) * Um.T
+        return np.array([[float(L[i, j]) for j in range(L.cols)] for i in range(L.rows)]), U
 
 
 @lru_cache(maxsize=None)

@@ -1,0 +1,439 @@
+"""The one classifier of long-time covariance behaviour: theorems first, numerics second, evidence attached.
+
+:func:`classify_long_time` answers "what does ``Σ(t)`` do?" for a :class:`~symbolic_tpde.gaussian.GaussianODE`
+(``tpde classify``, ``tpde sweep`` and the figures all call it, so they cannot disagree):
+
+1. **Theorems** (:mod:`.theorems`, each with its hypotheses checked on the weights).  The closed form
+   (softmax heads with ``V = cI``) decides everything: ``T*`` or the limit ``Σ*`` and its rank, exactly.  The
+   growth and Lyapunov facts exclude a finite-time blow-up: a verdict they exclude is never printed.
+2. **Numerics**, labelled "numerical", with their evidence:
+
+   * a **regular form** reaches a singularity: with ``r = tr Σ``, ``N = Σ/r`` and the rescaled time
+     ``dt/ds = 1/(r₀ + r)`` (a Sundman transform), ``dN/ds``, ``d(log r)/ds`` stay bounded for the quadratic
+     (Riccati-type) moment equations, so the run goes on to ``r = 10⁴⁰ r₀`` without stiffness or overflow.
+     At a blow-up ``g = d(log r)/ds`` tends to a constant and ``T* = t + ∫ e^{-log r} ds ≈ t + 1/(g r)``; the
+     verdict "blow-up" needs ``g`` settled over the last 40 e-folds of ``r`` (relative change ≤ 1e-3), else
+     the growth is exponential ("diverge") or unsettled ("undetermined").  Error bound: the tail's
+     uncertainty plus the difference to a run at a 100x looser tolerance;
+   * on ``[0, T]``, without a singularity: the covariance at ``T/2ᵏ``; convergence ``Σ(t) = Σ* + Ct^{-p} + …``
+     is fitted on the last two doublings (``p`` from ``‖Σ(T/2) - Σ(T/4)‖/‖Σ(T) - Σ(T/2)‖ = 2^p``), ``Σ*`` is
+     extrapolated (Richardson for that law) and its error is the gap to the same extrapolation one doubling
+     earlier; the rank counts the eigenvalues of ``Σ*`` above ten times that error; two fitted exponents that
+     disagree mean the run is not asymptotic yet ("undetermined", with the exponents);
+   * "oscillating / bursting": ``log tr Σ`` swings up and down by more than a factor 10 on ``[T/100, T]``
+     (ℓ2 with a skew part), never called convergent;
+   * "diverge": ``tr Σ`` grows; the exponential rate is fitted on ``[T/2, T]`` and on ``[T/4, T/2]``.
+
+Outcomes: ``"blowup"``, ``"no-singularity-before-T"`` (``T* > T``), ``"rank"`` (``rank = 0`` is collapse),
+``"diverge"``, ``"oscillating"``, ``"tilt-ceased"``, ``"undetermined"`` (with the reason).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..registry import layout
+from .theorems import Facts, facts_for
+
+__all__ = ["Verdict", "classify_long_time", "integrate_regular", "RegularRun"]
+
+#: the regular form runs to ``r = R_MAX_FACTOR·r₀`` (with ``r ≤ R_ABS_MAX``: the quadratic right-hand side then
+#: stays below 1e200, far from float64 overflow); the tail left after it is ``≈ T*/R_MAX_FACTOR``.
+R_MAX_FACTOR = 1e40
+R_ABS_MAX = 1e100
+#: ``g = d(log r)/ds`` counts as settled when it changes by at most this (relative) over the last 40 e-folds
+G_SETTLED = 1e-3
+#: a swing of ``log tr Σ`` by more than ``ln 10`` up and down on ``[T/100, T]`` is a burst
+BURST = math.log(10.0)
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    label: str
+    source: str                                   # "theorem" | "numerical"
+    horizon: float
+    rank: int | None = None
+    Sigma_star: np.ndarray | None = None
+    Sigma_star_error: float | None = None
+    blowup_time: float | None = None
+    blowup_time_error: float | None = None
+    Sigma_T: np.ndarray | None = None
+    t: float | None = None
+    rate: dict | None = None
+    evidence: list = field(default_factory=list)
+    facts: list = field(default_factory=list)
+    linearisation: dict | None = None
+    covariance_only: bool = True
+
+    def as_dict(self) -> dict:
+        return {"outcome": self.outcome, "label": self.label, "source": self.source, "horizon": self.horizon,
+                "rank": self.rank, "Sigma_star": self.Sigma_star, "Sigma_star_error": self.Sigma_star_error,
+                "blowup_time": self.blowup_time, "blowup_time_error": self.blowup_time_error,
+                "Sigma_T": self.Sigma_T, "t": self.t, "rate": self.rate, "evidence": list(self.evidence),
+                "facts": [{"name": f.name, "statement": f.statement, "hypotheses": list(f.hypotheses),
+                           "source": f.source} for f in self.facts],
+                "linearisation": self.linearisation, "covariance_only": self.covariance_only}
+
+
+# ------------------------------------------------------------------------------------------ regular form
+#: evaluations without progress in ``s`` after which the regular-form run stops as "stuck"
+STUCK_EVALS = 20_000
+
+
+class _Stuck(Exception):
+    def __init__(self, z):
+        self.z = np.array(z, float)
+
+
+@dataclass
+class RegularRun:
+    """The regular-form run: ``t``, ``log_r`` (``log tr Σ``) and ``Sigma`` along the accepted steps (``s``);
+    ``stop``: ``"T"`` (reached the horizon), ``"r_max"`` (reached ``R_MAX_FACTOR·r₀``), ``"tilt"`` (an
+    existence condition of the tilt crossed 0), or the integrator's status when it stopped otherwise."""
+
+    s: np.ndarray
+    t: np.ndarray
+    log_r: np.ndarray
+    Sigma_end: np.ndarray
+    alpha_end: np.ndarray
+    stop: str
+    status: str
+    nfev: int
+
+
+def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-10, conditions=None,
+                      freeze_alpha: bool = True, max_nfev: int = 1_000_000, max_seconds=None) -> RegularRun:
+    """Integrate ``y' = f(t, y)`` (Gaussian layout) in the regular form of the module docstring until ``t = T``
+    or ``tr Σ = R_MAX_FACTOR·tr Σ₀``.  ``freeze_alpha``: the mean stays 0 (the covariance equation alone,
+    valid where it does not involve ``α``)."""
+    from ..numerics.solve import integrate
+
+    Sigma0 = np.asarray(Sigma0, float)
+    alpha0 = np.zeros(d) if freeze_alpha else np.asarray(alpha0, float)
+    r0 = float(np.trace(Sigma0))
+    wS = layout.trace_weights(d, with_alpha=False)
+    rho_max = min(math.log(r0) + math.log(R_MAX_FACTOR), math.log(R_ABS_MAX))
+    N0 = layout.pack(np.zeros(d), Sigma0 / r0)[d:]
+    z0 = np.concatenate([[0.0, math.log(r0)], alpha0, N0])
+
+    def state(z):
+        r = math.exp(z[1])
+        return np.concatenate([z[2:2 + d], r * z[2 + d:]]), r
+
+    stuck = {"s": 0.0, "n": 0}
+
+    def g(s, z):
+        # the step size collapsed: 20 000 evaluations without s moving by a relative 1e-9 (the right-hand side
+        # lost its precision, e.g. a Σ⁻¹ of a nearly singular Σ): stop with the reason instead of spending the
+        # whole evaluation budget
+        if abs(s - stuck["s"]) > 1e-9 * max(1.0, abs(stuck["s"])):
+            stuck["s"], stuck["n"] = s, 0
+        else:
+            stuck["n"] += 1
+            if stuck["n"] > STUCK_EVALS:
+                raise _Stuck(z)
+        y, r = state(z)
+        fy = np.asarray(f(z[0], y), float)
+        tau = 1.0 / (r0 + r)
+        FS = fy[d:]
+        trF = float(wS @ FS)
+        dN = tau * (FS / r - z[2 + d:] * (trF / r))
+        da = np.zeros(d) if freeze_alpha else tau * fy[:d]
+        return np.concatenate([[tau, tau * trF / r], da, dN])
+
+    def cond(s, z):
+        base = [T - z[0], rho_max - z[1]]
+        if conditions is not None:
+            y, _ = state(z)
+            base += list(np.atleast_1d(conditions(z[0], y)))
+        return np.asarray(base, float)
+
+    # s needed: ~ (r0 + r̄)·T on bounded stretches, ~ 40 ln(10)/g at a blow-up; 1e300 is never reached
+    try:
+        sol = integrate(g, z0, (0.0, 1e300), method="DOP853", rtol=rtol, atol=1e-14, conditions=cond,
+                        max_nfev=max_nfev, max_seconds=max_seconds)
+    except _Stuck as exc:
+        y_end, _ = state(exc.z)
+        a_end, S_end = layout.unpack(y_end, d)
+        return RegularRun(np.array([stuck["s"]]), np.array([exc.z[0]]), np.array([exc.z[1]]), S_end, a_end,
+                          "stuck", "stalled", -1)
+    stop = str(sol.status)
+    for ev in getattr(sol, "events", []):
+        if ev.kind == "tilt-ceased" and ev.index is not None:
+            stop = {0: "T", 1: "r_max"}.get(ev.index, "tilt")
+    ys = np.asarray(sol.y, float)
+    y_end, _ = state(ys[-1])
+    a_end, S_end = layout.unpack(y_end, d)
+    return RegularRun(np.asarray(sol.t, float), ys[:, 0], ys[:, 1], S_end, a_end, stop, str(sol.status),
+                      int(sol.nfev))
+
+
+def _tail(run: RegularRun) -> tuple[float | None, float | None, str]:
+    """``(T*, tail uncertainty, note)`` from a run that reached ``r_max``; ``T* = None`` when ``g`` is not
+    settled (the note says how it behaved)."""
+    s, rho = run.s, run.log_r
+    top = rho[-1]
+    if top - rho[0] < 80:
+        return None, None, "log r rose by less than 80 e-folds"
+    sa = np.interp(top - 40, rho, s)
+    sb = np.interp(top - 80, rho, s)
+    g1 = 40.0 / (s[-1] - sa)
+    g2 = 40.0 / (sa - sb)
+    rel = abs(g1 - g2) / g1
+    if rel > G_SETTLED:
+        kind = "decreasing (exponential-type growth)" if g1 < g2 else "increasing"
+        return None, None, f"d(log r)/ds {kind}: {g2:.4g} then {g1:.4g} over the last 80 e-folds"
+    tail = math.exp(-top) / g1
+    return float(run.t[-1] + tail), tail * rel + 1e-16 * run.t[-1], f"d(log r)/ds settled at {g1:.6g} (±{rel:.1g})"
+
+
+def _blowup_time(run: RegularRun, rerun, rtol: float) -> tuple[float | None, float | None, str]:
+    """``(T*, error bound, note)`` of a regular-form run that reached ``r_max``: the tail estimate of
+    :func:`_tail` plus the gap to the same run at a 10x looser tolerance (``rerun(rtol)``) as the integration
+    error; ``T* = None`` when the blow-up law is not settled."""
+    Tst, err, note = _tail(run)
+    if Tst is None:
+        return None, None, note
+    loose = rerun(10 * rtol)
+    T2 = _tail(loose)[0] if loose.stop == "r_max" else None
+    gap = abs(T2 - Tst) if T2 is not None else abs(Tst - float(run.t[-1]))
+    return Tst, err + gap, (f"{note}; T* error bound {err + gap:.2g} = tail uncertainty {err:.1g} + gap "
+                            f"{gap:.1g} to a run at rtol = {10 * rtol:g}")
+
+
+# ------------------------------------------------------------------------------------------ the classifier
+def _fmt(M) -> str:
+    return np.array2string(np.asarray(M), precision=6, suppress_small=False)
+
+
+def _linearisation_at(ode, S_star, alpha_frozen: bool, err_rel: float, algebraic: bool | None) -> dict:
+    from .clustering import linearised_covariance_flow
+
+    J, ev = linearised_covariance_flow(ode, S_star)
+    nJ = float(np.linalg.norm(J, 2))
+    # eigenvalues of J are known to about ‖∂J/∂Σ‖·‖δΣ‖ ≈ ‖J‖·(relative error of Σ*) plus round-off
+    tol = nJ * max(err_rel, 1e-12) + 1e-14
+    zero = np.abs(ev.real) <= tol
+    if zero.any():
+        meaning = (f"{int(zero.sum())} eigenvalue(s) zero within {tol:.2g} (the error of Σ* times ‖J‖): "
+                   "not hyperbolic" + (" — a continuum of equilibria; the approach is algebraic, O(1/t)"
+                                       if algebraic else ""))
+    else:
+        meaning = "no eigenvalue within the error of 0: hyperbolic"
+    return {"eigenvalues_real": ev.real, "eigenvalues_imag": ev.imag, "max_real": float(ev.real.max()),
+            "zero_tolerance": tol, "hyperbolic": bool(not zero.any()), "meaning": meaning,
+            "jacobian_norm": nJ}
+
+
+def _from_riccati(fact, ode, Sigma0, T, covariance_only) -> Verdict:
+    v = fact.values
+    T_star = v["T_star"]
+    if np.isfinite(T_star):
+        from .closed_forms import sigma_vi
+
+        if T_star <= T:
+            return Verdict("blowup", f"blow-up at T* = {T_star:.15g} (closed form)", "theorem", T,
+                           blowup_time=T_star, blowup_time_error=4 * np.finfo(float).eps * T_star,
+                           facts=[fact], evidence=[fact.statement, "T* error: eigenvalue round-off"],
+                           rate={"law": "finite-time", "meaning": "Σ(t) = (Σ₀⁻¹ - tS)⁻¹, ‖Σ‖ ~ (T* - t)^-1"},
+                           covariance_only=covariance_only)
+        return Verdict("no-singularity-before-T",
+                       f"no singularity before T = {T:g} (T* = {T_star:.15g} beyond it, closed form)", "theorem",
+                       T, blowup_time=T_star, blowup_time_error=4 * np.finfo(float).eps * T_star,
+                       Sigma_T=sigma_vi(T, Sigma0, v["A_eff"]), t=T, facts=[fact], evidence=[fact.statement],
+                       covariance_only=covariance_only)
+    S_star, r = v["Sigma_star"], v["rank"]
+    lin = _linearisation_at(ode, S_star, True, 1e-12, True)
+    what = "collapse, Σ* = 0" if r == 0 else f"rank {r}, Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ"
+    return Verdict("rank", f"{what} (closed form; the limit t → ∞, approached at rate O(1/t))", "theorem", T,
+                   rank=r, Sigma_star=S_star, Sigma_star_error=0.0, facts=[fact], linearisation=lin,
+                   rate={"law": "algebraic", "exponent": -1.0, "meaning": "‖Σ(t) - Σ*‖ = O(1/t) (closed form)"},
+                   evidence=[fact.statement, "Σ* error: round-off of the closed form"],
+                   covariance_only=covariance_only)
+
+
+def _turning_amplitudes(x: np.ndarray) -> list[float]:
+    """Amplitudes of the alternating moves of ``x`` between turning points (zig-zag with threshold BURST/4)."""
+    th = BURST / 4
+    moves, anchor, direction, extreme = [], x[0], 0, x[0]
+    for v in x[1:]:
+        if direction >= 0 and v > extreme:
+            extreme = v
+        elif direction <= 0 and v < extreme:
+            extreme = v
+        if direction >= 0 and extreme - v > th and extreme > anchor:
+            moves.append(extreme - anchor)
+            anchor, extreme, direction = extreme, v, -1
+        elif direction <= 0 and v - extreme > th and extreme < anchor:
+            moves.append(anchor - extreme)
+            anchor, extreme, direction = extreme, v, 1
+    # a burst is a pair of opposite moves both larger than BURST
+    return [min(a, b) for a, b in zip(moves, moves[1:])]
+
+
+def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10,
+                       max_seconds=None) -> Verdict:
+    """The verdict on ``Σ(t)`` for ``ode`` from ``N(alpha0, Sigma0)`` at horizon ``T`` (module docstring)."""
+    from ..gaussian.integrate import gaussian_rhs
+    from ..numerics.solve import integrate
+    from .clustering import covariance_closed, covariance_rhs
+
+    Sigma0 = np.asarray(Sigma0, float)
+    d = Sigma0.shape[0]
+    closed = covariance_closed(ode)
+    facts: Facts = facts_for(ode.schedule, Sigma0, T) if hasattr(ode.schedule, "is_constant") else Facts()
+    evidence = [f"theorem '{k}' does not apply: {why}" for k, why in facts.why_not.items()]
+    if facts.riccati is not None and closed:
+        v = _from_riccati(facts.riccati, ode, Sigma0, T, closed)
+        v.facts = facts.as_list()
+        return v
+    excl = facts.no_blowup
+    f = covariance_rhs(ode, T) if closed else gaussian_rhs(ode, T)
+    a0 = np.zeros(d) if closed or alpha0 is None else np.asarray(alpha0, float)
+    cond = getattr(ode, "condition_values", None)
+    run = integrate_regular(f, d, a0, Sigma0, T, rtol=rtol, conditions=cond, freeze_alpha=closed,
+                            max_seconds=max_seconds)
+    base = dict(source="numerical", horizon=T, facts=facts.as_list(), covariance_only=closed)
+    evidence.append(f"regular form (Sundman time, tr Σ and Σ/tr Σ): stopped by {run.stop} at t = {run.t[-1]:.10g}, "
+                    f"tr Σ = {math.exp(run.log_r[-1]):.4g}, {run.nfev} right-hand sides")
+    if excl is not None:
+        evidence.append(f"theorem '{excl.name}': {excl.statement}")
+    if run.stop == "tilt":
+        return Verdict("tilt-ceased", f"the Gaussian tilt ceases to exist at t = {run.t[-1]:.10g} (numerical)",
+                       Sigma_T=run.Sigma_end, t=float(run.t[-1]), evidence=evidence, **base)
+    if run.stop == "r_max":
+        Tst, err, note = _blowup_time(run, lambda r: integrate_regular(f, d, a0, Sigma0, T, rtol=r, conditions=cond,
+                                      freeze_alpha=closed, max_seconds=max_seconds), rtol)
+        evidence.append(note)
+        if Tst is not None and excl is None:
+            return Verdict("blowup", f"blow-up at T* = {Tst:.12g} ± {err:.2g} (numerical, regular form)",
+                           blowup_time=Tst, blowup_time_error=err, t=float(run.t[-1]), evidence=evidence,
+                           rate={"law": "finite-time", "g": 1.0}, **base)
+        fast = f"tr Σ grew to {R_MAX_FACTOR:.0e} tr Σ₀ by t = {run.t[-1]:.6g}"
+        if excl is not None:
+            return Verdict("diverge", f"diverge: {fast}; no finite-time blow-up ({excl.name} theorem) (numerical)",
+                           t=float(run.t[-1]), evidence=evidence, **base)
+        return Verdict("undetermined", f"undetermined: {fast} without a settled blow-up law ({note})",
+                       t=float(run.t[-1]), evidence=evidence, **base)
+    if run.stop != "T":
+        t_stop = float(run.t[-1])
+        swing = max(_turning_amplitudes(run.log_r[run.t >= t_stop / 100]) or [0.0])
+        lam = np.linalg.eigvalsh(run.Sigma_end)
+        cond_S = float(lam.max() / lam.min()) if lam.min() > 0 else math.inf
+        why = {"stuck": f"the step size collapsed (cond Σ = {cond_S:.3g}: the moment equation may have lost its "
+                        "float64 precision)",
+               "time-limit": "the wall-clock cap was reached",
+               "stalled": "the evaluation budget was spent"}.get(run.stop, f"integrator status {run.status}")
+        if swing > BURST:
+            return Verdict("oscillating", f"oscillating / bursting: tr Σ swings by a factor {math.exp(swing):.3g} "
+                           f"on [t/100, t], t = {t_stop:.6g} (not convergent; the run stopped there: {why}) "
+                           "(numerical)", Sigma_T=run.Sigma_end, t=t_stop, evidence=evidence, **base)
+        return Verdict("undetermined", f"undetermined: the regular-form run stopped at t = {t_stop:.6g} < T "
+                       f"({why}; tr Σ = {lam.sum():.3g})" + (f"; no finite-time blow-up ({excl.name} theorem)"
+                                                              if excl is not None else ""),
+                       t=t_stop, Sigma_T=run.Sigma_end, evidence=evidence, **base)
+    # no singularity on [0, T]
+    if excl is None:
+        # nothing excludes a later blow-up: continue the regular form to 10 T (cheap) to say whether one follows
+        ahead = integrate_regular(f, d, a0, Sigma0, 10 * T, rtol=rtol, conditions=cond, freeze_alpha=closed,
+                                  max_seconds=max_seconds)
+        if ahead.stop == "r_max":
+            Tst, err, note = _blowup_time(ahead, lambda r: integrate_regular(
+                f, d, a0, Sigma0, 10 * T, rtol=r, conditions=cond, freeze_alpha=closed, max_seconds=max_seconds), rtol)
+            if Tst is not None:
+                evidence.append(f"continued past T in the regular form: blow-up at {Tst:.12g} ({note})")
+                return Verdict("no-singularity-before-T", f"no singularity before T = {T:g} (T* = {Tst:.12g} "
+                               f"± {max(err, 1e-16):.2g} beyond it, numerical, regular form)", blowup_time=Tst,
+                               blowup_time_error=err, Sigma_T=run.Sigma_end, t=T, evidence=evidence, **base)
+    swing = max(_turning_amplitudes(run.log_r[run.t >= T / 100]) or [0.0])
+    if swing > BURST:
+        return Verdict("oscillating", f"oscillating / bursting: tr Σ swings by a factor {math.exp(swing):.3g} "
+                       f"on [T/100, T] (not convergent on [0, {T:g}]) (numerical)", Sigma_T=run.Sigma_end,
+                       t=T, evidence=evidence, **base)
+    # growth: log r on [T/4, T/2] and [T/2, T]
+    lr = lambda t: float(np.interp(t, run.t, run.log_r))   # noqa: E731
+    c2 = (lr(T) - lr(T / 2)) / (T / 2)
+    c1 = (lr(T / 2) - lr(T / 4)) / (T / 4)
+    if lr(T) - lr(T / 2) > math.log(4):
+        rate = {"law": "exponential", "rate_last_half": c2, "rate_previous_quarter": c1,
+                "meaning": "(log tr Σ(T) - log tr Σ(T/2))/(T/2), and on [T/4, T/2]"}
+        settled = abs(c1 - c2) <= 0.1 * abs(c2)
+        bound = f"; theorem bound 2L = {2 * excl.values['L']:.4g}" if excl is not None and "L" in excl.values else ""
+        return Verdict("diverge", f"diverge: tr Σ grows like e^(ct), c = {c2:.4g}"
+                       + ("" if settled else f" (not settled: {c1:.4g} on [T/4, T/2])") + bound
+                       + f"; no singularity before T = {T:g} (numerical)", Sigma_T=run.Sigma_end, t=T, rate=rate,
+                       evidence=evidence, **base)
+    return _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence, base)
+
+
+def _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence, base) -> Verdict:
+    from ..numerics.solve import integrate
+
+    K = 10
+    ts = T / 2.0 ** np.arange(K, -1, -1)
+    y0 = layout.pack(a0, Sigma0)
+    sol = integrate(f, y0, (0.0, T), method="DOP853", rtol=rtol, atol=1e-14 * max(1.0, float(np.abs(y0).max())),
+                    t_eval=ts, breakpoints=ode.schedule.breakpoints(T), conditions=cond)
+    if str(sol.status) != "ok" and closed:
+        jac = ode.jac
+
+        def jf(t, y):
+            J = np.array(jac(t, np.concatenate([np.zeros(d), np.asarray(y)[d:]])), float)
+            J[:d, :] = 0.0
+            J[:, :d] = 0.0
+            return J
+
+        evidence.append(f"explicit run stopped ({sol.status}); implicit Radau with the generated Jacobian")
+        sol = integrate(f, y0, (0.0, T), method="Radau", rtol=max(rtol, 1e-10), t_eval=ts,
+                        breakpoints=ode.schedule.breakpoints(T), conditions=cond, jac=jf)
+    if str(sol.status) != "ok":
+        return Verdict("undetermined", f"undetermined: the integration stopped ({sol.status}) at "
+                       f"t = {sol.t[-1]:.6g} < T = {T:g}", t=float(sol.t[-1]), evidence=evidence, **base)
+    S = np.array([layout.unpack(y, d)[1] for y in sol.y])
+    S = 0.5 * (S + np.transpose(S, (0, 2, 1)))
+    nT = float(np.linalg.norm(S[-1]))
+    floor = 1e-12 * float(np.trace(Sigma0))
+    integ = 10 * rtol * max(nT, float(np.linalg.norm(Sigma0)))      # global error of a tolerance-rtol run
+    D = [float(np.linalg.norm(S[k + 1] - S[k])) for k in range(len(S) - 1)]
+    if D[-1] <= integ + floor:
+        Sst, err, p, p_prev = S[-1], D[-1] + integ, math.inf, math.inf
+        evidence.append(f"settled: ‖Σ(T) - Σ(T/2)‖ = {D[-1]:.2g} is within the integration error {integ:.2g}")
+    else:
+        p = math.log2(D[-2] / D[-1]) if D[-1] > 0 and D[-2] > 0 else math.inf
+        p_prev = math.log2(D[-3] / D[-2]) if D[-2] > 0 and D[-3] > 0 else math.inf
+        if not (p > 0.3 and abs(p - p_prev) <= 0.25):
+            return Verdict("undetermined", f"undetermined: not in an asymptotic regime at T = {T:g} (decay "
+                           f"exponents p = {p:.3g} on [T/4, T], {p_prev:.3g} on [T/8, T/2] disagree or p ≤ 0.3): "
+                           "try a longer horizon", Sigma_T=S[-1], t=T, evidence=evidence, **base)
+        Sst = S[-1] + (S[-1] - S[-2]) / (2 ** p - 1)
+        Sprev = S[-2] + (S[-2] - S[-3]) / (2 ** p_prev - 1)
+        err = float(np.linalg.norm(Sst - Sprev)) + integ
+        evidence.append(f"‖Σ(t) - Σ*‖ ~ t^-p fitted: p = {p:.4g} on [T/4, T], {p_prev:.4g} on [T/8, T/2]; "
+                        f"Σ* extrapolated (Richardson), error ≤ {err:.2g} (gap to the extrapolation one doubling "
+                        "earlier + integration error)")
+    lam, U = np.linalg.eigh(0.5 * (Sst + Sst.T))
+    keep = lam > 10 * err + floor
+    r = int(keep.sum())
+    Sst = (U[:, keep] * lam[keep]) @ U[:, keep].T
+    if facts.lyapunov is not None and r > facts.lyapunov.values["rank_bound"]:
+        return Verdict("undetermined", f"undetermined: numerical rank {r} exceeds the theorem's bound "
+                       f"{facts.lyapunov.values['rank_bound']} (horizon too short)", Sigma_T=S[-1], t=T,
+                       evidence=evidence, **base)
+    ambiguous = np.any((lam > err) & (lam <= 10 * err + floor))
+    algebraic = bool(np.isfinite(p) and p < 3)
+    rel = err / max(float(np.linalg.norm(Sst)), 1e-300)
+    lin = _linearisation_at(ode, Sst, closed, rel, algebraic) if r > 0 else None
+    what = "collapse, Σ* = 0" if r == 0 else f"rank {r}, Σ* = {_fmt(Sst)}"
+    how = (f"extrapolated from the O(t^-{p:.3g}) law" if np.isfinite(p)
+           else "Σ(T) = Σ(T/2) within the integration error")
+    label = f"{what} ({how}, error ≤ {err:.2g}; numerical)"
+    if ambiguous:
+        label += "; an eigenvalue of Σ* lies within 10x its error: the rank is uncertain"
+    rate = {"law": "algebraic" if algebraic else "fast", "exponent": -p if np.isfinite(p) else None,
+            "meaning": "‖Σ(t) - Σ*‖ ~ t^-p fitted on the last doublings of t"}
+    return Verdict("rank", label, rank=r, Sigma_star=Sst, Sigma_star_error=err, Sigma_T=S[-1], t=T, rate=rate,
+                   evidence=evidence, linearisation=lin, **base)
