@@ -132,3 +132,31 @@ def test_bursting_l2_is_never_called_convergent():
     v = classify_long_time(_ode("l2", Q=A, K=np.eye(3), V=np.eye(3), tau=2.0), np.eye(3), T=400.0,
                            max_seconds=60)
     assert v.outcome in ("oscillating", "undetermined"), v.label
+
+
+@pytest.mark.parametrize("kind,skew", [("softmax", 0.0), ("l2", 1.0), ("sinkhorn", 0.5)])
+def test_sweep_and_classify_agree_point_by_point(kind, skew, tmp_path, capsys):
+    """The sweep's counts at every grid point are the `tpde classify` outcomes of its Σ₀ sample (the same
+    classifier, called through the CLI here), and no ℓ2 or Sinkhorn point is ever a blow-up."""
+    import json
+
+    from symbolic_tpde.analysis.sweep import PHASES, SweepSpec, head_for, initial_sample, phase_of, run_sweep
+    from symbolic_tpde.analysis.verdict import Verdict
+    from symbolic_tpde.cli import main
+
+    spec = SweepSpec(n=2, smin=-0.5, smax=0.5, K=1, T=20.0, seed=2, kind=kind, skew=skew, d=2)
+    res = run_sweep(spec)
+    for i, (s1, s2) in enumerate(res.points):
+        counts = np.zeros(len(PHASES), dtype=int)
+        head = head_for(kind, spec.A(s1, s2), spec.V())
+        for S in initial_sample(spec):
+            scn = {"attention": kind, **{k: np.asarray(v).tolist() for k, v in head.params.items()},
+                   "alpha0": [0.0, 0.0], "Sigma0": S.tolist(), "T": 1.0}
+            path = tmp_path / "s.json"
+            path.write_text(json.dumps(scn))
+            assert main(["classify", "--scenario", str(path), "--T", str(spec.T), "--json"]) == 0
+            out = json.loads(capsys.readouterr().out)
+            counts[phase_of(Verdict(out["outcome"], out["label"], out["source"], spec.T, rank=out["rank"]), 2)] += 1
+        assert np.array_equal(counts, res.counts[i]), (i, counts, res.counts[i])
+        if kind != "softmax":
+            assert res.counts[i][PHASES.index("blow-up")] == 0

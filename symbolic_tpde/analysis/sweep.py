@@ -14,15 +14,17 @@ redrawn data.  With ``symmetrise`` (default) the sample is closed under ``P = R�
 for softmax with ``V = I`` the skew part drops out (``dΣ/dt = Σ(A + Aᵀ)Σ``, README Mathematics §4), so the
 blow-up-time map is symmetric about the diagonal, up to the integration error of the blow-up times.
 
-Per point: the counts of each outcome, the majority phase, the median blow-up time and the largest error
-bound of the blow-up times there.  Phases: 0 collapse, 1 low rank (``1 <= r < d``), 2 full rank, 3 diverge,
-4 blow-up, 5 undetermined, 6 time-limit.
+Per point: the counts of each outcome of the one classifier (:mod:`.verdict`, the same as ``tpde classify``:
+theorems first, so an ℓ2 or Sinkhorn point is never "blow-up"), the majority phase, the median blow-up time
+and the largest error bound of the blow-up times there.  Phases: 0 collapse, 1 low rank (``1 <= r < d``),
+2 full rank, 3 diverge, 4 blow-up, 5 undetermined, 6 time-limit, 7 oscillating (bursting, not convergent on
+``[0, T]``), 8 no blow-up before ``T`` (a singularity follows after ``T``).
 
 Bounded work: every point gets ``max_seconds_point`` seconds of wall-clock time (default
 :data:`DEFAULT_POINT_SECONDS`; the integrator's one cap, :class:`symbolic_tpde.numerics.solve.Deadline`, checked
 before every batched right-hand side evaluation, the clock starting after the ODE is built); a point that
 reaches it counts all its ``Σ₀`` as ``"time-limit"`` (phase 6) and the sweep goes on.  The step count is
-capped too (``classify_batch``'s ``max_steps``: rows that exhaust it are ``"undetermined"`` or ``"diverge"``).
+capped too (the classifier's evaluation budget: such a run is ``"undetermined"`` with the reason).
 With the cap reached the map depends on the machine's speed; without, it is deterministic.
 
 Execution: the grid is cut into chunks (rows of the grid) evaluated by :func:`sweep_chunk`, a pure module-level
@@ -37,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-PHASES = ("collapse", "low rank", "full rank", "diverge", "blow-up", "undetermined", "time-limit")
+PHASES = ("collapse", "low rank", "full rank", "diverge", "blow-up", "undetermined", "time-limit", "oscillating",
+          "no blow-up before T")
 #: wall-clock cap of one grid point, seconds (``tpde sweep --max-seconds``)
 DEFAULT_POINT_SECONDS = 60.0
 
@@ -124,48 +127,49 @@ def head_for(kind: str, A: np.ndarray, V: np.ndarray):
     raise InputError("kind", f"{kind!r}: no parameter that carries a matrix A (parameters {sorted(names)})")
 
 
-def _phase_of(label: str, d: int) -> int:
-    if label == "collapse":
-        return 0
-    if label.startswith("rank"):
-        return 1 if int(label.split()[1]) < d else 2
-    return {"diverge": 3, "blowup": 4}.get(label, 5)   # 6 (time-limit) is set by sweep_chunk
+def phase_of(verdict, d: int) -> int:
+    """The phase (index into :data:`PHASES`) of a :class:`~symbolic_tpde.analysis.verdict.Verdict`."""
+    o = verdict.outcome
+    if o == "rank":
+        return 0 if verdict.rank == 0 else (1 if verdict.rank < d else 2)
+    return PHASES.index({"diverge": "diverge", "blowup": "blow-up", "oscillating": "oscillating",
+                         "no-singularity-before-T": "no blow-up before T"}.get(o, "undetermined"))
 
 
 def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarray, float, float]]:
-    """Classify the grid points ``indices``; returns ``(index, outcome counts (7,), median T* or NaN,
-    largest T* error bound or NaN)``."""
+    """Classify the grid points ``indices`` with the one classifier of ``tpde classify``
+    (:func:`symbolic_tpde.analysis.verdict.classify_long_time`, each ``Σ₀`` of the shared sample at horizon
+    ``T``), so a point of the map and ``tpde classify`` on the same scenario cannot disagree; returns
+    ``(index, outcome counts (len(PHASES),), median T* or NaN, largest T* error bound or NaN)``.  The point's
+    wall-clock cap is shared by its ``Σ₀``: once spent, the remaining ones count as ``"time-limit"``."""
+    import time
+
     from ..gaussian import GaussianODE
     from ..weights import make_weights
-    from ..numerics.solve import Deadline, TimeLimitReached
-    from .clustering import classify_batch
+    from .verdict import classify_long_time
 
     pts = spec.points()
     V = spec.V()
     S0 = initial_sample(spec)
     out = []
-    ode = None
     for i in indices:
-        w = make_weights([head_for(spec.kind, spec.A(*pts[i]), V)])
-        ode = GaussianODE.from_weights(w) if ode is None else ode
-        p = GaussianODE.from_weights(w).params(0.0)
-        dl = Deadline(spec.max_seconds_point)
-
-        def F(t, Y, p=p, dl=dl):
-            dl.check()
-            return ode.rhs_batch(t, Y, p)
-
+        ode = GaussianODE.from_weights(make_weights([head_for(spec.kind, spec.A(*pts[i]), V)]))
         counts = np.zeros(len(PHASES), dtype=int)
-        try:
-            res = classify_batch(F, S0, T=spec.T)
-        except TimeLimitReached:
-            counts[PHASES.index("time-limit")] = len(S0)
-            out.append((i, counts, float("nan"), float("nan")))
-            continue
-        for r in res:
-            counts[_phase_of(r.label(), spec.d)] += 1
-        bt = [r.blowup_time for r in res if r.kind == "blowup"]
-        be = [r.blowup_time_error for r in res if r.kind == "blowup"]
+        start = time.monotonic()
+        bt, be = [], []
+        for S in S0:
+            left = None if spec.max_seconds_point is None else spec.max_seconds_point - (time.monotonic() - start)
+            if left is not None and left <= 0:
+                counts[PHASES.index("time-limit")] += 1
+                continue
+            v = classify_long_time(ode, S, spec.T, max_seconds=left)
+            if v.outcome == "undetermined" and "wall-clock cap" in v.label:
+                counts[PHASES.index("time-limit")] += 1
+                continue
+            counts[phase_of(v, spec.d)] += 1
+            if v.outcome == "blowup":
+                bt.append(v.blowup_time)
+                be.append(v.blowup_time_error)
         out.append((i, counts, float(np.median(bt)) if bt else float("nan"), float(max(be)) if be else float("nan")))
     return out
 
@@ -174,7 +178,7 @@ def sweep_chunk(spec: SweepSpec, indices: list[int]) -> list[tuple[int, np.ndarr
 class SweepResult:
     spec: SweepSpec
     points: np.ndarray        # (P, 2)
-    counts: np.ndarray        # (P, 7), columns PHASES
+    counts: np.ndarray        # (P, len(PHASES)), columns PHASES
     phase: np.ndarray         # (P,) majority phase
     blowup_time: np.ndarray   # (P,) median T* (NaN if none)
     blowup_time_error: np.ndarray | None = None  # (P,) largest error bound of the T* there (NaN if none)
@@ -248,7 +252,8 @@ def save_sweep(res: SweepResult, out: Path) -> list[Path]:
     n = sp_.n
     s = np.linspace(sp_.smin, sp_.smax, n)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13.5, 5.2), gridspec_kw={"wspace": 0.55})
-    cmap = ListedColormap(["tab:green", "tab:blue", "tab:cyan", "tab:orange", "tab:red", "grey", "black"])
+    cmap = ListedColormap(["tab:green", "tab:blue", "tab:cyan", "tab:orange", "tab:red", "grey", "black",
+                           "tab:purple", "tab:pink"])
     a1.pcolormesh(s, s, res.phase.reshape(n, n).T, cmap=cmap, vmin=-0.5, vmax=len(PHASES) - 0.5,
                   shading="nearest")
     for k, name in enumerate(PHASES):

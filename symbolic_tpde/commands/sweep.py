@@ -148,7 +148,14 @@ def run(args) -> int:
     from ..analysis.sweep import PHASES, run_sweep, save_sweep
     from .gaussian import EXIT_TIME_LIMIT
 
+    import numpy as np
+
     spec = check_args(args)
+    s = np.linspace(spec.smin, spec.smax, spec.n)
+    if spec.smin < 0 < spec.smax and not np.any(s == 0.0):
+        print(f"tpde sweep: warning: the grid of {spec.n} values on [{spec.smin:g}, {spec.smax:g}] misses s = 0, "
+              "where the low-rank (rank-one) phase lives for V = I; use an odd --n on a symmetric range",
+              file=sys.stderr)
     res = run_sweep(spec, workers=args.workers, scheduler=args.scheduler)
     for p in save_sweep(res, args.out):
         print(p)
