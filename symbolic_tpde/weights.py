@@ -185,7 +185,27 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
             raise InputError(f"{pre}{key}", "head dimension must be at least 1")
         if dims.get(key, 1) > MAX_DIM:
             raise InputError(f"{pre}{key}", f"head dimension {dims[key]} exceeds {MAX_DIM}")
-    return Head(kind, out)
+    head = Head(kind, out)
+    _check_scales(head, pre)
+    return head
+
+
+def _check_scales(head: Head, pre: str) -> None:
+    """A temperature divides the kernel's matrices: ℓ2's ``τ`` gives ``(2/τ)KᵀK`` and ``(2/τ)KᵀQ``, Sinkhorn's
+    ``ε`` gives ``A/ε`` (README Mathematics §2–3).  Those products obey the same bound as a user's entries,
+    :data:`symbolic_tpde.validation.MAX_ENTRY` (the moment right-hand sides are polynomials of degree up to 4 in
+    them), so a subnormal ``τ`` or ``ε`` is refused here, naming the parameter, instead of overflowing later."""
+    from .validation import MAX_ENTRY
+
+    e = head.effective
+    for name, mats, factor in (("tau", ("K", "Q"), 2.0), ("epsilon", ("A",), 1.0)):
+        if name not in e:
+            continue
+        big = max(float(np.abs(np.asarray(e[m], float)).max(initial=0.0)) for m in mats if m in e)
+        scale = factor * big * (big if name == "tau" else 1.0)
+        if scale > MAX_ENTRY * e[name]:
+            raise InputError(f"{pre}{name}", f"{e[name]:.3g} is too small for these matrices: the kernel's "
+                             f"entries would reach {scale:.3g}/{e[name]:.3g} > {MAX_ENTRY:.0e}")
 
 
 class _ByValue:
