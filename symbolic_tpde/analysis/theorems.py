@@ -13,7 +13,8 @@ each is stated once, with its proof or its source:
     in ``ker S`` is an equilibrium: the limits form a continuum and none is hyperbolic.  ``ker S`` is read
     with the tolerance ``|λ| ≤ KERNEL_RTOL·‖S‖`` (a round-off scale for the entries of ``S``).
 
-``growth`` (ℓ2 heads whose ``K`` has full column rank, Sinkhorn heads, an affine feed-forward term).
+``growth`` (ℓ2 heads whose ``K`` has full column rank, Sinkhorn heads, custom heads with ``R + Rᵀ ≺ 0``, an
+affine feed-forward term).
     No finite-time blow-up: ``‖Σ(t)‖₂ ≤ ‖Σ₀‖₂ e^{2Lt}`` with ``L = Σ_h L_h``, where each head's covariance
     velocity obeys ``‖dΣ_h/dt‖₂ ≤ 2L_h‖Σ‖₂`` (then ``d‖Σ‖/dt ≤ ‖dΣ/dt‖ ≤ 2L‖Σ‖``, Grönwall):
 
@@ -26,6 +27,8 @@ each is stated once, with its proof or its source:
     * Sinkhorn: ``dΣ/dt = VCᵀ + CVᵀ`` with ``C = Cov_π(x, y)`` for a coupling ``π`` of ``N(α, Σ)`` with itself,
       and ``‖C‖ ≤ ‖Σ‖`` (Cauchy–Schwarz: ``|uᵀCv| ≤ (uᵀΣu)^{1/2}(vᵀΣv)^{1/2}``), so ``L_h = ‖V‖``
       (README Mathematics §4, for any ``A`` and ``ε``).
+    * custom ``log k = xᵀBy + yᵀRy + …`` with ``M = R + Rᵀ ≺ 0``: ``J = V(Σ⁻¹ - M)⁻¹Bᵀ`` and
+      ``Σ⁻¹ - M ⪰ -M`` give ``‖J‖ ≤ ‖V‖‖B‖/λ_min(-M) = L_h``.
     * feed-forward ``Wx + c``: adds ``WΣ + ΣWᵀ``, ``L_ffn = ‖W‖``.
 
     With layers the bound holds with the largest ``L`` over the layers.  Heads of other kinds void the fact.
@@ -109,6 +112,14 @@ def _head_growth(h) -> tuple[float | None, str]:
         L = float(np.linalg.norm(V, 2) * condK * np.linalg.norm(np.linalg.pinv(K) @ Q, 2))
         return L, (f"ℓ2 head, K ({K.shape[0]}×{d}) of full column rank, cond(K) = {condK:.6g}: "
                    f"L = ‖V‖ cond(K) ‖K⁺Q‖ = {L:.6g}")
+    if h.kind == "custom":
+        B, R, V = (np.asarray(e[k], float) for k in ("B", "R", "V"))
+        lam = np.linalg.eigvalsh(-(R + R.T))
+        if lam.min() <= 0:
+            return None, "custom head with R + Rᵀ not negative definite (no growth theorem)"
+        L = float(np.linalg.norm(V, 2) * np.linalg.norm(B, 2) / lam.min())
+        return L, (f"custom head, -(R + Rᵀ) ≻ 0 (λ_min = {lam.min():.6g}): (Σ⁻¹ - R - Rᵀ)⁻¹ ⪯ (-(R + Rᵀ))⁻¹, "
+                   f"L = ‖V‖‖B‖/λ_min = {L:.6g}")
     return None, f"{h.kind} head (no growth theorem)"
 
 

@@ -106,7 +106,8 @@ class RegularRun:
 
 
 def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-10, conditions=None,
-                      freeze_alpha: bool = True, max_nfev: int = 1_000_000, max_seconds=None) -> RegularRun:
+                      freeze_alpha: bool = True, max_nfev: int = 1_000_000, max_seconds=None,
+                      precision_guard: bool = False) -> RegularRun:
     """Integrate ``y' = f(t, y)`` (Gaussian layout) in the regular form of the module docstring until ``t = T``
     or ``tr Σ = R_MAX_FACTOR·tr Σ₀``.  ``freeze_alpha``: the mean stays 0 (the covariance equation alone,
     valid where it does not involve ``α``)."""
@@ -164,7 +165,7 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
     stop = str(sol.status)
     for ev in getattr(sol, "events", []):
         if ev.kind == "tilt-ceased" and ev.index is not None:
-            stop = {0: "T", 1: "r_max"}.get(ev.index, "tilt")
+            stop = {0: "T", 1: "r_max"}.get(ev.index, "precision" if precision_guard and ev.index == 2 else "tilt")
     ys = np.asarray(sol.y, float)
     y_end, _ = state(ys[-1])
     a_end, S_end = layout.unpack(y_end, d)
@@ -191,6 +192,56 @@ def _tail(run: RegularRun) -> tuple[float | None, float | None, str]:
     return float(run.t[-1] + tail), tail * rel + 1e-16 * run.t[-1], f"d(log r)/ds settled at {g1:.6g} (±{rel:.1g})"
 
 
+def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: float):
+    """The covariance right-hand side in matrix form (:func:`.closed_forms.covariance_velocity`, no ``Σ⁻¹``)
+    for constant weights whose heads all have one, checked against the generated entrywise form at ``Σ₀`` and
+    at a second point (to ``1e-10`` relative: both are float64 evaluations of the same formula at a
+    well-conditioned point); ``None`` (use the generated form) otherwise."""
+    from .closed_forms import covariance_velocity
+
+    if not closed or not getattr(ode.schedule, "is_constant", False):
+        return None
+    w = ode.schedule(0.0)
+    if covariance_velocity(w, Sigma0) is None:
+        return None
+    probe = [np.asarray(Sigma0, float), np.asarray(Sigma0, float) + 0.5 * np.trace(Sigma0) / d * np.eye(d)]
+    for S in probe:
+        ref = layout.unpack(np.asarray(f(0.0, layout.pack(np.zeros(d), S)), float), d)[1]
+        got = covariance_velocity(w, S)
+        if not np.allclose(got, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))):
+            evidence.append("matrix form disagrees with the generated form at Σ₀: the generated form is used")
+            return None
+    evidence.append("covariance equation evaluated in matrix form (inverse-free tilt, one linear solve), "
+                    "checked against the generated entrywise form at Σ₀ to 1e-10")
+
+    def rhs(t, y):
+        S = layout.unpack(np.asarray(y, float), d)[1]
+        return layout.pack(np.zeros(d), covariance_velocity(w, 0.5 * (S + S.T)))
+
+    # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0, i.e. 1 - λ_max(Σ^{1/2}(R + Rᵀ)Σ^{1/2}) > 0: a condition that stays
+    # meaningful when Σ becomes nearly singular (Σ - Σ(R + Rᵀ)Σ ≻ 0, the generated one, tends to 0 with Σ);
+    # heads with R + Rᵀ ⪯ 0 (softmax, ℓ2) always have a tilt and add no condition
+    from .closed_forms import quadratic_form
+
+    Ms = [M for M in ((lambda f_: f_[1] + f_[1].T)(quadratic_form(h)) for h in w.heads
+                      if quadratic_form(h) is not None) if np.linalg.eigvalsh(M).max() > 0]
+
+    # the solve with I - ΣM loses cond(I - ΣM)·eps: the run stops ("precision") before that exceeds rtol/100
+    Mall = [f_[1] + f_[1].T for f_ in (quadratic_form(h) for h in w.heads) if f_ is not None]
+    Mall = [M for M in Mall if np.abs(M).max() > 0]
+    room = math.log(0.01 * rtol / np.finfo(float).eps)
+
+    def conditions(t, y):
+        S = layout.unpack(np.asarray(y, float), d)[1]
+        S = 0.5 * (S + S.T)
+        lam, U = np.linalg.eigh(S)
+        half = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
+        out = [room - math.log(max(np.linalg.cond(np.eye(d) - S @ M) for M in Mall))] if Mall else []
+        return np.array(out + [1.0 - np.linalg.eigvalsh(half @ M @ half).max() for M in Ms])
+
+    return rhs, (conditions if Mall else None), len(Mall) > 0
+
+
 def _blowup_time(run: RegularRun, rerun, rtol: float) -> tuple[float | None, float | None, str]:
     """``(T*, error bound, note)`` of a regular-form run that reached ``r_max``: the tail estimate of
     :func:`_tail` plus the gap to the same run at a 10x looser tolerance (``rerun(rtol)``) as the integration
@@ -213,7 +264,10 @@ def _fmt(M) -> str:
 def _linearisation_at(ode, S_star, alpha_frozen: bool, err_rel: float, algebraic: bool | None) -> dict:
     from .clustering import linearised_covariance_flow
 
-    J, ev = linearised_covariance_flow(ode, S_star)
+    try:
+        J, ev = linearised_covariance_flow(ode, S_star)
+    except np.linalg.LinAlgError:             # the generated Jacobian is not finite at this Σ*
+        return None
     nJ = float(np.linalg.norm(J, 2))
     # eigenvalues of J are known to about ‖∂J/∂Σ‖·‖δΣ‖ ≈ ‖J‖·(relative error of Σ*) plus round-off
     tol = nJ * max(err_rel, 1e-12) + 1e-14
@@ -293,15 +347,33 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
         return v
     excl = facts.no_blowup
     f = covariance_rhs(ode, T) if closed else gaussian_rhs(ode, T)
-    a0 = np.zeros(d) if closed or alpha0 is None else np.asarray(alpha0, float)
     cond = getattr(ode, "condition_values", None)
-    run = integrate_regular(f, d, a0, Sigma0, T, rtol=rtol, conditions=cond, freeze_alpha=closed,
+    g = _matrix_form(ode, f, d, Sigma0, closed, evidence, rtol)
+    precision_guard = False
+    if g is not None:
+        f, cond, precision_guard = g
+    a0 = np.zeros(d) if closed or alpha0 is None else np.asarray(alpha0, float)
+    run = integrate_regular(f, d, a0, Sigma0, T, rtol=rtol, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard,
                             max_seconds=max_seconds)
     base = dict(source="numerical", horizon=T, facts=facts.as_list(), covariance_only=closed)
     evidence.append(f"regular form (Sundman time, tr Σ and Σ/tr Σ): stopped by {run.stop} at t = {run.t[-1]:.10g}, "
                     f"tr Σ = {math.exp(run.log_r[-1]):.4g}, {run.nfev} right-hand sides")
     if excl is not None:
         evidence.append(f"theorem '{excl.name}': {excl.statement}")
+    if run.stop == "precision":
+        t_stop = float(run.t[-1])
+        lam = np.linalg.eigvalsh(run.Sigma_end)
+        m = run.t >= t_stop / 2
+        c = float(np.polyfit(run.t[m], run.log_r[m], 1)[0]) if m.sum() >= 3 else float("nan")
+        why = (f"the moment equation's float64 precision runs out at t = {t_stop:.6g} (cond Σ = "
+               f"{lam.max() / max(lam.min(), 1e-300):.3g}, tr Σ = {lam.sum():.3g})")
+        evidence.append(why)
+        if excl is not None and c > 0:
+            return Verdict("diverge", f"diverge: tr Σ grows like e^(ct), c = {c:.4g} on [t/2, t] up to {why}; "
+                           f"no finite-time blow-up ({excl.name} theorem) (numerical)", Sigma_T=run.Sigma_end,
+                           t=t_stop, rate={"law": "exponential", "rate_last_half": c}, evidence=evidence, **base)
+        return Verdict("undetermined", f"undetermined: {why}", Sigma_T=run.Sigma_end, t=t_stop, evidence=evidence,
+                       **base)
     if run.stop == "tilt":
         return Verdict("tilt-ceased", f"the Gaussian tilt ceases to exist at t = {run.t[-1]:.10g} (numerical)",
                        Sigma_T=run.Sigma_end, t=float(run.t[-1]), evidence=evidence, **base)
@@ -339,11 +411,11 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
     # no singularity on [0, T]
     if excl is None:
         # nothing excludes a later blow-up: continue the regular form to 10 T (cheap) to say whether one follows
-        ahead = integrate_regular(f, d, a0, Sigma0, 10 * T, rtol=rtol, conditions=cond, freeze_alpha=closed,
+        ahead = integrate_regular(f, d, a0, Sigma0, 10 * T, rtol=rtol, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard,
                                   max_seconds=max_seconds)
         if ahead.stop == "r_max":
             Tst, err, note = _blowup_time(ahead, lambda r: integrate_regular(
-                f, d, a0, Sigma0, 10 * T, rtol=r, conditions=cond, freeze_alpha=closed, max_seconds=max_seconds), rtol)
+                f, d, a0, Sigma0, 10 * T, rtol=r, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard, max_seconds=max_seconds), rtol)
             if Tst is not None:
                 evidence.append(f"continued past T in the regular form: blow-up at {Tst:.12g} ({note})")
                 return Verdict("no-singularity-before-T", f"no singularity before T = {T:g} (T* = {Tst:.12g} "
