@@ -270,10 +270,13 @@ def test_vmf_sampler_mean_resultant():
 @pytest.mark.parametrize("kind", ["sphere_sa", "sphere_usa"])
 @pytest.mark.parametrize("beta", [0.0, 1.0, 4.0])
 def test_random_starts_reach_one_cluster(kind, beta):
-    """d = 3, n = 16, 4 uniform random starts: one cluster (every pair ⟨θ_i, θ_j⟩ >= 1 - 1e-3) by T = 60
-    (Markdahl 2018; Criscitiello-Rebjock-McRae-Boumal 2024, arXiv 2405.18273: almost every start)."""
+    """d = 3, n = 16, 4 uniform random starts: one cluster (every pair ⟨θ_i, θ_j⟩ >= 1 - 1e-3) by T = 60,
+    T = 4000 for SA at β = 4 (Markdahl 2018; Criscitiello-Rebjock-McRae-Boumal 2024, arXiv 2405.18273: almost
+    every start).  SA at β = 4 is metastable: measured, two clusters persist from t ≈ 30 to t ≈ 250-1000
+    depending on the start (Geshkovski-Koubbi-Polyanskiy-Rigollet, arXiv 2410.06833), hence its horizon."""
     X0 = np.stack([sample({"type": "uniform_sphere"}, 16, 3, np.random.default_rng(s)) for s in range(4)])
-    run = simulate_sphere(X0, _w(kind, 3, beta), 60.0, tol=1e-8)
+    T = 4000.0 if (kind, beta) == ("sphere_sa", 4.0) else 60.0
+    run = simulate_sphere(X0, _w(kind, 3, beta), T, tol=1e-8)
     assert all(C.one_cluster(th) for th in run.theta)
 
 

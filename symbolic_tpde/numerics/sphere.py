@@ -224,3 +224,136 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
         r = None if r is None else r[0]
         traj = None if traj is None else traj[:, 0]
     return SphereRun(float(t), Xf, th, r, tq, traj, norm, steps, rejected, nfev, dt.name, tol, max_renorm)
+
+
+# ------------------------------------------------------------------------------------------------ scenarios
+#: token dimension limit of sphere scenarios (the survey's phase diagram goes to d = 1024)
+SPHERE_MAX_DIM = 1024
+_TOP = {"geometry", "norm", "alpha", "attention", "d", "heads", "init", "T", "r0", "name", "description"}
+_HEAD = {"attention", "beta", "A", "V", "Q", "K", "WO"}
+
+
+@dataclass(frozen=True)
+class SphereScenario:
+    """A validated sphere scenario: weights, ``norm`` (and nGPT's ``alpha``), the ``init`` block, ``T``, the
+    initial radius ``r0`` (Pre-/Peri-LN), ``d``."""
+
+    weights: Weights
+    norm: str
+    alpha: float
+    init: dict
+    T: float
+    r0: float
+    d: int
+    name: str = ""
+
+    def initial(self, n: int, rng) -> np.ndarray:
+        from .sphere_init import sample
+
+        return sample(self.init, n, self.d, rng) * self.r0
+
+
+def _matrix(value, d, field):
+    if value == "identity":
+        return np.eye(d)
+    arr = np.asarray(value, dtype=float) if isinstance(value, list) else None
+    if arr is None or arr.ndim != 2:
+        raise InputError(field, 'expected a matrix (list of rows) or "identity"')
+    return arr
+
+
+def parse_sphere_scenario(data: dict) -> SphereScenario:
+    """Validate a ``"geometry": "sphere"`` scenario (README "Sphere", format)::
+
+        {"geometry": "sphere", "norm": "post" | "pre" | "peri" | "ngpt", "alpha": 1.0 (ngpt),
+         "attention": "sphere_sa" | "sphere_usa" | "sphere_causal", "d": 3,
+         "beta": 1.0, "A": "identity" | [[...]], "V": "identity" | [[...]]   (or "Q", "K" (k, d); "WO")
+         | "heads": [{"attention": ..., "beta": ..., "A": ..., "V": ...}, ...],
+         "init": {"type": "uniform_sphere" | "vmf" | "frame" | "points", ...}, "T": 10.0, "r0": 1.0}
+    """
+    from ..validation import horizon
+    from ..weights import make_head, make_weights
+    from ..registry.kinds import kind_names
+
+    if not isinstance(data, dict):
+        raise InputError("scenario", "expected a JSON object")
+    for key in data:
+        if key not in _TOP | _HEAD:
+            raise InputError(str(key)[:40], f"unknown key in a sphere scenario; allowed: {sorted(_TOP | _HEAD)}")
+    if data.get("geometry") != "sphere":
+        raise InputError("geometry", 'must be "sphere" here')
+    norm = data.get("norm", "post")
+    if norm not in NORMS:
+        raise InputError("norm", f"expected one of {list(NORMS)}, got {norm!r}"[:120])
+    alpha = data.get("alpha", 1.0)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not np.isfinite(alpha):
+        raise InputError("alpha", "must be a finite number")
+    if "alpha" in data and norm != "ngpt":
+        raise InputError("alpha", "only for norm ngpt")
+    d = data.get("d")
+    if not isinstance(d, int) or isinstance(d, bool) or not 2 <= d <= SPHERE_MAX_DIM:
+        raise InputError("d", f"must be an integer in [2, {SPHERE_MAX_DIM}]")
+    r0 = data.get("r0", 1.0)
+    if isinstance(r0, bool) or not isinstance(r0, (int, float)) or not (0 < r0 < 1e6):
+        raise InputError("r0", "must be a number in (0, 1e6)")
+    if "r0" in data and norm in ON_SPHERE:
+        raise InputError("r0", "only for norm pre or peri (post and ngpt keep unit tokens)")
+    if "T" not in data:
+        raise InputError("T", "missing (the horizon of the run)")
+    T = horizon(data["T"], "T")
+    init = data.get("init")
+    if not isinstance(init, dict) or "type" not in init:
+        raise InputError("init", 'missing: {"type": NAME, ...} with NAME a sphere init type')
+    top = {k: v for k, v in data.items() if k in _HEAD}
+    if "heads" in data:
+        if set(top) - {"attention"}:
+            raise InputError(sorted(set(top) - {"attention"})[0], "give head parameters at top level or in "
+                                                                  "'heads', not both")
+        specs = data["heads"]
+        if not isinstance(specs, list) or not specs:
+            raise InputError("heads", "must be a non-empty list of head objects")
+    else:
+        specs = [top]
+    heads = []
+    for i, h in enumerate(specs):
+        where = f"heads[{i}]" if "heads" in data else ""
+        pre = f"{where}." if where else ""
+        if not isinstance(h, dict):
+            raise InputError(where, "must be an object")
+        for key in h:
+            if key not in _HEAD:
+                raise InputError(f"{pre}{str(key)[:40]}", f"unknown key in a head; allowed: {sorted(_HEAD)}")
+        kind = h.get("attention", data.get("attention"))
+        if kind not in kind_names("sphere"):
+            raise InputError(f"{pre}attention", f"expected one of {list(kind_names('sphere'))}, got {kind!r}"[:120])
+        prm = {k: v for k, v in h.items() if k != "attention"}
+        for key in ("A", "V"):
+            if key in prm:
+                prm[key] = _matrix(prm[key], d, f"{pre}{key}")
+        if "V" not in prm:
+            raise InputError(f"{pre}V", 'missing ("identity" or a matrix)')
+        heads.append(make_head(kind, d=d, where=where, **prm))
+    w = make_weights(heads)
+    if w.d != d:
+        raise InputError("V", f"the heads have dimension {w.d}, the scenario d = {d}")
+    from .sphere_init import SAMPLERS
+
+    if init["type"] not in SAMPLERS:
+        raise InputError("init.type", f"expected one of {sorted(SAMPLERS)}, got {init['type']!r}"[:120])
+    return SphereScenario(w, norm, float(alpha), dict(init), T, float(r0), d, str(data.get("name", "")))
+
+
+def load_sphere_scenario(path) -> SphereScenario:
+    """Read a sphere scenario file, or a built-in name (``symbolic_tpde/scenarios/sphere_*.json``)."""
+    from pathlib import Path
+
+    from ..scenario import _BUILTIN_DIR, builtin_scenarios
+    from ..validation import read_json
+
+    p = Path(path)
+    if not p.exists() and str(path) in builtin_scenarios("sphere"):
+        p = _BUILTIN_DIR / f"{path}.json"
+    return parse_sphere_scenario(read_json(p, "scenario"))
+
+
+__all__ += ["SphereScenario", "parse_sphere_scenario", "load_sphere_scenario", "SPHERE_MAX_DIM"]

@@ -181,10 +181,10 @@ def equiangular(model: Model) -> Reduction:
     steps.append(Step("r' = <v_i, x_i>/r", r_dot))
     gram_dot = v_i.dot(th_j * rr) + (th_i * rr).dot(v_j)   # d<x_i, x_j>/dt
     if model.on_sphere:     # the state is θ itself: ρ = <θ_i, θ_j> is the Gram entry
-        rho_dot = sp.simplify(gram_dot)
+        rho_dot = sp.factor(sp.simplify(gram_dot))
         steps.append(Step("rho' = <v_i, θ_j> + <θ_i, v_j>", rho_dot))
     else:                   # ρ = <x_i, x_j>/r²
-        rho_dot = sp.simplify((gram_dot - 2 * rr * r_dot * rho) / rr ** 2)
+        rho_dot = sp.factor(sp.simplify((gram_dot - 2 * rr * r_dot * rho) / rr ** 2))
         steps.append(Step("rho' = (d<x_i,x_j>/dt - 2 r r' rho)/r^2", rho_dot))
     rhs = {"rho": rho_dot}
     if model.on_sphere:
