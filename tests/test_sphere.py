@@ -304,3 +304,11 @@ def test_energy_increases_along_usa():
     assert counts[-1] == 1 and counts[0] > 1
     steps = C.staircase(ts, run.trajectory, 2.0)
     assert [s.clusters for s in steps] == sorted((s.clusters for s in steps), reverse=True)
+
+
+def test_wall_clock_cap_is_a_status():
+    """max_seconds (the package's Deadline): the run stops early with status time-limit and the time reached."""
+    X0 = sample({"type": "uniform_sphere"}, 8, 3, np.random.default_rng(0))
+    run = simulate_sphere(X0, _w("sphere_sa", 3), 50.0, max_seconds=1e-9)
+    assert run.status == "time-limit" and 0 < run.t < 50.0
+    assert np.max(np.abs(np.linalg.norm(run.X, axis=-1) - 1)) <= 1e-12

@@ -9,7 +9,8 @@
 
 (clusters by the rule of :mod:`symbolic_tpde.analysis.sphere_clusters`; ``monitor``: the first head kind's
 diagnostic, the energy ``Ẽ_β`` with that head's β for SA/USA, the distance to the first token for causal).
-``--save FILE.npz``: ``times (101,)``, ``X (101, n, d)`` (the state: θ, or x = rθ for pre/peri).
+``--save FILE.npz``: ``times (101,)``, ``X (101, n, d)`` (the state: θ, or x = rθ for pre/peri).  Exit 3 on a
+blow-up (with its time), 5 when ``--max-seconds`` stopped the run (``"status": "time-limit"``, no file saved).
 
 ``tpde derive --sphere equiangular|two-tokens|circle|causal [--norm N] [--sphere-kind K]`` prints a reduction
 of :mod:`symbolic_tpde.symbolic.sphere_reductions` as numbered steps, each with the check SymPy made; exit 1
@@ -48,6 +49,7 @@ def run_particles(args) -> int:
     from ..registry.kinds import part
     from ..validation import horizon, strict_json
     from ..numerics.sphere import load_sphere_scenario, simulate_sphere
+    from .gaussian import EXIT_TIME_LIMIT, max_seconds
     from .particles import EXIT_BLOWUP, MAX_PAIR_WORK, _save_atomic
 
     if args.steps is not None or args.method != "rk4":
@@ -66,7 +68,7 @@ def run_particles(args) -> int:
     t0 = time.perf_counter()
     try:
         run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
-                              t_eval=t_eval)
+                              t_eval=t_eval, max_seconds=max_seconds(args))
     except BlowupError as exc:
         out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
                "detail": exc.detail}
@@ -76,17 +78,21 @@ def run_particles(args) -> int:
     th = run.theta.astype(float)
     head = scn.weights.heads[0]
     diag = part(head.kind, "diagnostic")
-    out = {"status": "ok", "geometry": "sphere", "norm": scn.norm, "n": args.n, "d": scn.d, "t": run.t,
+    out = {"status": run.status, "geometry": "sphere", "norm": scn.norm, "n": args.n, "d": scn.d, "t": run.t,
            "clusters": int(cluster_labels(th).max() + 1), "delta": DELTA, "min_inner": float(np.min(th @ th.T)),
            "monitor": {"name": diag.monitor_name, "value": diag.monitor(th, head.params["beta"])},
            "radius": None if run.r is None else [float(run.r.min()), float(run.r.max())],
            "max_renorm": run.max_renorm, "tolerance": run.tolerance, "steps": run.steps, "nfev": run.nfev,
            "dtype": run.dtype, "seed": args.seed, "seconds": seconds}
-    if args.save:
+    if run.status != "ok":
+        out["detail"] = f"wall-clock limit reached at t = {run.t:.6g} (before T = {T:.6g}); raise --max-seconds"
+    elif args.save:
         _save_atomic(args.save, run.times, run.trajectory)
     if args.json:
         print(strict_json(out))
     else:
+        if run.status != "ok":
+            print(f"time-limit: {out['detail']}")
         print(f"sphere ({scn.norm}), n = {args.n}, d = {scn.d}, t = {run.t:.6g} ({run.steps} steps, {run.dtype}, "
               f"{seconds:.2f} s)")
         print(f"clusters (<θ_i,θ_j> >= 1 - {DELTA:g}): {out['clusters']}; min <θ_i,θ_j> = {out['min_inner']:.6g}")
@@ -94,7 +100,7 @@ def run_particles(args) -> int:
         if out["radius"] is not None:
             print(f"radius in [{out['radius'][0]:.6g}, {out['radius'][1]:.6g}]")
     sys.stdout.flush()
-    return 0
+    return 0 if run.status == "ok" else EXIT_TIME_LIMIT
 
 
 def _expr(e) -> str:

@@ -129,15 +129,21 @@ class SphereRun:
     dtype: str
     tolerance: float
     max_renorm: float
+    status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T
 
 
 def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *,
                     norm: str = "post", alpha: float = 1.0, dtype=None, tol: float | None = None,
-                    t_eval=None, max_steps: int = 200_000, block=None, threads=None) -> SphereRun:
+                    t_eval=None, max_steps: int = 200_000, max_seconds: float | None = None, block=None,
+                    threads=None) -> SphereRun:
     """Evolve ``X0`` (``(n, d)`` or a batch ``(B, n, d)``) to ``T`` under ``norm`` (module docstring).
 
     For post/ngpt the rows of ``X0`` are normalised first; for pre/peri ``X0`` is ``x = rθ`` (non-zero rows).
+    ``max_seconds``: wall-clock cap (:class:`symbolic_tpde.numerics.solve.Deadline`, checked once per step);
+    when it expires the run returns with ``status == "time-limit"`` and ``t`` the time every cloud reached.
     """
+    from .solve import Deadline
+
     if norm not in NORMS:
         raise InputError("norm", f"unknown normalisation {norm!r}; expected one of {list(NORMS)}")
     if not (isinstance(T, (int, float)) and np.isfinite(T) and T >= 0):
@@ -186,6 +192,8 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
     steps = rejected = nfev = 0
     max_renorm = 0.0
     t = 0.0
+    dl = Deadline(max_seconds)
+    status = "ok"
     for a, b in (segments(sched, T) if T > 0 else []):
         s = rk.RKSolver(rhs(sched(a) if sched.func is None else None), a, Y, b, method="dopri5", rtol=tol,
                         atol=tol, max_steps=max_steps)
@@ -198,7 +206,10 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
                 max_renorm = max(max_renorm, float(np.max(np.abs(nr - 1))))
                 s.Y[acc.rows] = (Z / nr).reshape(len(acc.rows), n * d)
             rec.record(s.tab, acc)
-        bad = np.nonzero(s.status != rk.DONE)[0]
+            if dl.expired() and s.active.size:
+                status = "time-limit"
+                break
+        bad = np.nonzero((s.status != rk.DONE) & (s.status != rk.RUNNING))[0]
         steps += int(s.n_steps.sum())
         rejected += int(s.n_rejected.sum())
         nfev += s.nfev
@@ -210,7 +221,9 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
         if frames is not None:
             inside = (tq >= a) & ((tq < b) | (b == T))
             frames[inside] = rec.ys[inside].astype(dt)
-        Y, t = s.Y, b
+        Y, t = s.Y, (b if status == "ok" else float(np.min(s.t)))
+        if status != "ok":
+            break
     if frames is not None and T == 0:
         frames[:] = Y
     Xf = Y.reshape(B, n, d)
@@ -223,7 +236,7 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
         Xf, th = Xf[0], th[0]
         r = None if r is None else r[0]
         traj = None if traj is None else traj[:, 0]
-    return SphereRun(float(t), Xf, th, r, tq, traj, norm, steps, rejected, nfev, dt.name, tol, max_renorm)
+    return SphereRun(float(t), Xf, th, r, tq, traj, norm, steps, rejected, nfev, dt.name, tol, max_renorm, status)
 
 
 # ------------------------------------------------------------------------------------------------ scenarios
