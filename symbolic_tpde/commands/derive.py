@@ -64,7 +64,7 @@ def register(sub) -> None:
                    "entrywise form even when it is too long to read (default: a note and the matrix form)")
     p.add_argument("--no-cse", action="store_true", help="entrywise: print expressions without named "
                    "common sub-expressions")
-    p.add_argument("--sphere", choices=("equiangular", "two-tokens", "circle", "causal"), default=None,
+    p.add_argument("--sphere", choices=("equiangular", "two-tokens", "circle", "harmonics", "causal"), default=None,
                    help="a reduction of the sphere models as checked steps (commands/sphere.py)")
     p.add_argument("--norm", choices=("post", "pre", "peri", "ngpt"), default="post", help="with --sphere")
     p.add_argument("--sphere-kind", choices=("sphere_sa", "sphere_usa"), default="sphere_sa", help="with --sphere")

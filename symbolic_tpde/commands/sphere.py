@@ -12,7 +12,8 @@ diagnostic, the energy ``Ẽ_β`` with that head's β for SA/USA, the distance t
 ``--save FILE.npz``: ``times (101,)``, ``X (101, n, d)`` (the state: θ, or x = rθ for pre/peri).  Exit 3 on a
 blow-up (with its time), 5 when ``--max-seconds`` stopped the run (``"status": "time-limit"``, no file saved).
 
-``tpde derive --sphere equiangular|two-tokens|circle|causal [--norm N] [--sphere-kind K]`` prints a reduction
+``tpde derive --sphere equiangular|two-tokens|circle|harmonics|causal [--norm N] [--sphere-kind K] [--d D]``
+(``--d`` for harmonics on ``S^{D-1}``, default 3) prints a reduction
 of :mod:`symbolic_tpde.symbolic.sphere_reductions` as numbered steps, each with the check SymPy made; exit 1
 if a check failed.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-REDUCTIONS = ("equiangular", "two-tokens", "circle", "causal")
+REDUCTIONS = ("equiangular", "two-tokens", "circle", "harmonics", "causal")
 
 
 def is_sphere_file(path: str) -> bool:
@@ -133,6 +134,13 @@ def run_derive(args) -> int:
         red = R.causal_two_tokens(R.MODELS[norm]("softmax"))
         steps, rhs = red.steps, red.rhs
         title = f"causal mask, two tokens, {norm}"
+    elif args.sphere == "harmonics":
+        d = 3 if args.d is None else args.d
+        if not 2 <= d <= 64:
+            raise InputError("--d", f"must be an integer in [2, 64] for --sphere harmonics, got {d}")
+        lin = R.sphere_linearisation(z, d)
+        steps, rhs = lin["steps"], {"lambda_ell": lin["rate"]}
+        title = f"linearisation at the uniform measure on S^{d - 1}, {kind}"
     else:
         lin = R.circle_linearisation(z)
         steps, rhs = lin["steps"], {"lambda_k": lin["rate"]}
@@ -149,7 +157,7 @@ def run_derive(args) -> int:
             chk = f"   [check: {s.check}: {'ok' if s.ok else 'FAILED'}]" if s.check else ""
             print(f"{i}. {s.title}\n   = {_expr(s.expr)}{chk}")
         for k, v in rhs.items():
-            print(f"{k}' = {_expr(v)}" if k != "lambda_k" else f"lambda_k = {_expr(v)}")
+            print(f"{k} = {_expr(v)}" if k.startswith("lambda") else f"{k}' = {_expr(v)}")
         for k, v in extra.items():
             print(f"near rho = 1: {k} = {v}")
     return 0 if ok else 1

@@ -29,6 +29,8 @@ velocity ``v_μ(x) = ∫ e^{β cos(y-x)} sin(y - x) dμ(y) / Z``, ``Z = 1`` (USA
 reduced by parts (SymPy checks ``∂_u e^{β cos u} = -β sin u e^{β cos u}``) to ``∫_0^{2π} e^{β cos u} cos(ku) du
 = 2π I_k(β)`` (DLMF 10.32.3, checked by mpmath quadrature), giving the growth rate
 ``λ_k = k² I_k(β)/β`` (USA) and ``k² I_k(β)/(β I_0(β))`` (SA).  :func:`fastest_mode` maximises it over k.
+On ``S^{d-1}`` (:func:`sphere_linearisation`): spherical harmonics of degree ℓ, ``λ_ℓ = ℓ(ℓ+d-2) c_ℓ/β``
+(÷ ``c_0`` for SA) with the Funk-Hecke coefficient ``c_ℓ = Γ(d/2)(2/β)^{d/2-1} I_{ℓ+d/2-1}(β)``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import sympy as sp
 from ..registry.kinds import register
 
 __all__ = ["Vec", "Model", "MODELS", "Step", "Reduction", "equiangular", "two_tokens", "causal_two_tokens",
-           "circle_linearisation",
+           "circle_linearisation", "sphere_linearisation",
            "fastest_mode", "rates"]
 
 beta = sp.Symbol("beta", positive=True)
@@ -282,12 +284,69 @@ def circle_linearisation(normaliser: str) -> dict:
     return {"rate": growth, "k": k, "steps": steps}
 
 
-def fastest_mode(normaliser: str, beta_value: float, kmax: int | None = None) -> tuple[int, list[float]]:
-    """``k* = argmax_k λ_k(β)`` (mpmath Bessel values of the derived rate); ``λ_k`` for ``k = 1..kmax``."""
+def sphere_linearisation(normaliser: str, d: int) -> dict:
+    """Growth rate of the degree-ℓ spherical harmonics at the uniform measure ``σ`` on ``S^{d-1}`` (``d >= 2``).
+
+    Steps: (1) with ``Q = K = V = I`` the USA velocity is a spherical gradient, ``v = ∇_S Φ``,
+    ``Φ(x) = (1/β) ∫ e^{β<x,y>} dμ(y)`` (the Euclidean gradient of ``e^{β<x,y>}`` is ``β y e^{β<x,y>}``, checked in
+    coordinates; its tangential part is ``P⊥_x``); (2) at ``μ = σ(1 + ε Y_ℓ)`` the linearised equation is
+    ``∂_t δ = -(1/β) Δ_S (K Y_ℓ)`` with ``K f(x) = ∫ e^{β<x,y>} f(y) dσ(y)``; (3) ``Δ_S Y_ℓ = -ℓ(ℓ+d-2) Y_ℓ``
+    (from ``Δ(r^ℓ Y) = 0``, solved by SymPy; harmonicity of ``Re (x₀ + i x₁)^ℓ`` checked for ℓ <= 4);
+    (4) Funk-Hecke: ``K Y_ℓ = c_ℓ Y_ℓ``, ``c_ℓ = Γ(d/2) (2/β)^{d/2-1} I_{ℓ+d/2-1}(β)`` (Funk-Hecke formula with the
+    Bessel integral DLMF 10.32.2; checked by mpmath quadrature of ``(ω_{d-2}/ω_{d-1}) ∫ e^{βt} P_ℓ(t)
+    (1-t²)^{(d-3)/2} dt``, ``P_ℓ`` the Gegenbauer polynomial normalised to 1 at t = 1, at ℓ <= 3, β ∈ {1, 5}
+    when ``d >= 3``); SA divides by ``Z = c_0`` (its ``O(ε)`` part multiplies ``v = 0``).  At ``d = 2`` the
+    result is checked to equal :func:`circle_linearisation`.
+    """
     import mpmath
 
-    lin = circle_linearisation(normaliser)
-    f = sp.lambdify((lin["k"], beta), lin["rate"], modules="mpmath")
+    ell = sp.Symbol("ell", integer=True, nonnegative=True)
+    steps: list[Step] = []
+    xs, ys = sp.symbols(f"x0:{d}", real=True), sp.symbols(f"y0:{d}", real=True)
+    e = sp.exp(beta * sum(a * b for a, b in zip(xs, ys)))
+    ok = all(sp.simplify(sp.diff(e, a) - beta * b * e) == 0 for a, b in zip(xs, ys))
+    steps.append(Step("USA velocity = grad_S of (1/beta) ∫ e^{beta<x,y>} dmu(y): Euclidean gradient", beta * e,
+                      "d/dx_a e^{beta<x,y>} == beta y_a e^{beta<x,y>}", ok))
+    mu_, dd, rr = sp.Symbol("mu"), sp.Symbol("d", positive=True), sp.Symbol("r", positive=True)
+    f = rr ** ell
+    eig = sp.solve(sp.Eq(sp.diff(f, rr, 2) + (dd - 1) / rr * sp.diff(f, rr) - mu_ * f / rr ** 2, 0), mu_)[0]
+    eig = sp.factor(eig.subs(dd, d))
+    harm = all(sp.expand(sum(sp.diff(sp.re(sp.expand((xs[0] + sp.I * xs[1]) ** L)), a, 2) for a in xs)) == 0
+               for L in range(1, 5))
+    steps.append(Step("Delta_S Y_ell = -mu Y_ell with Delta(r^ell Y) = 0 (radial part of the Laplacian)", eig,
+                      "Re (x0 + i x1)^ell harmonic for ell <= 4", harm))
+    half = sp.Rational(d, 2)
+    c = sp.gamma(half) * (2 / beta) ** (half - 1) * sp.besseli(ell + half - 1, beta)
+    qok = True
+    if d >= 3:
+        tt = sp.Symbol("t")
+        w = mpmath.gamma(mpmath.mpf(d) / 2) / (mpmath.sqrt(mpmath.pi) * mpmath.gamma(mpmath.mpf(d - 1) / 2))
+        cf = sp.lambdify((ell, beta), c, modules="mpmath")
+        for L in range(4):
+            P = sp.lambdify(tt, sp.expand(sp.gegenbauer(L, sp.Rational(d - 2, 2), tt)
+                                          / sp.gegenbauer(L, sp.Rational(d - 2, 2), 1)), modules="mpmath")
+            for b in (1, 5):
+                q = w * mpmath.quad(lambda x: mpmath.exp(b * x) * P(x) * (1 - x * x) ** (mpmath.mpf(d - 3) / 2),
+                                    [-1, 0, 1])
+                qok &= abs(q / cf(L, b) - 1) < 1e-12
+    steps.append(Step("Funk-Hecke coefficient of e^{beta t} (DLMF 10.32.2)", c,
+                      "mpmath quadrature, ell <= 3, beta in {1, 5}" if d >= 3 else "", qok))
+    rate = eig * c / beta / (1 if normaliser == "n" else c.subs(ell, 0))
+    steps.append(Step("lambda_ell = ell(ell + d - 2) c_ell / beta" + ("" if normaliser == "n" else " / c_0"), rate))
+    if d == 2:
+        lin = circle_linearisation(normaliser)
+        same = sp.simplify(rate.subs(ell, lin["k"]) - lin["rate"]) == 0
+        steps.append(Step("d = 2: equals the circle's Fourier derivation", rate, "difference == 0", same))
+    return {"rate": rate, "ell": ell, "steps": steps}
+
+
+def fastest_mode(normaliser: str, beta_value: float, kmax: int | None = None, d: int = 2) -> tuple[int, list[float]]:
+    """``k* = argmax_k λ_k(β)`` (mpmath Bessel values of the derived rate: Fourier modes on the circle for
+    ``d = 2``, spherical-harmonic degrees on ``S^{d-1}`` otherwise); ``λ_k`` for ``k = 1..kmax``."""
+    import mpmath
+
+    lin = circle_linearisation(normaliser) if d == 2 else sphere_linearisation(normaliser, d)
+    f = sp.lambdify((lin["k"] if d == 2 else lin["ell"], beta), lin["rate"], modules="mpmath")
     kmax = kmax or int(4 * (2 * beta_value) ** 0.5) + 4
     vals = [float(f(kk, mpmath.mpf(beta_value))) for kk in range(1, kmax + 1)]
     return 1 + max(range(kmax), key=vals.__getitem__), vals
