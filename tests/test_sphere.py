@@ -89,11 +89,11 @@ def _rho_particles(run):
 
 
 @pytest.mark.parametrize("kind,norm", [("sphere_sa", "post"), ("sphere_usa", "post"), ("sphere_sa", "pre"),
-                                       ("sphere_usa", "pre")])
+                                       ("sphere_usa", "pre"), ("sphere_sa", "peri"), ("sphere_usa", "ngpt")])
 def test_equiangular_reduction_equals_the_particle_system(kind, norm):
     """n = 4 tokens from a (rotated) orthonormal frame in d = 5: all pairs keep one ρ(t), equal to the
     derived ODE integrated by scipy (DOP853, rtol 1e-12) to 1e-8 (the particle run's tolerance is 1e-10
-    per step; ~100 steps and a contracting flow: 1e-8 is a wide margin); Pre-LN: r(t) too."""
+    per step; ~100 steps and a contracting flow: 1e-8 is a wide margin); Pre-/Peri-LN: r(t) too; nGPT α = 1."""
     n, d, beta, T = 4, 5, 1.0, 2.0
     X0 = sample({"type": "frame", "rotate": True}, n, d, np.random.default_rng(3))
     ts = np.linspace(0, T, 9)
@@ -102,8 +102,8 @@ def test_equiangular_reduction_equals_the_particle_system(kind, norm):
     assert np.max(spread) <= 1e-10
     red = R.equiangular(R.MODELS[norm]("softmax" if kind == "sphere_sa" else "n"))
     assert red.ok
-    f = {k: sp.lambdify((R.rho, R.r), v.subs({R.n: n, R.beta: beta})) for k, v in red.rhs.items()}
-    if norm == "post":
+    f = {k: sp.lambdify((R.rho, R.r), v.subs({R.n: n, R.beta: beta, R.alpha: 1.0})) for k, v in red.rhs.items()}
+    if "r" not in red.rhs:
         sol = solve_ivp(lambda t, y: [f["rho"](y[0], 1.0)], (0, T), [0.0], method="DOP853", rtol=1e-12,
                         atol=1e-14, t_eval=ts)
     else:
