@@ -127,6 +127,8 @@ def run_derive(args) -> int:
     elif args.sphere == "two-tokens":
         out = R.two_tokens(R.MODELS[norm](z))
         steps, rhs = out["steps"], {"rho": out["rho_dot"], "phi": out["phi_dot"]}
+        if "r_dot" in out:
+            rhs["r"] = out["r_dot"]
         title = f"two tokens, {norm}, {kind}"
     elif args.sphere == "causal":
         if norm not in ("post", "ngpt"):

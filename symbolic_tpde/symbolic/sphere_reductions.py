@@ -236,7 +236,10 @@ def two_tokens(model: Model) -> dict:
     phidot = sp.simplify(-rho2.subs(rho, sp.cos(phi)) / sp.sin(phi))
     out = {"rho_dot": rho2, "phi_dot": phidot, "steps": red.steps + [Step("n = 2: rho'", rho2),
                                                                          Step("phi' = -rho'/sin(phi)", phidot)]}
-    if "r" not in red.rhs:   # separable: t = ∫_{ρ0}^{ρ} dσ / ρ'(σ), checked by differentiation
+    if "r" in red.rhs:
+        out["r_dot"] = sp.simplify(red.rhs["r"].subs(n, 2))
+        out["steps"].append(Step("n = 2: r'", out["r_dot"]))
+    else:                    # separable: t = ∫_{ρ0}^{ρ} dσ / ρ'(σ), checked by differentiation
         F0 = sp.simplify(rho2.subs(beta, 0))
         rho0, sig = sp.Symbol("rho0", real=True), sp.Symbol("sigma", real=True)
         G = sp.integrate(1 / F0.subs(rho, sig), (sig, rho0, rho))
