@@ -40,7 +40,9 @@ def is_sphere_file(path: str) -> bool:
     return isinstance(data, dict) and data.get("geometry") == "sphere"
 
 
-def run_particles(args) -> int:
+def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
+    """``tpde particles`` on a sphere scenario; ``save``, the blow-up exit code and the work cap are those of
+    :mod:`.particles` (passed in: that module calls this one)."""
     import time
 
     import numpy as np
@@ -51,7 +53,6 @@ def run_particles(args) -> int:
     from ..validation import horizon, strict_json
     from ..numerics.sphere import load_sphere_scenario, simulate_sphere
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
-    from .particles import EXIT_BLOWUP, MAX_PAIR_WORK, _save_atomic
 
     if args.steps is not None or args.method != "rk4":
         raise InputError("steps" if args.steps is not None else "method",
@@ -62,7 +63,7 @@ def run_particles(args) -> int:
         raise InputError("seed", f"must be >= 0, got {args.seed}")
     scn = load_sphere_scenario(args.scenario)
     T = scn.T if args.T is None else horizon(args.T, "T")
-    if float(args.n) ** 2 * len(scn.weights.heads) * 6 * 1e4 > MAX_PAIR_WORK:
+    if float(args.n) ** 2 * len(scn.weights.heads) * 6 * 1e4 > max_pair_work:
         raise InputError("n", f"{args.n} tokens exceed the work cap (about 1e4 steps of {args.n}^2 pairs)")
     X0 = scn.initial(args.n, np.random.default_rng(args.seed))
     t_eval = np.linspace(0.0, T, 101) if args.save else None
@@ -74,7 +75,7 @@ def run_particles(args) -> int:
         out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
                "detail": exc.detail}
         print(strict_json(out) if args.json else f"blowup: {exc.where} at t = {exc.t:.6g}: {exc.detail}")
-        return EXIT_BLOWUP
+        return exit_blowup
     seconds = time.perf_counter() - t0
     th = run.theta.astype(float)
     head = scn.weights.heads[0]
@@ -88,7 +89,7 @@ def run_particles(args) -> int:
     if run.status != "ok":
         out["detail"] = f"wall-clock limit reached at t = {run.t:.6g} (before T = {T:.6g}); raise --max-seconds"
     elif args.save:
-        _save_atomic(args.save, run.times, run.trajectory)
+        save(args.save, run.times, run.trajectory)
     if args.json:
         print(strict_json(out))
     else:
