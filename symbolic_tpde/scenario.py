@@ -51,7 +51,8 @@ def _keys() -> tuple[list[str], set[str], set[str], set[str]]:
     head = sorted({p.name for s in _kinds.KINDS.values() for p in s.params}
                   | {p.name for p in _kinds.STRUCTURED_A} | {_kinds.OUTPUT_BLOCK.name})
     weight = set(head) | {"heads", "ffn", "sink"}
-    return head, weight, weight | {"attention", "d", "layers", "alpha0", "Sigma0", "T", "name", "description"}, \
+    return head, weight, weight | {"attention", "d", "layers", "alpha0", "Sigma0", "T", "name", "description",
+                                   "geometry"}, \
         weight | {"t_end"}
 
 
@@ -67,9 +68,11 @@ def loads(text: str | bytes) -> dict[str, Any]:
 _BUILTIN_DIR = Path(__file__).parent / "scenarios"
 
 
-def builtin_scenarios() -> list[str]:
-    """Names of the scenarios shipped with the package (usable as ``--scenario NAME``)."""
-    return sorted(p.stem for p in _BUILTIN_DIR.glob("*.json"))
+def builtin_scenarios(geometry: str = "R^d") -> list[str]:
+    """Names of the scenarios shipped with the package (usable as ``--scenario NAME``) of one geometry
+    (``"geometry"`` key, default ``"R^d"``; the sphere ones are read by :mod:`.numerics.sphere`)."""
+    return sorted(p.stem for p in _BUILTIN_DIR.glob("*.json")
+                  if _checks.read_json(p, "scenario").get("geometry", "R^d") == geometry)
 
 
 def load_scenario(path: str | Path, *, need_T: bool = True) -> Scenario:
@@ -148,6 +151,8 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
     head_keys, weight_keys, top_keys, layer_keys = _keys()
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
+    if data.get("geometry", "R^d") != "R^d":
+        raise InputError("geometry", "this command reads R^d scenarios; sphere scenarios run with tpde particles")
     for key in data:
         if key not in top_keys:
             raise InputError(_fname(key), f"unknown key; allowed keys: {sorted(top_keys)}")

@@ -34,6 +34,19 @@ def test_every_kind_has_every_part(name):
         assert p.latex and p.description and all(s in ("d", "m", "k", "v") for s in p.shape)
 
 
+@pytest.mark.parametrize("name", kinds.kind_names("sphere"))
+def test_every_sphere_kind_has_its_geometry_parts(name):
+    """Each geometry has its own parts: a sphere kind has particles, reductions and diagnostics, no Gaussian
+    (symbolic/oracle) part; the R^d table is unchanged and holds no sphere kind."""
+    spec = kinds.get(name)
+    assert spec.geometry == "sphere" and name not in kinds.KINDS
+    for part_name in kinds.GEOMETRY_PARTS["sphere"]:
+        assert kinds.part(name, part_name) is not None
+    with pytest.raises(LookupError):
+        kinds.part(name, "symbolic")
+    assert all(kinds.get(k).geometry == "R^d" for k in kinds.kind_names())
+
+
 def _random_head(name, d, rng):
     """A valid head of any kind from its registry entry alone."""
     params = {}

@@ -64,6 +64,10 @@ def register(sub) -> None:
                    "entrywise form even when it is too long to read (default: a note and the matrix form)")
     p.add_argument("--no-cse", action="store_true", help="entrywise: print expressions without named "
                    "common sub-expressions")
+    p.add_argument("--sphere", choices=("equiangular", "two-tokens", "circle", "harmonics", "causal"), default=None,
+                   help="a reduction of the sphere models as checked steps (commands/sphere.py)")
+    p.add_argument("--norm", choices=("post", "pre", "peri", "ngpt"), default="post", help="with --sphere")
+    p.add_argument("--sphere-kind", choices=("sphere_sa", "sphere_usa"), default="sphere_sa", help="with --sphere")
     p.set_defaults(func=run)
 
 
@@ -73,6 +77,10 @@ def run(args) -> int:
     from ..symbolic.moments import canonical_form, derive_gaussian_system, matrix_form
     from ..symbolic.sinkhorn import MatrixSqrtRequired
 
+    if args.sphere is not None:
+        from .sphere import run_derive
+
+        return run_derive(args)
     if args.energy and args.scenario is not None:
         raise InputError("--scenario", "does not apply with --energy")
     if args.energy:

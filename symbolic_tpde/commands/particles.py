@@ -87,6 +87,10 @@ def run(args) -> int:
 
     from ..validation import positive_number
 
+    from .sphere import is_sphere_file, run_particles
+
+    if is_sphere_file(args.scenario):           # "geometry": "sphere": tokens on the sphere (commands/sphere.py)
+        return run_particles(args, save=_save_atomic, exit_blowup=EXIT_BLOWUP, max_pair_work=MAX_PAIR_WORK)
     if args.n < 2:
         raise InputError("n", f"must be >= 2 (a covariance needs two tokens), got {args.n}")
     if args.seed < 0:

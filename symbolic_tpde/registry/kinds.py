@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Callable
 
-__all__ = ["ParamSpec", "KindSpec", "KINDS", "kind_names", "get", "register", "part", "PARTS",
+__all__ = ["ParamSpec", "KindSpec", "KINDS", "SPHERE_KINDS", "GEOMETRY_PARTS", "kind_names", "get", "register",
+           "part", "PARTS",
            "STRUCTURED_A", "OUTPUT_BLOCK", "head_param_specs"]
 
 
@@ -79,6 +80,7 @@ class KindSpec:
     normalised: bool = True            # softmax-type normalisation of the kernel weights
     notes: str = ""
     assumption: str = ""               # when its derivation holds, in words (printed with the derivation)
+    geometry: str = "R^d"              # "R^d" (tokens in R^d) | "sphere" (normalised tokens, README "Sphere")
     parts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def param(self, name: str) -> ParamSpec:
@@ -155,23 +157,41 @@ _add(KindSpec("custom", (
 PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.fields",
          "oracle": "symbolic_tpde.validate.oracles"}
 
+# Normalised tokens (README "Sphere"): the attention vector A_i = Σ_j w_ij V θ_j at unit tokens θ_j, with
+# w_ij = e^{β<Aθ_i, θ_j>}/Z_i.  Which normalisation layer acts on it (Post-LN, Pre-LN, Peri-LN, nGPT) is not a
+# kind: it is the scenario's "norm" (symbolic_tpde.numerics.sphere).  These kinds are kept apart from KINDS
+# (which every R^d layer iterates) and found by get(); they have no Gaussian part.
+_BETA = ParamSpec("beta", (), 1.0, None, r"\beta", "inverse temperature: weights e^{beta <A theta_i, theta_j>}")
+SPHERE_KINDS: dict[str, KindSpec] = {s.name: s for s in (
+    KindSpec("sphere_sa", (_A, _V, _BETA), "none", "SA: Z_i = Σ_k e^{β<Aθ_i,θ_k>} (softmax)", geometry="sphere"),
+    KindSpec("sphere_usa", (_A, _V, _BETA), "none", "USA: Z_i = n (unnormalised)", normalised=False,
+             geometry="sphere"),
+    KindSpec("sphere_causal", (_A, _V, _BETA), "none", "causal SA: token i sees j <= i, Z_i = Σ_{k<=i}",
+             geometry="sphere"))}
+#: the parts each geometry's kinds must have, and the module that registers each
+GEOMETRY_PARTS = {"R^d": PARTS,
+                  "sphere": {"particle": "symbolic_tpde.numerics.sphere",
+                             "reduction": "symbolic_tpde.symbolic.sphere_reductions",
+                             "diagnostic": "symbolic_tpde.analysis.sphere_clusters"}}
 
-def kind_names() -> tuple[str, ...]:
-    return tuple(KINDS)
+
+def kind_names(geometry: str = "R^d") -> tuple[str, ...]:
+    return tuple(KINDS) if geometry == "R^d" else tuple(k for k, s in SPHERE_KINDS.items() if s.geometry == geometry)
 
 
 def get(name: str) -> KindSpec:
     """The spec of ``name``; ``KeyError`` with the known names otherwise (callers turn it into InputError)."""
     try:
-        return KINDS[name]
+        return KINDS[name] if name in KINDS else SPHERE_KINDS[name]
     except KeyError:
         raise KeyError(f"unknown attention kind {name!r}; expected one of {sorted(KINDS)}") from None
 
 
 def register(kind: str, part_name: str) -> Callable:
     """Decorator: ``@register("softmax", "particle")`` stores the function as that kind's part."""
-    if part_name not in PARTS:
-        raise ValueError(f"unknown part {part_name!r}; expected one of {sorted(PARTS)}")
+    parts = GEOMETRY_PARTS[get(kind).geometry]
+    if part_name not in parts:
+        raise ValueError(f"unknown part {part_name!r}; expected one of {sorted(parts)}")
 
     def deco(obj):
         get(kind).parts[part_name] = obj
@@ -183,8 +203,8 @@ def register(kind: str, part_name: str) -> Callable:
 def part(kind: str, part_name: str):
     """The registered ``part_name`` of ``kind`` (importing the module that registers it on first use)."""
     spec = get(kind)
-    if part_name not in spec.parts:
-        import_module(PARTS[part_name])
+    if part_name not in spec.parts and part_name in GEOMETRY_PARTS[spec.geometry]:
+        import_module(GEOMETRY_PARTS[spec.geometry][part_name])
     try:
         return spec.parts[part_name]
     except KeyError:

@@ -1,0 +1,166 @@
+"""The sphere parts of ``tpde particles`` (a scenario with ``"geometry": "sphere"``) and ``tpde derive --sphere``.
+
+``tpde particles --scenario sphere_sa_s2 --n 32 --seed 0`` samples the scenario's ``init`` block, runs
+:func:`symbolic_tpde.numerics.sphere.simulate_sphere` and prints (``--json``)::
+
+    {"status": "ok", "geometry": "sphere", "norm": .., "n": .., "d": .., "t": .., "clusters": k, "delta": 1e-3,
+     "min_inner": min_ij <θ_i, θ_j>, "monitor": {"name": .., "value": ..}, "radius": [min, max] (pre/peri),
+     "max_renorm": .., "tolerance": .., "steps": .., "nfev": .., "dtype": .., "seed": .., "seconds": ..}
+
+(clusters by the rule of :mod:`symbolic_tpde.analysis.sphere_clusters`; ``monitor``: the first head kind's
+diagnostic, the energy ``Ẽ_β`` with that head's β for SA/USA, the distance to the first token for causal).
+``--save FILE.npz``: ``times (101,)``, ``X (101, n, d)`` (the state: θ, or x = rθ for pre/peri).  Exit 3 on a
+blow-up (with its time), 5 when ``--max-seconds`` stopped the run (``"status": "time-limit"``, no file saved).
+
+``tpde derive --sphere equiangular|two-tokens|circle|harmonics|causal [--norm N] [--sphere-kind K] [--d D]``
+(``--d`` for harmonics on ``S^{D-1}``, default 3) prints a reduction
+of :mod:`symbolic_tpde.symbolic.sphere_reductions` as numbered steps, each with the check SymPy made; exit 1
+if a check failed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+REDUCTIONS = ("equiangular", "two-tokens", "circle", "harmonics", "causal")
+
+
+def is_sphere_file(path: str) -> bool:
+    """Whether ``path`` (a file or a built-in name) is a sphere scenario (read with the strict reader)."""
+    from pathlib import Path
+
+    from ..scenario import builtin_scenarios
+    from ..validation import read_json
+
+    if not Path(path).exists():
+        return str(path) in builtin_scenarios("sphere")
+    if Path(path).is_dir():
+        return False
+    data = read_json(Path(path), "scenario")
+    return isinstance(data, dict) and data.get("geometry") == "sphere"
+
+
+def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
+    """``tpde particles`` on a sphere scenario; ``save``, the blow-up exit code and the work cap are those of
+    :mod:`.particles` (passed in: that module calls this one)."""
+    import time
+
+    import numpy as np
+
+    from ..analysis.sphere_clusters import DELTA, cluster_labels
+    from ..errors import BlowupError, InputError
+    from ..registry.kinds import part
+    from ..validation import horizon, strict_json
+    from ..numerics.sphere import load_sphere_scenario, simulate_sphere
+    from .gaussian import EXIT_TIME_LIMIT, max_seconds
+
+    if args.steps is not None or args.method != "rk4":
+        raise InputError("steps" if args.steps is not None else "method",
+                         "sphere runs use error-controlled Dormand-Prince steps (no --steps / --method)")
+    if args.n < 2:
+        raise InputError("n", f"must be >= 2, got {args.n}")
+    if args.seed < 0:
+        raise InputError("seed", f"must be >= 0, got {args.seed}")
+    scn = load_sphere_scenario(args.scenario)
+    T = scn.T if args.T is None else horizon(args.T, "T")
+    if float(args.n) ** 2 * len(scn.weights.heads) * 6 * 1e4 > max_pair_work:
+        raise InputError("n", f"{args.n} tokens exceed the work cap (about 1e4 steps of {args.n}^2 pairs)")
+    X0 = scn.initial(args.n, np.random.default_rng(args.seed))
+    t_eval = np.linspace(0.0, T, 101) if args.save else None
+    t0 = time.perf_counter()
+    try:
+        run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
+                              t_eval=t_eval, max_seconds=max_seconds(args))
+    except BlowupError as exc:
+        out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
+               "detail": exc.detail}
+        print(strict_json(out) if args.json else f"blowup: {exc.where} at t = {exc.t:.6g}: {exc.detail}")
+        return exit_blowup
+    seconds = time.perf_counter() - t0
+    th = run.theta.astype(float)
+    head = scn.weights.heads[0]
+    diag = part(head.kind, "diagnostic")
+    out = {"status": run.status, "geometry": "sphere", "norm": scn.norm, "n": args.n, "d": scn.d, "t": run.t,
+           "clusters": int(cluster_labels(th).max() + 1), "delta": DELTA, "min_inner": float(np.min(th @ th.T)),
+           "monitor": {"name": diag.monitor_name, "value": diag.monitor(th, head.params["beta"])},
+           "radius": None if run.r is None else [float(run.r.min()), float(run.r.max())],
+           "max_renorm": run.max_renorm, "tolerance": run.tolerance, "steps": run.steps, "nfev": run.nfev,
+           "dtype": run.dtype, "seed": args.seed, "seconds": seconds}
+    if run.status != "ok":
+        out["detail"] = f"wall-clock limit reached at t = {run.t:.6g} (before T = {T:.6g}); raise --max-seconds"
+    elif args.save:
+        save(args.save, run.times, run.trajectory)
+    if args.json:
+        print(strict_json(out))
+    else:
+        if run.status != "ok":
+            print(f"time-limit: {out['detail']}")
+        print(f"sphere ({scn.norm}), n = {args.n}, d = {scn.d}, t = {run.t:.6g} ({run.steps} steps, {run.dtype}, "
+              f"{seconds:.2f} s)")
+        print(f"clusters (<θ_i,θ_j> >= 1 - {DELTA:g}): {out['clusters']}; min <θ_i,θ_j> = {out['min_inner']:.6g}")
+        print(f"{diag.monitor_name} = {out['monitor']['value']:.10g}")
+        if out["radius"] is not None:
+            print(f"radius in [{out['radius'][0]:.6g}, {out['radius'][1]:.6g}]")
+    sys.stdout.flush()
+    return 0 if run.status == "ok" else EXIT_TIME_LIMIT
+
+
+def _expr(e) -> str:
+    return str(e)
+
+
+def run_derive(args) -> int:
+    """``tpde derive --sphere R``: the reduction's steps (text or JSON)."""
+    from ..errors import InputError
+    from ..validation import strict_json
+    from ..symbolic import sphere_reductions as R
+
+    if args.format == "latex":
+        raise InputError("--format", "the sphere reductions print as text or json")
+    norm, kind = args.norm, args.sphere_kind
+    z = "n" if kind == "sphere_usa" else "softmax"
+    extra: dict = {}
+    if args.sphere == "equiangular":
+        red = R.equiangular(R.MODELS[norm](z))
+        steps, rhs = red.steps, red.rhs
+        extra = {k: _expr(v) for k, v in R.rates(red).items()}
+        title = f"equiangular reduction, {norm}, {kind} (Q = K = V = I, n symbolic)"
+    elif args.sphere == "two-tokens":
+        out = R.two_tokens(R.MODELS[norm](z))
+        steps, rhs = out["steps"], {"rho": out["rho_dot"], "phi": out["phi_dot"]}
+        if "r_dot" in out:
+            rhs["r"] = out["r_dot"]
+        title = f"two tokens, {norm}, {kind}"
+    elif args.sphere == "causal":
+        if norm not in ("post", "ngpt"):
+            raise InputError("--norm", "the causal reduction is derived for post and ngpt")
+        red = R.causal_two_tokens(R.MODELS[norm]("softmax"))
+        steps, rhs = red.steps, red.rhs
+        title = f"causal mask, two tokens, {norm}"
+    elif args.sphere == "harmonics":
+        d = 3 if args.d is None else args.d
+        if not 2 <= d <= 64:
+            raise InputError("--d", f"must be an integer in [2, 64] for --sphere harmonics, got {d}")
+        lin = R.sphere_linearisation(z, d)
+        steps, rhs = lin["steps"], {"lambda_ell": lin["rate"]}
+        title = f"linearisation at the uniform measure on S^{d - 1}, {kind}"
+    else:
+        lin = R.circle_linearisation(z)
+        steps, rhs = lin["steps"], {"lambda_k": lin["rate"]}
+        title = f"linearisation at the uniform measure on the circle, {kind}"
+    ok = all(s.ok for s in steps)
+    if args.format == "json":
+        print(strict_json({"reduction": args.sphere, "title": title, "all_checked": ok,
+                           "steps": [{"title": s.title, "result": _expr(s.expr), "check": s.check, "ok": s.ok}
+                                     for s in steps],
+                           "rhs": {k: _expr(v) for k, v in rhs.items()}, "consequences": extra}))
+    else:
+        print(title)
+        for i, s in enumerate(steps, 1):
+            chk = f"   [check: {s.check}: {'ok' if s.ok else 'FAILED'}]" if s.check else ""
+            print(f"{i}. {s.title}\n   = {_expr(s.expr)}{chk}")
+        for k, v in rhs.items():
+            print(f"{k} = {_expr(v)}" if k.startswith("lambda") else f"{k}' = {_expr(v)}")
+        for k, v in extra.items():
+            print(f"near rho = 1: {k} = {v}")
+    return 0 if ok else 1

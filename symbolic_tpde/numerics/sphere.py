@@ -1,0 +1,372 @@
+"""Normalised tokens: particles on the sphere ``S^{d-1}`` under Post-LN, Pre-LN, Peri-LN and nGPT (README "Sphere").
+
+Tokens ``x_i = r_i θ_i``, ``θ_i ∈ S^{d-1}``.  The attention vector is the one of the sphere kinds of the registry
+(:data:`symbolic_tpde.registry.kinds.SPHERE_KINDS`), evaluated at the unit tokens by the package's particle
+field (:func:`symbolic_tpde.numerics.fields.field`, i.e. the fused kernel; nothing is re-implemented here)::
+
+    A_i = Σ_heads V Σ_j w_ij θ_j,   w_ij = e^{β<Aθ_i, θ_j>} / Z_i,
+    Z_i = Σ_k e^{β<Aθ_i, θ_k>} (sphere_sa),  n (sphere_usa),  Σ_{k<=i} (sphere_causal, j <= i only)
+
+(``A = KᵀQ/√k`` when ``Q, K`` are given, the registry's convention; ``<Aθ_i, θ_j> = <Qθ_i, Kθ_j>/√k``).
+
+**Which normalisation** is the argument ``norm`` (scenario key ``"norm"``), one family for all kinds; with
+``P⊥_θ y = y - <θ, y>θ``:
+
+=========  =====================================  ===================================================
+``norm``   dynamics                               state integrated
+=========  =====================================  ===================================================
+``post``   ``θ̇_i = P⊥_{θ_i} A_i``                  ``θ`` (renormalised after every accepted step)
+``ngpt``   ``θ̇_i = α P⊥_{θ_i}(A_i/|A_i|)``         ``θ`` (renormalised after every accepted step)
+``pre``    ``ẋ_i = A_i(θ)``  (``θ̇ = P⊥A/r``,       ``x = rθ``; ``θ = x/|x|``, ``r = |x|``
+           ``ṙ = <θ, A>``)
+``peri``   ``ẋ_i = A_i/|A_i|``                     ``x = rθ``
+=========  =====================================  ===================================================
+
+Sources: Geshkovski-Letrouit-Polyanskiy-Rigollet (NeurIPS 2023, arXiv 2312.10794) for Post-LN SA/USA;
+Karagodin-Ge-Polyanskiy-Rigollet (arXiv 2510.22026) for Pre-/Peri-LN as speed regulation; nGPT (Loshchilov
+et al., arXiv 2410.01131) ``h <- Norm(h + α(Norm(h_att) - h))`` in continuous time.
+
+The right-hand side evaluates the field at ``y/|y|`` row by row, so for ``post``/``ngpt`` it is homogeneous of
+degree 0 and tangent: the exact flow keeps every ``|θ_i|``; the Runge-Kutta steps leave the sphere by the local
+error, and every accepted step is renormalised (the size of that correction is reported as
+``SphereRun.max_renorm``, it is of the order of the tolerance).  Because the rhs is degree-0 homogeneous, the
+renormalisation does not change it (the first-same-as-last stage stays exact).
+
+Steps: the package's error-controlled Dormand-Prince 5(4) (:class:`symbolic_tpde.numerics.rk.RKSolver`,
+``rtol = atol = tol``; default ``1e-10`` in float64, ``100 ε₃₂ ≈ 1.2e-5`` in float32, where the error estimate
+is round-off below that), on a batch of clouds ``(B, n, d)`` (each cloud its own step size), restarted at layer
+breakpoints of a :class:`~symbolic_tpde.weights.Schedule` (weights of a segment: those at its start; a callable
+schedule is read at each stage time).  A state that leaves the floats, or a step size that collapses, raises
+:class:`~symbolic_tpde.errors.BlowupError` with the last accepted time (e.g. ``peri``/``ngpt`` where
+``A_i = 0``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import BlowupError, InputError
+from ..registry.kinds import register
+from ..weights import Schedule, Weights
+from . import rk
+from .fields import as_schedule, field, masked_field, softmax_field, softmax_unnormalized_field
+from .fields_core import work_dtype
+from .integrate import segments
+
+__all__ = ["NORMS", "SphereRun", "attention_vectors", "sphere_velocity", "simulate_sphere", "default_tolerance"]
+
+NORMS = ("post", "pre", "peri", "ngpt")
+ON_SPHERE = ("post", "ngpt")
+
+# particle parts of the sphere kinds: the attention vector at unit tokens (β folded into A)
+register("sphere_sa", "particle")(lambda X, p, c: softmax_field(X, p["beta"] * p["A"], p["V"], **c.kw))
+register("sphere_usa", "particle")(
+    lambda X, p, c: softmax_unnormalized_field(X, p["beta"] * p["A"], p["V"], **c.kw))
+register("sphere_causal", "particle")(lambda X, p, c: masked_field(X, p["beta"] * p["A"], p["V"], **c.kw))
+
+
+def _check_weights(w: Weights) -> Weights:
+    from ..registry.kinds import get
+
+    if not isinstance(w, Weights):
+        raise InputError("weights", f"expected Weights, got {type(w).__name__}")
+    for i, h in enumerate(w.heads):
+        if get(h.kind).geometry != "sphere":
+            raise InputError(f"heads[{i}].attention", f"{h.kind!r} is an R^d kind; on the sphere use one of "
+                                                      "['sphere_causal', 'sphere_sa', 'sphere_usa']")
+    if w.ffn is not None:
+        raise InputError("ffn", "not defined for tokens on the sphere")
+    if w.sink is not None:
+        raise InputError("sink", "not defined for tokens on the sphere")
+    return w
+
+
+def _unit(Y):
+    return Y / np.linalg.norm(Y, axis=-1, keepdims=True)
+
+
+def attention_vectors(theta, weights: Weights, *, block=None, threads=None) -> np.ndarray:
+    """``A_i`` (all heads summed) at the unit tokens ``theta (n, d)``, by the package's particle field."""
+    return field(theta, _check_weights(weights), block=block, threads=threads)
+
+
+def sphere_velocity(Y, weights: Weights, norm: str = "post", alpha: float = 1.0, **kw) -> np.ndarray:
+    """The right-hand side of ``norm`` at the state ``Y (n, d)`` (unit tokens for post/ngpt, ``x = rθ`` else)."""
+    th = _unit(Y)
+    A = attention_vectors(th, weights, **kw)
+    if norm in ("peri", "ngpt"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            A = A / np.linalg.norm(A, axis=1, keepdims=True)
+    if norm in ON_SPHERE:
+        A = A - np.einsum("ij,ij->i", th, A)[:, None] * th
+        return A * A.dtype.type(alpha) if norm == "ngpt" else A
+    return A
+
+
+def default_tolerance(dtype) -> float:
+    return 1e-10 if np.dtype(dtype) == np.float64 else 100 * float(np.finfo(np.float32).eps)
+
+
+@dataclass(frozen=True)
+class SphereRun:
+    """Result of :func:`simulate_sphere`.  ``X``: end state ``(B, n, d)`` (or ``(n, d)`` for one cloud);
+    ``theta = X/|X|`` and ``r = |X|`` (``r`` is ``None`` for post/ngpt); ``times``/``trajectory`` at ``t_eval``
+    (``(k, B, n, d)`` or ``(k, n, d)``); ``max_renorm``: largest ``||θ| - 1|`` removed by a renormalisation."""
+
+    t: float
+    X: np.ndarray
+    theta: np.ndarray
+    r: np.ndarray | None
+    times: np.ndarray | None
+    trajectory: np.ndarray | None
+    norm: str
+    steps: int
+    rejected: int
+    nfev: int
+    dtype: str
+    tolerance: float
+    max_renorm: float
+    status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T
+
+
+def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *,
+                    norm: str = "post", alpha: float = 1.0, dtype=None, tol: float | None = None,
+                    t_eval=None, max_steps: int = 200_000, max_seconds: float | None = None, block=None,
+                    threads=None) -> SphereRun:
+    """Evolve ``X0`` (``(n, d)`` or a batch ``(B, n, d)``) to ``T`` under ``norm`` (module docstring).
+
+    For post/ngpt the rows of ``X0`` are normalised first; for pre/peri ``X0`` is ``x = rθ`` (non-zero rows).
+    ``max_seconds``: wall-clock cap (:class:`symbolic_tpde.numerics.solve.Deadline`, checked once per step);
+    when it expires the run returns with ``status == "time-limit"`` and ``t`` the time every cloud reached.
+    """
+    from .solve import Deadline
+
+    if norm not in NORMS:
+        raise InputError("norm", f"unknown normalisation {norm!r}; expected one of {list(NORMS)}")
+    if not (isinstance(T, (int, float)) and np.isfinite(T) and T >= 0):
+        raise InputError("T", f"must be a finite number >= 0, got {T!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not np.isfinite(alpha):
+        raise InputError("alpha", f"must be a finite number, got {alpha!r}")
+    dt = work_dtype(X0, dtype)
+    X = np.array(X0, dtype=dt)
+    single = X.ndim == 2
+    if single:
+        X = X[None]
+    if X.ndim != 3 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
+        raise InputError("X0", f"expected finite tokens of shape (n, d) or (B, n, d), got {np.shape(X0)}")
+    if np.any(np.linalg.norm(X, axis=2) == 0):
+        raise InputError("X0", "a token is zero: it has no direction on the sphere")
+    B, n, d = X.shape
+    if norm in ON_SPHERE:
+        X = _unit(X)
+    sched = as_schedule(schedule)
+    tol = default_tolerance(dt) if tol is None else float(tol)
+    if not tol > 0:
+        raise InputError("tol", f"must be > 0, got {tol}")
+    if sched.func is None:
+        for w in sched.weights:
+            _check_weights(w)
+    kw = dict(block=block, threads=threads)
+
+    def rhs(w_seg):
+        def F(t, Y):
+            out = np.empty_like(Y)
+            for m in range(Y.shape[0]):
+                if not np.all(np.isfinite(Y[m])):      # a trial stage left the floats: the step is rejected
+                    out[m] = np.nan
+                    continue
+                w = w_seg if w_seg is not None else _check_weights(sched(float(t[m])))
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    out[m] = sphere_velocity(Y[m].reshape(n, d), w, norm, alpha, **kw).ravel()
+            return out
+        return F
+
+    tq = None if t_eval is None else np.asarray(t_eval, float)
+    if tq is not None and (tq.ndim != 1 or np.any(np.diff(tq) < 0) or np.any(tq < 0) or np.any(tq > T)):
+        raise InputError("t_eval", "expected non-decreasing times in [0, T]")
+    frames = None if tq is None else np.full((len(tq), B, n * d), np.nan, dtype=dt)
+    Y = X.reshape(B, n * d).copy()
+    steps = rejected = nfev = 0
+    max_renorm = 0.0
+    t = 0.0
+    dl = Deadline(max_seconds)
+    status = "ok"
+    for a, b in (segments(sched, T) if T > 0 else []):
+        s = rk.RKSolver(rhs(sched(a) if sched.func is None else None), a, Y, b, method="dopri5", rtol=tol,
+                        atol=tol, max_steps=max_steps)
+        rec = rk.Recorder(tq, s.Y, s.t)
+        while s.active.size:
+            acc = s.step()
+            if norm in ON_SPHERE and acc.rows.size:
+                Z = s.Y[acc.rows].reshape(-1, n, d)
+                nr = np.linalg.norm(Z, axis=2, keepdims=True)
+                max_renorm = max(max_renorm, float(np.max(np.abs(nr - 1))))
+                s.Y[acc.rows] = (Z / nr).reshape(len(acc.rows), n * d)
+            rec.record(s.tab, acc)
+            if dl.expired() and s.active.size:
+                status = "time-limit"
+                break
+        bad = np.nonzero((s.status != rk.DONE) & (s.status != rk.RUNNING))[0]
+        steps += int(s.n_steps.sum())
+        rejected += int(s.n_rejected.sum())
+        nfev += s.nfev
+        if bad.size:
+            i = bad[0]
+            why = "step limit reached" if s.status[i] == rk.MAXSTEPS else \
+                "the state or the field left the finite floats, or the step size collapsed"
+            raise BlowupError(float(s.t[i]), f"sphere {norm} (cloud {i})", why)
+        if frames is not None:
+            inside = (tq >= a) & ((tq < b) | (b == T))
+            frames[inside] = rec.ys[inside].astype(dt)
+        Y, t = s.Y, (b if status == "ok" else float(np.min(s.t)))
+        if status != "ok":
+            break
+    if frames is not None and T == 0:
+        frames[:] = Y
+    Xf = Y.reshape(B, n, d)
+    traj = None if frames is None else frames.reshape(len(tq), B, n, d)
+    if traj is not None and norm in ON_SPHERE:
+        traj = _unit(traj)        # dense output between renormalised steps: back onto the sphere
+    th = _unit(Xf)
+    r = None if norm in ON_SPHERE else np.linalg.norm(Xf, axis=2)
+    if single:
+        Xf, th = Xf[0], th[0]
+        r = None if r is None else r[0]
+        traj = None if traj is None else traj[:, 0]
+    return SphereRun(float(t), Xf, th, r, tq, traj, norm, steps, rejected, nfev, dt.name, tol, max_renorm, status)
+
+
+# ------------------------------------------------------------------------------------------------ scenarios
+#: token dimension limit of sphere scenarios (the survey's phase diagram goes to d = 1024)
+SPHERE_MAX_DIM = 1024
+_TOP = {"geometry", "norm", "alpha", "attention", "d", "heads", "init", "T", "r0", "name", "description"}
+_HEAD = {"attention", "beta", "A", "V", "Q", "K", "WO"}
+
+
+@dataclass(frozen=True)
+class SphereScenario:
+    """A validated sphere scenario: weights, ``norm`` (and nGPT's ``alpha``), the ``init`` block, ``T``, the
+    initial radius ``r0`` (Pre-/Peri-LN), ``d``."""
+
+    weights: Weights
+    norm: str
+    alpha: float
+    init: dict
+    T: float
+    r0: float
+    d: int
+    name: str = ""
+
+    def initial(self, n: int, rng) -> np.ndarray:
+        from .sphere_init import sample
+
+        return sample(self.init, n, self.d, rng) * self.r0
+
+
+def _matrix(value, d, field):
+    if value == "identity":
+        return np.eye(d)
+    arr = np.asarray(value, dtype=float) if isinstance(value, list) else None
+    if arr is None or arr.ndim != 2:
+        raise InputError(field, 'expected a matrix (list of rows) or "identity"')
+    return arr
+
+
+def parse_sphere_scenario(data: dict) -> SphereScenario:
+    """Validate a ``"geometry": "sphere"`` scenario (README "Sphere", format)::
+
+        {"geometry": "sphere", "norm": "post" | "pre" | "peri" | "ngpt", "alpha": 1.0 (ngpt),
+         "attention": "sphere_sa" | "sphere_usa" | "sphere_causal", "d": 3,
+         "beta": 1.0, "A": "identity" | [[...]], "V": "identity" | [[...]]   (or "Q", "K" (k, d); "WO")
+         | "heads": [{"attention": ..., "beta": ..., "A": ..., "V": ...}, ...],
+         "init": {"type": "uniform_sphere" | "vmf" | "frame" | "points", ...}, "T": 10.0, "r0": 1.0}
+    """
+    from ..validation import horizon
+    from ..weights import make_head, make_weights
+    from ..registry.kinds import kind_names
+
+    if not isinstance(data, dict):
+        raise InputError("scenario", "expected a JSON object")
+    for key in data:
+        if key not in _TOP | _HEAD:
+            raise InputError(str(key)[:40], f"unknown key in a sphere scenario; allowed: {sorted(_TOP | _HEAD)}")
+    if data.get("geometry") != "sphere":
+        raise InputError("geometry", 'must be "sphere" here')
+    norm = data.get("norm", "post")
+    if norm not in NORMS:
+        raise InputError("norm", f"expected one of {list(NORMS)}, got {norm!r}"[:120])
+    alpha = data.get("alpha", 1.0)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not np.isfinite(alpha):
+        raise InputError("alpha", "must be a finite number")
+    if "alpha" in data and norm != "ngpt":
+        raise InputError("alpha", "only for norm ngpt")
+    d = data.get("d")
+    if not isinstance(d, int) or isinstance(d, bool) or not 2 <= d <= SPHERE_MAX_DIM:
+        raise InputError("d", f"must be an integer in [2, {SPHERE_MAX_DIM}]")
+    r0 = data.get("r0", 1.0)
+    if isinstance(r0, bool) or not isinstance(r0, (int, float)) or not (0 < r0 < 1e6):
+        raise InputError("r0", "must be a number in (0, 1e6)")
+    if "r0" in data and norm in ON_SPHERE:
+        raise InputError("r0", "only for norm pre or peri (post and ngpt keep unit tokens)")
+    if "T" not in data:
+        raise InputError("T", "missing (the horizon of the run)")
+    T = horizon(data["T"], "T")
+    init = data.get("init")
+    if not isinstance(init, dict) or "type" not in init:
+        raise InputError("init", 'missing: {"type": NAME, ...} with NAME a sphere init type')
+    top = {k: v for k, v in data.items() if k in _HEAD}
+    if "heads" in data:
+        if set(top) - {"attention"}:
+            raise InputError(sorted(set(top) - {"attention"})[0], "give head parameters at top level or in "
+                                                                  "'heads', not both")
+        specs = data["heads"]
+        if not isinstance(specs, list) or not specs:
+            raise InputError("heads", "must be a non-empty list of head objects")
+    else:
+        specs = [top]
+    heads = []
+    for i, h in enumerate(specs):
+        where = f"heads[{i}]" if "heads" in data else ""
+        pre = f"{where}." if where else ""
+        if not isinstance(h, dict):
+            raise InputError(where, "must be an object")
+        for key in h:
+            if key not in _HEAD:
+                raise InputError(f"{pre}{str(key)[:40]}", f"unknown key in a head; allowed: {sorted(_HEAD)}")
+        kind = h.get("attention", data.get("attention"))
+        if kind not in kind_names("sphere"):
+            raise InputError(f"{pre}attention", f"expected one of {list(kind_names('sphere'))}, got {kind!r}"[:120])
+        prm = {k: v for k, v in h.items() if k != "attention"}
+        for key in ("A", "V"):
+            if key in prm:
+                prm[key] = _matrix(prm[key], d, f"{pre}{key}")
+        if "V" not in prm:
+            raise InputError(f"{pre}V", 'missing ("identity" or a matrix)')
+        heads.append(make_head(kind, d=d, where=where, **prm))
+    w = make_weights(heads)
+    if w.d != d:
+        raise InputError("V", f"the heads have dimension {w.d}, the scenario d = {d}")
+    from .sphere_init import SAMPLERS
+
+    if init["type"] not in SAMPLERS:
+        raise InputError("init.type", f"expected one of {sorted(SAMPLERS)}, got {init['type']!r}"[:120])
+    return SphereScenario(w, norm, float(alpha), dict(init), T, float(r0), d, str(data.get("name", "")))
+
+
+def load_sphere_scenario(path) -> SphereScenario:
+    """Read a sphere scenario file, or a built-in name (``symbolic_tpde/scenarios/sphere_*.json``)."""
+    from pathlib import Path
+
+    from ..scenario import _BUILTIN_DIR, builtin_scenarios
+    from ..validation import read_json
+
+    p = Path(path)
+    if not p.exists() and str(path) in builtin_scenarios("sphere"):
+        p = _BUILTIN_DIR / f"{path}.json"
+    return parse_sphere_scenario(read_json(p, "scenario"))
+
+
+__all__ += ["SphereScenario", "parse_sphere_scenario", "load_sphere_scenario", "SPHERE_MAX_DIM"]

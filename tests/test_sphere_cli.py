@@ -1,0 +1,64 @@
+"""The sphere through the command line: scenario files, ``tpde particles``, ``tpde derive --sphere``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from symbolic_tpde.errors import InputError
+from symbolic_tpde.numerics.sphere import parse_sphere_scenario
+from symbolic_tpde.scenario import builtin_scenarios, parse_scenario
+
+
+def _tpde(*args):
+    return subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", *args], capture_output=True, text=True)
+
+
+def test_builtin_sphere_scenarios_parse_and_stay_apart():
+    names = builtin_scenarios("sphere")
+    assert len(names) >= 4 and all(n.startswith("sphere_") for n in names)
+    assert not set(names) & set(builtin_scenarios())
+    with pytest.raises(InputError, match="geometry"):
+        parse_scenario({"geometry": "sphere", "attention": "softmax"})
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"norm": "layer"}, "norm"), ({"d": 1}, "d"), ({"attention": "softmax"}, "attention"),
+    ({"A": "eye"}, "A"), ({"init": {"type": "vmf", "mu": [0, 0, 1]}}, "init"), ({"alpha": 2.0}, "alpha"),
+    ({"bogus": 1}, "bogus"), ({"T": -1.0}, "T"), ({"beta": float("nan")}, "beta"), ({"r0": 2.0}, "r0"),
+    ({"init": {"type": "gaussian"}}, "init.type")])
+def test_bad_sphere_scenarios_name_the_field(change, field):
+    base = {"geometry": "sphere", "attention": "sphere_sa", "d": 3, "A": "identity", "V": "identity",
+            "init": {"type": "uniform_sphere"}, "T": 1.0}
+    data = {**base, **change}
+    with pytest.raises(InputError) as e:
+        scn = parse_sphere_scenario(data)
+        scn.initial(4, np.random.default_rng(0))
+    assert e.value.field.startswith(field)
+
+
+def test_tpde_particles_on_a_sphere_scenario(tmp_path):
+    """Causal mask from a vMF cap: one cluster at the first token; the saved trajectory is on the sphere."""
+    out = tmp_path / "traj.npz"
+    p = _tpde("particles", "--scenario", "sphere_causal_vmf", "--n", "12", "--seed", "3", "--json",
+              "--save", str(out))
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["geometry"] == "sphere" and res["clusters"] == 1 and res["monitor"]["value"] <= 1e-6
+    data = np.load(out)
+    assert data["X"].shape == (101, 12, 3)
+    assert np.max(np.abs(np.linalg.norm(data["X"], axis=-1) - 1)) <= 1e-12
+    bad = _tpde("particles", "--scenario", "sphere_sa_s2", "--n", "4", "--seed", "0", "--steps", "10")
+    assert bad.returncode == 2 and "steps" in bad.stderr
+
+
+def test_tpde_derive_sphere_prints_checked_steps():
+    p = _tpde("derive", "--sphere", "equiangular", "--sphere-kind", "sphere_usa", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["all_checked"] and res["consequences"]["lambda"] == "2*exp(beta)"
+    assert any(s["check"] for s in res["steps"])
