@@ -81,7 +81,7 @@ def _block_specs(system) -> dict:
 
     out = {}
     structure = system.origin.get("structure")
-    for h, (kind, form) in enumerate(structure[1] if structure else ()):
+    for h, (kind, form) in enumerate(structure.heads if structure else ()):
         for p in kinds.head_param_specs(kind, [n for n, _ in form]):
             out[("heads", h, p.name)] = p
     return out
