@@ -5,8 +5,10 @@ kind").  A :class:`KindSpec` is pure data, no numpy and no SymPy:
 
 * ``params``: the parameters in layout order, each a :class:`ParamSpec` (name, shape in the symbolic
   dimensions ``d`` (token), ``m`` (ℓ2 head), ``k`` (structured head), ``v`` (value), constraint, default,
-  LaTeX name, description).  Scenario keys, :func:`symbolic_tpde.weights.make_head`, the flat parameter layout of
-  derived systems, the SymPy symbol names and the ``tpde derive`` choices all come from this tuple.
+  LaTeX name, description, example range).  Scenario keys, :func:`symbolic_tpde.weights.make_head`, the flat
+  parameter layout of derived systems, the SymPy symbol names, the printer's LaTeX names, the ``tpde derive``
+  choices and the ``tpde verify`` rows' example parameters all come from this tuple.
+* ``interaction``: the head whose kernel has the bilinear term ``<Ax, y>``, from ``A`` (``tpde sweep``).
 * ``gaussian``: ``"affine"`` when the field is affine in ``x`` on Gaussians (the moment ODE is derived),
   ``"witness"`` when it is not (a symbolic witness is derived instead), see the paper (Castin, Ablin, Carrillo,
   Peyré, arXiv 2501.18322, §3 on Gaussian preservation).
