@@ -159,8 +159,8 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
                     raise InputError(fname, "missing parameter")
                 value = p.default
             val = float(_finite_array(value, fname, 0))
-            if p.constraint == "positive" and not val > 0:
-                raise InputError(fname, f"must be > 0, got {val}")
+            if p.violation(val):
+                raise InputError(fname, p.violation(val))
             out[p.name] = val
             continue
         ndim = len(p.shape)

@@ -11,14 +11,14 @@ import math
 import numpy as np
 import pytest
 
-from symbolic_tpde.validate.checks_moments import (VARIANTS, particles_vs_ode, sigmoid_witness,
+from symbolic_tpde.validate.checks_moments import (VARIANTS, particles_vs_ode, row_weights, sigmoid_witness,
                                                    variant_weights)
 
 
 @pytest.mark.parametrize("variant", ["softmax", "l2", "custom"])
 def test_particles_match_ode_fast(variant):
     i = VARIANTS.index(variant)
-    w = variant_weights(variant, 2, np.random.default_rng(100 + i))
+    w = row_weights(variant)
     c = particles_vs_ode(w, n=500, runs=6, seed=77 + i)
     assert c.kappa <= 1.0
     assert c.sensitivity >= 5.0, c  # moments moved >= 5 SE (small fast run; power: test_wrong_ode_is_detected)
@@ -57,7 +57,7 @@ def test_sigmoid_cloud_leaves_gaussian_family():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_particles_match_ode_all_variants(variant):
     i = VARIANTS.index(variant)
-    w = variant_weights(variant, 2, np.random.default_rng(100 + i))
+    w = row_weights(variant)
     c = particles_vs_ode(w, n=2000, runs=8, seed=3000 + i)
     assert c.kappa <= 1.0 and c.sensitivity >= 10.0
     assert c.t_stat <= 5.0, c
@@ -69,7 +69,7 @@ def test_error_shrinks_like_inverse_sqrt_n(variant):
     """RMS per-run error at n in {500, 2000, 8000} (Sinkhorn: {250, 1000, 4000}): log-log slope in
     [-0.75, -0.25] (Monte-Carlo n^-1/2)."""
     i = VARIANTS.index(variant)
-    w = variant_weights(variant, 2, np.random.default_rng(100 + i))
+    w = row_weights(variant)
     ns = (500, 2000, 8000)
     runs = 4
     if variant == "sinkhorn":

@@ -48,15 +48,9 @@ def test_every_sphere_kind_has_its_geometry_parts(name):
 
 
 def _random_head(name, d, rng):
-    """A valid head of any kind from its registry entry alone."""
-    params = {}
+    """A valid head of any kind from its registry entry alone (its parameters' example ranges)."""
     dims = {"d": d, "m": 2}
-    for p in kinds.get(name).params:
-        if p.block == "scalar":
-            params[p.name] = 0.5 + rng.random() if p.constraint == "positive" else float(rng.normal())
-        else:
-            params[p.name] = 0.3 * rng.standard_normal(tuple(dims[s] for s in p.shape))
-    return make_head(name, **params)
+    return make_head(name, **{p.name: kinds.draw_example(p, dims, rng) for p in kinds.get(name).params})
 
 
 @pytest.mark.parametrize("name", kinds.kind_names())
@@ -81,7 +75,7 @@ def _rational_point(symbols, rng):
             else sp.Rational(rng.randint(1, 9), rng.randint(2, 7)) for s in symbols}
 
 
-@pytest.mark.parametrize("name", ["softmax", "l2", "custom"])
+@pytest.mark.parametrize("name", [k for k in kinds.kind_names() if kinds.part(k, "symbolic").log_kernel])
 def test_builtin_kernel_kinds_equal_derive_kernel_exactly(name):
     """A normalised built-in kind re-expressed as a user kernel through derive_kernel gives the same
     right-hand side as the registry path: exact rational comparison at random rational points."""
@@ -162,9 +156,9 @@ def test_validation_comes_from_the_registry():
         make_head("softmax", A=np.eye(2), Q=np.eye(2), K=np.eye(2), V=np.eye(2))
     with pytest.raises(st.InputError, match="missing parameter"):
         make_head("sigmoid", A=np.eye(2), V=np.eye(2))
-    from symbolic_tpde.commands.derive import VARIANTS
+    from symbolic_tpde.commands.derive import variants
     from symbolic_tpde.scenario import attentions
-    assert set(VARIANTS) == set(attentions()) == set(kinds.kind_names()) | {"multihead"}
+    assert set(variants()) == set(attentions()) == set(kinds.kind_names()) | {"multihead"}
 
 
 @pytest.fixture
@@ -178,14 +172,14 @@ def toy_kind():
     spec = kinds.KindSpec(name, (kinds.get("softmax").param("A"), kinds.get("softmax").param("V"),
                                  kinds.ParamSpec("T", (), None, "positive", "T", "temperature")),
                           "affine", "V ∫ y e^{<Ax,y>/T} dμ / ∫ e^{<Ax,y>/T} dμ")
-    kinds.KINDS[name] = spec                                                          # 1. registry/kinds.py
-    kinds.register(name, "symbolic")(SymbolicPart(                                    # 2. symbolic/kinds.py
+    kinds.add(spec)                                                                   # 1. registry/kinds.py
+    kinds.register(name, "symbolic")(SymbolicPart(                                    # 2. symbolic/kind_parts.py
         log_kernel=lambda p, x, y: (y.T * p["A"] * x)[0, 0] / p["T"]))
     kinds.register(name, "particle")(lambda X, p, c: softmax_field(X, p["A"] / p["T"], p["V"], **c.kw))  # 3.
     kinds.register(name, "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"] / p["T"], p["V"]),
                                           lambda p, a, S: (p["V"] @ a, p["V"] @ S @ p["A"] / p["T"])))  # 4.
     yield name
-    del kinds.KINDS[name]
+    kinds.remove(name)
 
 
 def test_a_new_kind_needs_only_its_four_parts(toy_kind):
@@ -222,3 +216,174 @@ def test_one_gaussian_layout_and_one_set_of_state_symbols():
     assert np.array_equal(pack(al, S), y) and np.array_equal(S, S.T)
     batch = np.stack([y, 2 * y])
     assert np.array_equal(pack(*unpack(batch, 3)), batch)
+
+
+def test_constraints_and_example_ranges_come_from_the_registry():
+    """Constraint kinds are checked on input by name; an example range outside its constraint, an unknown
+    constraint or an example form that does not fit the shape is refused when the spec is built."""
+    with pytest.raises(ValueError, match="violates its constraint"):
+        kinds.ParamSpec("tau", (), None, "positive", r"\tau", "t", ("interval", 0.0, 1.0))
+    with pytest.raises(ValueError, match="constraint"):
+        kinds.ParamSpec("tau", (), None, "odd", r"\tau", "t")
+    with pytest.raises(ValueError, match="does not fit"):
+        kinds.ParamSpec("A", ("d", "d"), None, None, "A", "a", ("interval", 0.0, 1.0))
+    nn = kinds.ParamSpec("s", (), None, "nonnegative", "s", "a scale")
+    assert nn.violation(0.0) is None and "must be >= 0" in nn.violation(-1e-300)
+    rng = np.random.default_rng(0)
+    R = kinds.draw_example(kinds.get("custom").param("R"), {"d": 3}, rng)
+    assert np.allclose(R, R.T) and np.linalg.eigvalsh(R).max() <= 1e-15     # "nsd": the tilt exists at every Σ
+
+
+@pytest.mark.parametrize("name", [k for k, s in kinds.KINDS.items() if s.preserves_gaussians])
+def test_moments_rows_examples_satisfy_their_preconditions(name):
+    """The moments rows' example weights: κ (key bias included) <= KAPPA_MAX along the ODE on [0, T] and a
+    predicted sensitivity >= SENS_PREDICTED -- recomputed here from the numpy-backend ODE."""
+    from symbolic_tpde.gaussian import GaussianODE
+    from symbolic_tpde.validate import checks_moments as cm
+
+    w = cm.row_weights(name)
+    a0, S0 = cm.initial(2)
+    sol = GaussianODE.from_weights(w, backend="numpy").integrate(a0, S0, cm.T_DEFAULT, rtol=1e-10, atol=1e-12)
+    assert max(cm.tilt_strength(w, a, S) for a, S in zip(sol.alpha, sol.Sigma)) <= cm.KAPPA_MAX
+    assert cm.predicted_sensitivity(st.GaussianODE.from_weights(w, backend="numpy"), a0, S0) >= cm.SENS_PREDICTED
+
+
+def test_readme_kinds_table_is_the_generated_one():
+    """The README's kinds table is `tpde kinds --markdown`'s output (regenerate it when the registry changes)."""
+    from pathlib import Path
+
+    from symbolic_tpde.commands.kinds import markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("<!-- kinds table: generated by `tpde kinds --markdown`")
+    body = readme[readme.index("\n", start) + 1:readme.index("<!-- end of kinds table -->")]
+    assert body.rstrip("\n") == markdown(), "README kinds table is stale: paste `tpde kinds --markdown` into it"
+
+
+def test_a_wrong_matrix_claim_is_counted():
+    """The matrix-form rows can fail: a claim off by a factor 2 in J leaves identities not reduced to 0."""
+    from dataclasses import replace
+
+    from symbolic_tpde.validate import checks_symbolic as cs
+
+    spec = kinds.get("l2")
+    good = spec.parts["claim"] if "claim" in spec.parts else kinds.part("l2", "claim")
+    spec.parts["claim"] = replace(good, matrix=lambda h, a, S: {**good.matrix(h, a, S),
+                                                                  "J": 2 * good.matrix(h, a, S)["J"]})
+    try:
+        assert cs.matrix_form_residual(("l2",)) == 1
+    finally:
+        spec.parts["claim"] = good
+    assert cs.matrix_form_residual(("l2",)) == 0
+
+
+# ------------------------------------------------------------------------------ acceptance: a key-bias kind
+KEYBIAS = "softmax_keybias"
+
+
+def _ref_keybias(X, A, V, b):
+    """Pure-Python definition: weights exp(<A x_i, x_j> + bᵀx_j), normalised, then V."""
+    X, A, V, b = X.tolist(), A.tolist(), V.tolist(), b.tolist()
+    out = []
+    for xi in X:
+        Ax = [sum(a * x for a, x in zip(row, xi)) for row in A]
+        w = [math.exp(sum(u * v for u, v in zip(Ax, xj)) + sum(u * v for u, v in zip(b, xj))) for xj in X]
+        m = [sum(wj * xj[c] for wj, xj in zip(w, X)) / sum(w) for c in range(len(xi))]
+        out.append([sum(v * mm for v, mm in zip(row, m)) for row in V])
+    return np.array(out)
+
+
+@pytest.fixture
+def keybias_kind():
+    """Softmax with a key bias bᵀy in the log-kernel, added in the four files' worth of parts a kind takes
+    (registry spec, symbolic part, particle field, oracle and claim), and taken out again after the test."""
+    from symbolic_tpde.numerics.fields import custom_field
+    from symbolic_tpde.symbolic.kernels import ExpQuadKernel
+    from symbolic_tpde.symbolic.kind_parts import SymbolicPart, _kernel_steps
+    from symbolic_tpde.validate.oracles import Claim, Oracle
+
+    A, V = kinds.get("softmax").params
+    kinds.add(kinds.KindSpec(                                                          # 1. registry/kinds.py
+        KEYBIAS, (A, V, kinds.ParamSpec("b", ("d",), None, None, "b", "key bias: log k has + bᵀy",
+                                        ("normal", 0.3, 0.0))),
+        "affine", "V ∫ y e^{<Ax,y> + bᵀy} dμ(y) / ∫ e^{<Ax,y> + bᵀy} dμ(y)",
+        interaction=lambda A, I: {"A": A}))
+    try:
+        kinds.register(KEYBIAS, "symbolic")(SymbolicPart(                              # 2. symbolic/kind_parts.py
+            log_kernel=lambda p, x, y: (y.T * p["A"] * x)[0, 0] + (p["b"].T * y)[0, 0],
+            matrix_kernel=lambda s: ExpQuadKernel(B=s["A"].T, r=s["b"], name=KEYBIAS), steps=_kernel_steps))
+        kinds.register(KEYBIAS, "particle")(                                           # 3. numerics/fields.py
+            lambda X, p, c: custom_field(X, p["A"].T, r=p["b"], V=p["V"], **c.kw))
+        kinds.register(KEYBIAS, "oracle")(Oracle(                                      # 4. validate/oracles.py
+            lambda X, p, sink=None: _ref_keybias(X, p["A"], p["V"], p["b"]),
+            lambda p, a, S: (p["V"] @ (a + S @ p["b"]), p["V"] @ S @ p["A"]),       # m(x) = α + Σ(Ax + b)
+            query_key=lambda p: (p["A"], p["b"])))
+        kinds.register(KEYBIAS, "claim")(Claim(
+            lambda P, a, S: (P["V"] * (a + S * P["b"]), P["V"] * S * P["A"]),
+            lambda h, a, S: {"alpha_dot": h["symbols"]["V"] * (a + S * h["symbols"]["b"] + S * h["symbols"]["A"] * a),
+                             "Sigma_dot": h["symbols"]["V"] * S * h["symbols"]["A"] * S
+                             + S * h["symbols"]["A"].T * S * h["symbols"]["V"].T}))
+        yield KEYBIAS
+    finally:
+        kinds.remove(KEYBIAS)
+
+
+def test_key_bias_kind_reaches_every_layer(keybias_kind, tmp_path, capsys):
+    """The new kind, from its parts alone: particle field = its loop; moment ODE = its oracle's (b, J);
+    the exact and matrix-form claims hold; `tpde derive` (matrix form, d = 2), `tpde sweep --kind` and the
+    generated kinds table have it; the display renames its own b of Γ = b + Jx, the parameter b stays b."""
+    from symbolic_tpde.cli import main
+    from symbolic_tpde.commands.kinds import markdown
+    from symbolic_tpde.validate import checks_symbolic as cs
+    from symbolic_tpde.validate.oracles import affine_field, example_params
+
+    rng = np.random.default_rng(4)
+    w = make_weights([make_head(keybias_kind, **example_params(keybias_kind, 2, rng))])
+    X = rng.standard_normal((9, 2))
+    ref = kinds.part(keybias_kind, "oracle").loop(X, w.heads[0].effective)
+    assert np.max(np.abs(field(X, w) - ref)) <= 1e-12 * max(1.0, np.abs(ref).max())   # float64 round-off
+    a, S = np.array([0.2, -0.1]), np.array([[1.0, 0.2], [0.2, 0.7]])
+    b, J = affine_field(w, a, S)
+    want = pack(b + J @ a, J @ S + S @ J.T)
+    got = st.GaussianODE.from_weights(w, backend="numpy").rhs(0.0, pack(a, S))
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.abs(want).max()
+    assert cs.entrywise_vs_claim((2, ((keybias_kind, 2),), False, False), rng) == 0          # exact
+    assert cs.matrix_form_residual((keybias_kind,)) == 0
+    assert (((keybias_kind,), False)) in cs.matrix_rows()
+
+    assert main(["derive", "--attention", keybias_kind]) == 0
+    out = capsys.readouterr().out
+    assert "Gamma(x) = b_Gamma + J x" in out and "b_Gamma = " in out
+    assert main(["derive", "--attention", keybias_kind, "--d", "2", "--format", "json"]) == 0
+    assert "h0_b_0" in capsys.readouterr().out                     # b is a vector block (d,), read at call time
+    stem = tmp_path / "sw"
+    assert main(["sweep", "--kind", keybias_kind, "--n", "1", "--range", "0.2", "0.2", "--K", "1", "--T", "1",
+                 "--out", str(stem)]) == 0
+    assert stem.with_suffix(".csv").exists()
+    assert f"| `{keybias_kind}` |" in markdown()
+    capsys.readouterr()
+    assert main(["kinds"]) == 0 and keybias_kind in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_key_bias_kind_leaves_verify_green_and_other_rows_bit_identical(keybias_kind):
+    """`tpde verify --quick` rows in-process with the key-bias kind registered: every row not of that kind
+    passes, the kind has rows of its own, and the rows of the registry-driven areas (symbolic, codegen,
+    particles, moments) carry the same errors, to the bit, as without it (each row draws from its own
+    generator).  Run once without the kind first (its parts are taken out and put back)."""
+    from symbolic_tpde.validate.verify import run_checks
+
+    areas = ("symbolic", "codegen", "particles", "moments")
+    spec = kinds.KINDS.pop(keybias_kind)
+    try:
+        before = {(r.check, r.variant, r.d): r.error for a in areas for r in run_checks(quick=True, only=a)}
+    finally:
+        kinds.KINDS[keybias_kind] = spec
+    rows = list(run_checks(quick=True))
+    own = [r for r in rows if keybias_kind in r.variant]
+    assert own and all(r.ok for r in own), [r for r in own if not r.ok]
+    bad = [r for r in rows if keybias_kind not in r.variant and not r.ok]
+    assert not bad, bad
+    after = {(r.check, r.variant, r.d): r.error for r in rows if keybias_kind not in r.variant}
+    changed = {k: (v, after.get(k)) for k, v in before.items() if after.get(k) != v}
+    assert not changed, changed

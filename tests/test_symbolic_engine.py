@@ -238,4 +238,4 @@ def test_existence_conditions_are_exposed():
 def test_tilt_mean_vs_gauss_hermite_d2():
     # converged rule: float64 round-off; a coarse rule is visibly worse, so the comparison has teeth
     assert cs.tilt_vs_gauss_hermite(n_nodes=48) < 1e-10
-    assert cs.tilt_vs_gauss_hermite(n_nodes=10) > 1e-10
+    assert cs.tilt_vs_gauss_hermite(n_nodes=8) > 1e-10   # 8 nodes: 1.8e-8 on the row's data (10: 1.6e-11)

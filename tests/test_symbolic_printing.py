@@ -12,8 +12,14 @@ import sympy as sp
 from sympy.parsing.sympy_parser import parse_expr
 
 from symbolic_tpde.cli import main
+from symbolic_tpde.registry import kinds as _kinds
 from symbolic_tpde.symbolic import printing
 from symbolic_tpde.symbolic.moments import derive_gaussian_system, matrix_form
+
+
+#: every kind of the registry: Gaussian-preserving ones (and "multihead") derive an ODE, the others a witness
+VARIANTS = [k for k, s in _kinds.KINDS.items() if s.preserves_gaussians] + ["multihead"]
+WITNESSES = [k for k, s in _kinds.KINDS.items() if not s.preserves_gaussians]
 
 
 def _run(capsys, *argv):
@@ -22,7 +28,7 @@ def _run(capsys, *argv):
     return rc, out.out, out.err
 
 
-@pytest.mark.parametrize("variant", ["softmax", "l2", "sinkhorn", "linear", "custom", "multihead"])
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("d", [None, 2])
 def test_latex_structure(variant, d, capsys):
     argv = ["--attention", variant, "--format", "latex", "--standalone"] + (["--d", str(d)] if d else [])
@@ -34,10 +40,6 @@ def test_latex_structure(variant, d, capsys):
 def test_latex_checker_catches_errors():
     assert printing.check_latex_structure("\\begin{align*} x = {1 \\end{align*}")
     assert printing.check_latex_structure("\\begin{align*} x \\end{equation}")
-
-
-VARIANTS = ["softmax", "l2", "sinkhorn", "linear", "custom", "multihead"]
-WITNESSES = ["sigmoid", "softmax_unnormalized", "masked"]
 
 
 def _pdflatex(tmp_path, name: str, document: str) -> str:

@@ -3,8 +3,9 @@
 Grid (any Gaussian-preserving kind of the registry, any ``d >= 2``): ``A = R diag(s₁, s₂, r, …, r) Rᵀ / 2 +
 k N`` with ``R`` the rotation by ``theta`` in the ``(e₀, e₁)`` plane, ``N = R(e₀e₁ᵀ - e₁e₀ᵀ)Rᵀ`` (the skew part,
 ``A - Aᵀ = 2kN``) and ``r`` (``rest``) the remaining eigenvalues of ``A + Aᵀ``; ``V`` any ``d×d`` matrix.  The
-head is built from the registry's parameter names (:func:`head_for`): kinds with ``A`` take it directly, ℓ2
-takes ``Q = A, K = I, τ = 2`` (cross term ``(2/τ)KᵀQ = A``, README Mathematics §3), ``custom`` takes ``B = Aᵀ``.
+head is built by the registry (:func:`head_for`, the kind's ``interaction``): kinds with ``A`` take it
+directly, ℓ2 takes ``Q = A, K = I, τ = 2`` (cross term ``(2/τ)KᵀQ = A``, README Mathematics §3), ``custom``
+takes ``B = Aᵀ``; other parameters take their neutral value (zero, a scalar's default).
 
 Initial data: **one** sample of ``K`` covariances ``Σ₀ = GGᵀ/d + 0.1 I`` (``G`` standard normal,
 ``default_rng(seed)``) shared by every grid point, so differences across the map come from ``A``, not from
@@ -107,24 +108,33 @@ def initial_sample(spec: SweepSpec) -> np.ndarray:
     return S0
 
 
-def head_for(kind: str, A: np.ndarray, V: np.ndarray):
-    """One head of a Gaussian-preserving ``kind`` whose bilinear kernel term is ``<Ax, y>`` (module docstring),
-    chosen by the registry's parameter names, not by the kind's name."""
+def interaction_head(kind: str, A: np.ndarray, V: np.ndarray):
+    """One head of ``kind`` whose kernel's bilinear term is ``<Ax, y>``: the registry's
+    :attr:`~symbolic_tpde.registry.kinds.KindSpec.interaction` gives its parameters from ``A``, the other required
+    ones take their :meth:`~symbolic_tpde.registry.kinds.ParamSpec.neutral` value (zeros, a scalar's default)."""
     from ..errors import InputError
     from ..weights import make_head
     from ..registry import kinds
 
     spec = kinds.get(kind)
-    if not spec.preserves_gaussians:
+    if spec.interaction is None:
+        raise InputError("kind", f"{kind!r}: the registry gives no head with kernel term <Ax, y> (no interaction)")
+    A = np.asarray(A, float)
+    d = A.shape[0]
+    given = spec.interaction(A, np.eye(d))
+    rest = {p.name: np.zeros((d,) * len(p.shape)) if p.shape else p.neutral()
+            for p in spec.params if p.name not in given and p.name != "V" and p.required}
+    return make_head(kind, V=V, **given, **rest)
+
+
+def head_for(kind: str, A: np.ndarray, V: np.ndarray):
+    """:func:`interaction_head` of a Gaussian-preserving ``kind`` (the sweep needs its moment ODE)."""
+    from ..errors import InputError
+    from ..registry import kinds
+
+    if not kinds.get(kind).preserves_gaussians:
         raise InputError("kind", f"{kind!r} does not preserve Gaussians: no moment ODE to sweep")
-    names = set(spec.names)
-    if "A" in names:
-        return make_head(kind, A=A, V=V)
-    if {"Q", "K", "tau"} <= names:
-        return make_head(kind, Q=A, K=np.eye(A.shape[0]), V=V, tau=2.0)
-    if "B" in names:
-        return make_head(kind, B=A.T, V=V)
-    raise InputError("kind", f"{kind!r}: no parameter that carries a matrix A (parameters {sorted(names)})")
+    return interaction_head(kind, A, V)
 
 
 def phase_of(verdict, d: int) -> int:

@@ -31,13 +31,14 @@ import sys
 
 from ..registry import kinds as _kinds
 
-#: the registry's kinds, plus "multihead" (several softmax heads)
-VARIANTS = _kinds.kind_names() + ("multihead",)
+def variants() -> tuple[str, ...]:
+    """The registry's kinds (read at call time: a kind registered later is a choice), plus "multihead"."""
+    return _kinds.kind_names() + ("multihead",)
 
 
 def register(sub) -> None:
     p = sub.add_parser("derive", help="derive and print the Gaussian moment ODE of an attention variant")
-    p.add_argument("--attention", default=None, choices=VARIANTS, help="attention variant (required unless "
+    p.add_argument("--attention", default=None, choices=variants(), help="attention variant (required unless "
                    "--energy)")
     p.add_argument("--energy", action="store_true", help="with --steps: the derivation of the softmax "
                    "energy/Lyapunov statement (symbolic.steps_energy) instead of a kind's moment ODE")
@@ -88,7 +89,7 @@ def run(args) -> int:
     if args.scenario is not None:
         return _run_scenario(args)
     if args.attention is None:
-        raise InputError("--attention", "required (one of " + ", ".join(VARIANTS) + "), unless --energy")
+        raise InputError("--attention", "required (one of " + ", ".join(variants()) + "), unless --energy")
     if args.d is not None and not 1 <= args.d <= 16:
         raise InputError("--d", f"must be an integer in [1, 16], got {args.d}")
     heads = args.heads if args.heads is not None else (2 if args.attention == "multihead" else 1)

@@ -38,7 +38,8 @@ VARIANTS = ("softmax", "l2", "sinkhorn", "sigmoid", "linear", "multihead", "mask
 
 
 def variant_weights(variant: str, A: np.ndarray, V: np.ndarray, *, sink_mass: float | None = None):
-    """Weights of each variant built from one ``(A, V)`` so that variants are comparable:
+    """Weights of each variant built from one ``(A, V)`` so that variants are comparable, by the registry
+    (:func:`~symbolic_tpde.analysis.sweep.interaction_head`: the kernel's bilinear term is ``<Ax, y>``):
 
     * ``l2``: ``Q = A``, ``K = I``, ``τ = 2``: kernel ``exp(-|Ax - y|²/2) ∝ exp(<Ax, y> - |y|²/2)``;
     * ``sinkhorn``: ``ε = 1``; ``sigmoid``: ``b = 0``;
@@ -46,24 +47,17 @@ def variant_weights(variant: str, A: np.ndarray, V: np.ndarray, *, sink_mass: fl
     * ``masked``: causal softmax, with an attention sink of mass ``sink_mass`` at ``x = 0`` if given.
     """
     from ..registry import kinds
+    from ..analysis.sweep import interaction_head
 
     A = np.asarray(A, float)
     V = np.asarray(V, float)
     d = len(V)
     if variant == "multihead":
         return make_weights([make_head("softmax", A=A, V=V / 2), make_head("softmax", A=A.T.copy(), V=V / 2)])
-    if variant == "l2":
-        return make_weights([make_head("l2", Q=A, K=np.eye(d), V=V, tau=2.0)])
-    try:
-        spec = kinds.get(variant)
-    except KeyError:
-        raise InputError("variant", f"unknown variant {variant!r}; expected one of {list(VARIANTS)}") from None
-    if "A" not in spec.names:
-        raise InputError("variant", f"{variant!r} heads are not parametrised by (A, V)")
-    # every other scalar parameter at its registry default, or 0 (the sigmoid bias) when it has none
-    extra = {p.name: (0.0 if p.default is None else p.default) for p in spec.params if p.block == "scalar"}
+    if variant not in kinds.KINDS:
+        raise InputError("variant", f"unknown variant {variant!r}; expected one of {list(VARIANTS)}")
     sink = {"mass": float(sink_mass), "x": np.zeros(d)} if (sink_mass is not None and variant == "masked") else None
-    return make_weights([make_head(variant, A=A, V=V, **extra)], sink=sink)
+    return make_weights([interaction_head(variant, A, V)], sink=sink)
 
 
 def _is_masked(weights) -> bool:

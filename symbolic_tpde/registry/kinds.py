@@ -5,8 +5,10 @@ kind").  A :class:`KindSpec` is pure data, no numpy and no SymPy:
 
 * ``params``: the parameters in layout order, each a :class:`ParamSpec` (name, shape in the symbolic
   dimensions ``d`` (token), ``m`` (ℓ2 head), ``k`` (structured head), ``v`` (value), constraint, default,
-  LaTeX name, description).  Scenario keys, :func:`symbolic_tpde.weights.make_head`, the flat parameter layout of
-  derived systems, the SymPy symbol names and the ``tpde derive`` choices all come from this tuple.
+  LaTeX name, description, example range).  Scenario keys, :func:`symbolic_tpde.weights.make_head`, the flat
+  parameter layout of derived systems, the SymPy symbol names, the printer's LaTeX names, the ``tpde derive``
+  choices and the ``tpde verify`` rows' example parameters all come from this tuple.
+* ``interaction``: the head whose kernel has the bilinear term ``<Ax, y>``, from ``A`` (``tpde sweep``).
 * ``gaussian``: ``"affine"`` when the field is affine in ``x`` on Gaussians (the moment ODE is derived),
   ``"witness"`` when it is not (a symbolic witness is derived instead), see the paper (Castin, Ablin, Carrillo,
   Peyré, arXiv 2501.18322, §3 on Gaussian preservation).
@@ -23,6 +25,9 @@ part            what                                            registered in
 ``particle``    the particle field ``(X, params, ctx) -> V``    ``symbolic_tpde/numerics/fields.py``
 ``oracle``      independent references: a pure-Python loop     ``symbolic_tpde/validate/oracles.py``
                 field and, for affine kinds, numeric ``(b, J)``
+``claim``       (optional) the paper's closed form of ``(b, J)``  ``symbolic_tpde/validate/oracles.py``
+                exact (rational matrices) and in matrix form,
+                the claims the ``tpde verify`` rows check
 ==============  ==============================================  =========================================
 
 :func:`part` imports the owning module on first use, so this module stays at the bottom of the layering
@@ -41,9 +46,14 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Callable
 
-__all__ = ["ParamSpec", "KindSpec", "KINDS", "SPHERE_KINDS", "GEOMETRY_PARTS", "kind_names", "get", "register",
-           "part", "PARTS",
-           "STRUCTURED_A", "OUTPUT_BLOCK", "head_param_specs"]
+__all__ = ["ParamSpec", "KindSpec", "KINDS", "SPHERE_KINDS", "GEOMETRY_PARTS", "kind_names", "get", "add", "remove", "register", "part", "PARTS",
+           "STRUCTURED_A", "OUTPUT_BLOCK", "head_param_specs", "CONSTRAINTS", "OPTIONAL_PARTS", "draw_example"]
+
+#: constraint kinds of a scalar parameter: name -> (the test, the words of the message)
+CONSTRAINTS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "positive": (lambda v: v > 0, "> 0"),
+    "nonnegative": (lambda v: v >= 0, ">= 0"),
+}
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,17 @@ class ParamSpec:
     """One parameter of a kind.  ``shape``: tuple of dimension names (``()`` for a scalar).
 
     ``default``: ``None`` = required; ``"zero"`` = optional, zeros of its shape when absent; a number =
-    optional scalar with that default.  ``constraint``: ``None`` or ``"positive"`` (``> 0``).
+    optional scalar with that default.  ``constraint`` (scalars): ``None`` or a key of :data:`CONSTRAINTS`
+    (``"positive"``, ``"nonnegative"``), checked by ``make_head``.  ``latex``: its name in formulas (the
+    printer reads it).
+
+    ``example``: how example values are drawn (``tpde verify`` rows, tests; :func:`draw_example`), checked
+    against the constraint when the spec is built:
+
+    * scalars ``("interval", lo, hi)``: uniform on ``[lo, hi]`` (``lo == hi``: that value);
+    * arrays ``("normal", scale, shift)``: entries ``scale · N(0, 1)``, plus ``shift · I`` (square only);
+    * ``("nsd", scale)``: ``-scale · HHᵀ/n`` with ``H`` standard normal ``n×n``: symmetric negative
+      semi-definite (a key-quadratic block for which the Gaussian tilt exists at every ``Σ``).
     """
 
     name: str
@@ -60,6 +80,23 @@ class ParamSpec:
     constraint: str | None = None
     latex: str = ""
     description: str = ""
+    example: tuple = ()
+
+    def __post_init__(self):
+        if self.constraint is not None and (self.constraint not in CONSTRAINTS or self.shape):
+            raise ValueError(f"{self.name}: constraint {self.constraint!r} must be one of {sorted(CONSTRAINTS)} "
+                             "and applies to scalars")
+        if not self.example:
+            neutral = 1.0 if self.constraint else 0.0
+            default = self.default if isinstance(self.default, (int, float)) else neutral
+            object.__setattr__(self, "example", ("interval", default, default) if not self.shape
+                               else ("normal", 0.3, 0.0))
+        form = self.example[0]
+        if (form == "interval") != (not self.shape) or form not in ("interval", "normal", "nsd"):
+            raise ValueError(f"{self.name}: example form {form!r} does not fit shape {self.shape}")
+        if form == "interval" and not (self.example[1] <= self.example[2] and self.violation(self.example[1]) is None
+                                       and self.violation(self.example[2]) is None):
+            raise ValueError(f"{self.name}: example interval {self.example[1:]} violates its constraint")
 
     @property
     def required(self) -> bool:
@@ -69,6 +106,36 @@ class ParamSpec:
     def block(self) -> str:
         """``"scalar"``, ``"vector"`` or ``"matrix"``."""
         return ("scalar", "vector", "matrix")[len(self.shape)]
+
+    def violation(self, value: float) -> str | None:
+        """The message when the scalar ``value`` breaks the constraint, else ``None``."""
+        if self.constraint is None:
+            return None
+        ok, words = CONSTRAINTS[self.constraint]
+        return None if ok(value) else f"must be {words}, got {value}"
+
+    def neutral(self):
+        """The value that switches the parameter off where possible: its default, else 0 (1 for a constrained
+        scalar, the smallest round value allowed), ``"zero"`` for arrays."""
+        if self.default is not None:
+            return self.default
+        return "zero" if self.shape else (1.0 if self.constraint else 0.0)
+
+
+def draw_example(p: ParamSpec, dims: dict, rng):
+    """One example value of ``p`` (its ``example`` form) with the dimension sizes ``dims`` and a numpy
+    ``Generator`` ``rng``: a float or a numpy array."""
+    import numpy as np
+
+    form, *arg = p.example
+    if form == "interval":
+        return float(arg[0]) if arg[0] == arg[1] else float(rng.uniform(arg[0], arg[1]))
+    shape = tuple(dims[s] for s in p.shape)
+    if form == "nsd":
+        H = rng.normal(size=(shape[0], shape[0]))
+        return -arg[0] * H @ H.T / shape[0]
+    out = arg[0] * rng.normal(size=shape)
+    return out + arg[1] * np.eye(shape[0]) if arg[1] else out
 
 
 @dataclass(frozen=True)
@@ -81,6 +148,9 @@ class KindSpec:
     notes: str = ""
     assumption: str = ""               # when its derivation holds, in words (printed with the derivation)
     geometry: str = "R^d"              # "R^d" (tokens in R^d) | "sphere" (normalised tokens, README "Sphere")
+    #: ``(A, I) -> parameters`` of a head whose kernel has the bilinear term ``<Ax, y>`` (``I`` the identity of
+    #: the same type), the rest at :meth:`ParamSpec.neutral`; ``None``: no such head (``tpde sweep`` refuses it)
+    interaction: Callable | None = field(default=None, compare=False, repr=False)
     parts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def param(self, name: str) -> ParamSpec:
@@ -98,12 +168,14 @@ class KindSpec:
         return self.gaussian == "affine"
 
 
-def _mat(name, latex, desc, default=None, shape=("d", "d")):
-    return ParamSpec(name, shape, default, None, latex, desc)
+def _mat(name, latex, desc, default=None, shape=("d", "d"), example=("normal", 0.3, 0.0)):
+    return ParamSpec(name, shape, default, None, latex, desc, example)
 
 
-_A = _mat("A", "A", "interaction matrix, kernel exp(<A x, y>) = exp(yᵀ A x)")
-_V = _mat("V", "V", "value matrix, applied after averaging")
+# example scales: moderate interactions (the tilt strength κ = E[(Ax)ᵀΣ(Ax)] stays <= ~0.5 on [0, 1], so
+# particle moments approach the ODE at the n^-1/2 rate, symbolic_tpde/validate/checks_moments.py)
+_A = _mat("A", "A", "interaction matrix, kernel exp(<A x, y>) = exp(yᵀ A x)", example=("normal", 0.2, 0.0))
+_V = _mat("V", "V", "value matrix, applied after averaging", example=("normal", 0.4, 0.3))
 
 #: ``A`` may be given by its factors (structured head): name -> (shape, latex, description)
 STRUCTURED_A = (ParamSpec("Q", ("k", "d"), None, None, "Q", "query block; A = Kᵀ Q / sqrt(k)"),
@@ -114,48 +186,73 @@ OUTPUT_BLOCK = ParamSpec("WO", ("d", "v"), None, None, "W^{O}", "output block; v
 KINDS: dict[str, KindSpec] = {}
 
 
-def _add(spec: KindSpec) -> None:
+def add(spec: KindSpec) -> KindSpec:
+    """Enter ``spec`` in the registry (its parts are registered by their layers with :func:`register`)."""
+    if spec.name in KINDS:
+        raise ValueError(f"attention kind {spec.name!r} is already registered")
     KINDS[spec.name] = spec
+    return spec
 
 
-_add(KindSpec("softmax", (_A, _V), "affine", "V ∫ y e^{<Ax,y>} dμ(y) / ∫ e^{<Ax,y>} dμ(y)",
-              assumption="Softmax: the kernel exp(<Ax, y>) has no key-quadratic part (R = 0), so the tilt exists "
-                         "for every SPD Sigma: the tilted precision is Sigma^-1 itself."))
-_add(KindSpec("l2", (
-    ParamSpec("Q", ("m", "d"), None, None, "Q", "query projection"),
-    ParamSpec("K", ("m", "d"), None, None, "K", "key projection"),
+def remove(name: str) -> None:
+    """Take ``name`` out of the registry with its parts (for tests that register a kind of their own)."""
+    del KINDS[name]
+
+
+def _with_a(A, I):
+    return {"A": A}
+
+
+add(KindSpec("softmax", (_A, _V), "affine", "V ∫ y e^{<Ax,y>} dμ(y) / ∫ e^{<Ax,y>} dμ(y)",
+             assumption="Softmax: the kernel exp(<Ax, y>) has no key-quadratic part (R = 0), so the tilt exists "
+                        "for every SPD Sigma: the tilted precision is Sigma^-1 itself.", interaction=_with_a))
+add(KindSpec("l2", (
+    _mat("Q", "Q", "query projection", shape=("m", "d")),
+    _mat("K", "K", "key projection", shape=("m", "d")),
     _V,
-    ParamSpec("tau", (), None, "positive", r"\tau", "temperature")),
+    ParamSpec("tau", (), None, "positive", r"\tau", "temperature", ("interval", 1.0, 1.0))),
     "affine", "softmax with kernel exp(-|Qx - Ky|²/τ)",
     assumption="l2: R = -K^T K/tau, so the tilted precision Sigma^-1 + (2/tau) K^T K is positive definite for "
-               "every SPD Sigma: the tilt always exists."))
-_add(KindSpec("sinkhorn", (_A, _V, ParamSpec("epsilon", (), 1.0, "positive", r"\varepsilon",
-                                             "entropic regularisation")),
-              "affine", "V ∫ y dπ_μ(y|x), π_μ the entropic self-transport plan for the cost -<Ax,y>",
-              notes="closed form needs a matrix square root: entrywise for d <= 2, numeric-matrix backend above",
-              assumption="Sinkhorn: X^{1/2} is the principal square root of X = I + 4(A/eps)^T Sigma (A/eps) Sigma, "
-                         "whose eigenvalues are >= 1 for SPD Sigma; regularisation eps > 0."))
-_add(KindSpec("sigmoid", (_A, _V, ParamSpec("b", (), None, None, "b", "bias inside the sigmoid")),
-              "witness", "V ∫ σ(<Ax,y> + b) y dμ(y) (no normalisation)", normalised=False))
-_add(KindSpec("linear", (_A, _V), "affine", "V ∫ <Ax,y> y dμ(y)", normalised=False,
-              assumption="Linear attention is not normalised: Gamma(x) = V E[<Ax, y> y] (no tilt, no condition)."))
-_add(KindSpec("softmax_unnormalized", (_A, _V), "witness", "V ∫ y e^{<Ax,y>} dμ(y) (no normalisation)",
-              normalised=False))
-_add(KindSpec("masked", (_A, _V), "witness",
-              "causal softmax: a query at position s attends to keys at positions s' <= s",
-              notes="Gaussian-preserving only without a sink on position-independent data (MATH §3)"))
-_add(KindSpec("custom", (
-    _mat("B", "B", "bilinear block xᵀ B y"), _mat("P", "P", "query block xᵀ P x (cancels)", "zero"),
-    _mat("R", "R", "key block yᵀ R y", "zero"),
-    ParamSpec("p", ("d",), "zero", None, "p", "query linear term (cancels)"),
-    ParamSpec("r", ("d",), "zero", None, "r", "key linear term"), _V),
+               "every SPD Sigma: the tilt always exists.",
+    interaction=lambda A, I: {"Q": A, "K": I, "tau": 2.0}))      # cross term (2/τ) KᵀQ = A
+add(KindSpec("sinkhorn", (_A, _V, ParamSpec("epsilon", (), 1.0, "positive", r"\varepsilon",
+                                            "entropic regularisation")),
+             "affine", "V ∫ y dπ_μ(y|x), π_μ the entropic self-transport plan for the cost -<Ax,y>",
+             notes="closed form needs a matrix square root: entrywise for d <= 2, numeric-matrix backend above",
+             assumption="Sinkhorn: X^{1/2} is the principal square root of X = I + 4(A/eps)^T Sigma (A/eps) Sigma, "
+                        "whose eigenvalues are >= 1 for SPD Sigma; regularisation eps > 0.", interaction=_with_a))
+add(KindSpec("sigmoid", (  # examples strong enough to leave Gaussians visibly
+    _mat("A", "A", _A.description, example=("normal", 0.0, 3.0)), _mat("V", "V", _V.description,
+                                                                        example=("normal", 0.0, 1.0)),
+    ParamSpec("b", (), None, None, "b", "bias inside the sigmoid")),
+    "witness", "V ∫ σ(<Ax,y> + b) y dμ(y) (no normalisation)", normalised=False, interaction=_with_a))
+add(KindSpec("linear", (_A, _V), "affine", "V ∫ <Ax,y> y dμ(y)", normalised=False,
+             assumption="Linear attention is not normalised: Gamma(x) = V E[<Ax, y> y] (no tilt, no condition).",
+             interaction=_with_a))
+add(KindSpec("softmax_unnormalized", (_A, _V), "witness", "V ∫ y e^{<Ax,y>} dμ(y) (no normalisation)",
+             normalised=False, interaction=_with_a))
+add(KindSpec("masked", (_A, _V), "witness",
+             "causal softmax: a query at position s attends to keys at positions s' <= s",
+             notes="Gaussian-preserving only without a sink on position-independent data (MATH §3)",
+             interaction=_with_a))
+add(KindSpec("custom", (
+    _mat("B", "B", "bilinear block xᵀ B y", example=("normal", 0.2, 0.0)),
+    _mat("P", "P", "query block xᵀ P x (cancels)", "zero", example=("normal", 1.0, 0.0)),
+    _mat("R", "R", "key block yᵀ R y", "zero", example=("nsd", 0.02)),
+    ParamSpec("p", ("d",), "zero", None, "p", "query linear term (cancels)", ("normal", 1.0, 0.0)),
+    ParamSpec("r", ("d",), "zero", None, "r", "key linear term", ("normal", 0.2, 0.0)), _V),
     "affine", "softmax with log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy",
+    notes="xᵀBy with x the query: softmax is B = Aᵀ",
     assumption="Custom kernel: the tilt exists only while Sigma^-1 - R - R^T is positive definite; the derived "
-               "ODE holds only there (tpde rhs refuses other states)."))
+               "ODE holds only there (tpde rhs refuses other states).",
+    interaction=lambda A, I: {"B": A.T}))                       # xᵀ B y = yᵀ A x
 
 #: parts every kind must have, and the module that registers each
 PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.fields",
          "oracle": "symbolic_tpde.validate.oracles"}
+#: parts a kind may have (``part(kind, name, None)`` when absent)
+OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles"}
+_MISSING = object()
 
 # Normalised tokens (README "Sphere"): the attention vector A_i = Σ_j w_ij V θ_j at unit tokens θ_j, with
 # w_ij = e^{β<Aθ_i, θ_j>}/Z_i.  Which normalisation layer acts on it (Post-LN, Pre-LN, Peri-LN, nGPT) is not a
@@ -175,6 +272,11 @@ GEOMETRY_PARTS = {"R^d": PARTS,
                              "diagnostic": "symbolic_tpde.analysis.sphere_clusters"}}
 
 
+def _parts_of(geometry: str) -> dict:
+    """The parts a kind of ``geometry`` may register (required and optional) -> the module registering each."""
+    return {**GEOMETRY_PARTS[geometry], **(OPTIONAL_PARTS if geometry == "R^d" else {})}
+
+
 def kind_names(geometry: str = "R^d") -> tuple[str, ...]:
     return tuple(KINDS) if geometry == "R^d" else tuple(k for k, s in SPHERE_KINDS.items() if s.geometry == geometry)
 
@@ -189,7 +291,7 @@ def get(name: str) -> KindSpec:
 
 def register(kind: str, part_name: str) -> Callable:
     """Decorator: ``@register("softmax", "particle")`` stores the function as that kind's part."""
-    parts = GEOMETRY_PARTS[get(kind).geometry]
+    parts = _parts_of(get(kind).geometry)
     if part_name not in parts:
         raise ValueError(f"unknown part {part_name!r}; expected one of {sorted(parts)}")
 
@@ -200,14 +302,17 @@ def register(kind: str, part_name: str) -> Callable:
     return deco
 
 
-def part(kind: str, part_name: str):
-    """The registered ``part_name`` of ``kind`` (importing the module that registers it on first use)."""
+def part(kind: str, part_name: str, default=_MISSING):
+    """The registered ``part_name`` of ``kind`` (importing the module that registers it on first use);
+    ``default`` when given and the kind has no such part."""
     spec = get(kind)
-    if part_name not in spec.parts and part_name in GEOMETRY_PARTS[spec.geometry]:
-        import_module(GEOMETRY_PARTS[spec.geometry][part_name])
+    if part_name not in spec.parts and part_name in _parts_of(spec.geometry):
+        import_module(_parts_of(spec.geometry)[part_name])
     try:
         return spec.parts[part_name]
     except KeyError:
+        if default is not _MISSING:
+            return default
         raise LookupError(f"attention kind {kind!r} has no {part_name!r} part") from None
 
 
@@ -226,7 +331,7 @@ def head_param_specs(kind: str, given) -> tuple[ParamSpec, ...]:
             out.extend(STRUCTURED_A)
         elif p.name == "V" and "WO" in given:
             out.append(OUTPUT_BLOCK)
-            out.append(ParamSpec("V", ("v", "d"), None, None, p.latex, p.description + " (after WO: WO V)"))
+            out.append(ParamSpec("V", ("v", "d"), None, None, p.latex, p.description + " (after WO: WO V)", p.example))
         else:
             out.append(p)
     return tuple(out)

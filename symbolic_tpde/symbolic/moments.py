@@ -281,9 +281,9 @@ def _derive(structure: Structure, method: str) -> OdeSystem:
     params: list[sp.Symbol] = []
     layout: list[ParamBlock] = []
 
-    def add_block(key: tuple, value: Any) -> None:
+    def add_block(key: tuple, value: Any, vector: bool = False) -> None:
         if isinstance(value, sp.MatrixBase):
-            shape = (value.shape[0],) if value.shape[1] == 1 and key[-1] in _VECTOR_KEYS else value.shape
+            shape = (value.shape[0],) if value.shape[1] == 1 and vector else value.shape
             layout.append(ParamBlock(key, tuple(shape), len(params)))
             params.extend(list(value))  # row-major
         else:
@@ -293,23 +293,20 @@ def _derive(structure: Structure, method: str) -> OdeSystem:
     fields = []
     for h, (kind, form) in enumerate(heads):
         prm = head_symbols(h, kind, form)
+        vectors = {p.name for p in kinds.head_param_specs(kind, [n for n, _ in form]) if p.block == "vector"}
         for name, _ in form:
-            add_block(("heads", h, name), prm[name])
+            add_block(("heads", h, name), prm[name], name in vectors)   # the head's specs, read now
         fields.append(head_field(kind, prm, alpha, Sigma, method=method))
     ffn = None
     if has_ffn:
         W = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"ffn_W_{i}_{j}", real=True))
         c = sym_vector("ffn_c", d)
         add_block(("ffn", "W"), W)
-        add_block(("ffn", "c"), c)
+        add_block(("ffn", "c"), c, vector=True)
         ffn = (W, c)
     variant = heads[0][0] if len(heads) == 1 else "multihead"
     origin = {"variant": variant, "structure": structure, "form": "entrywise", "method": method}
     return assemble_system(d, fields, params=tuple(params), layout=tuple(layout), origin=origin, ffn=ffn)
-
-
-#: vector-valued parameter blocks (their layout shape is ``(d,)``, not ``(d, 1)``)
-_VECTOR_KEYS = {p.name for s in kinds.KINDS.values() for p in s.params if len(p.shape) == 1} | {"c"}
 
 
 def existence_conditions(system: OdeSystem) -> tuple:

@@ -40,7 +40,26 @@ import sympy as sp
 from ..registry.layout import symmetric_rows
 from .system import OdeSystem
 
-_GREEK = {"tau": r"\tau", "epsilon": r"\varepsilon", "alpha": r"\alpha", "Sigma": r"\Sigma"}
+_STATE_LATEX = {"alpha": r"\alpha", "Sigma": r"\Sigma"}
+
+
+def _latex_base(base: str) -> str:
+    """LaTeX of a state or parameter name: the state's Greek letter, else the registry's
+    :attr:`~symbolic_tpde.registry.kinds.ParamSpec.latex` (braced when it carries its own index), else ``base``."""
+    from ..registry import kinds
+
+    if base in _STATE_LATEX:
+        return _STATE_LATEX[base]
+    for p in (*kinds.STRUCTURED_A, kinds.OUTPUT_BLOCK, *(q for k in kinds.KINDS.values() for q in k.params)):
+        if p.name == base and p.latex:
+            return "{" + p.latex + "}" if ("^" in p.latex or "_" in p.latex) else p.latex
+    return base
+
+
+def field_letters(names) -> tuple[str, str]:
+    """The display letters of ``Γ(x) = b + Jx``: ``b``, ``J``, or ``b_Gamma``, ``J_Gamma`` when a parameter
+    among ``names`` already takes the letter (a key bias ``b``)."""
+    return tuple(f"{c}_Gamma" if c in names else c for c in ("b", "J"))
 
 
 _CODE_NAME = re.compile(r"^(?:h(\d+)_)?(?:ffn_)?([A-Za-z]+)((?:_\d+)*)$")
@@ -62,7 +81,7 @@ def paper_name(name: str, several_heads: bool, latex: bool = False) -> str | Non
     joined = ("," if idx and max(idx) > 9 else "").join(map(str, idx))
     head = str(int(h) + 1) if h is not None and several_heads else ""
     if latex:
-        return _GREEK.get(base, base) + (f"^{{({head})}}" if head else "") + (f"_{{{joined}}}" if joined else "")
+        return _latex_base(base) + (f"^{{({head})}}" if head else "") + (f"_{{{joined}}}" if joined else "")
     return base + (f"^({head})" if head else "") + (f"_{joined}" if joined else "")
 
 
@@ -390,7 +409,8 @@ def render_matrix_form(mf, fmt: str = "text", standalone: bool = False, note: st
     """Render a :class:`~.moments.MatrixForm` (general ``d``; ``standalone`` as :func:`render_system`).
     ``note`` (LaTeX only; e.g. :func:`entrywise_unreadable`): a comment line above the fragment, and in a
     ``standalone`` document a sentence above the equations."""
-    extra: list[tuple[str, Any]] = [("b", mf.b), ("J", mf.J)]
+    lb, lJ = field_letters({str(n) for h in mf.heads for n in h["symbols"]})
+    extra: list[tuple[str, Any]] = [(lb, mf.b), (lJ, mf.J)]
     for h, head in enumerate(mf.heads):
         if head["Ct"] is not None:
             extra.append((f"C^T (head {h})" if len(mf.heads) > 1 else "C^T", head["Ct"]))
@@ -401,14 +421,14 @@ def render_matrix_form(mf, fmt: str = "text", standalone: bool = False, note: st
                            "field": {k: sp.sstr(v) for k, v in extra}, "assumptions": assumptions,
                            "expr_format": "sympy-str"}, indent=1)
     if fmt == "text":
-        lines = [f"# variant {mf.variant}, general d, matrix form; Gamma(x) = b + J x"]
+        lines = [f"# variant {mf.variant}, general d, matrix form; Gamma(x) = {lb} + {lJ} x"]
         lines += [f"# assumption: {a}" for a in assumptions]
         lines += [f"{k} = {sp.sstr(v)}" for k, v in extra]
         lines += [f"dalpha/dt = {sp.sstr(mf.alpha_dot)}", f"dSigma/dt = {sp.sstr(mf.Sigma_dot)}"]
         return "\n".join(lines)
     if fmt == "latex":
         ren, assumptions = _head_superscripts(mf, [e for _, e in extra] + [mf.alpha_dot, mf.Sigma_dot])
-        labels = ["b", "J"] + [f"\\left(C^{{({h + 1})}}\\right)^{{\\top}}" if len(mf.heads) > 1 else "C^{\\top}"
+        labels = [tex(sp.Symbol(lb)), tex(sp.Symbol(lJ))] + [f"\\left(C^{{({h + 1})}}\\right)^{{\\top}}" if len(mf.heads) > 1 else "C^{\\top}"
                                for h, head in enumerate(mf.heads) if head["Ct"] is not None]
         rows = [_latex_row(k, v.xreplace(ren), tex)[0] for k, (_, v) in zip(labels, extra)]
         rows += [_latex_row(r"\frac{d\alpha}{dt}", mf.alpha_dot.xreplace(ren), tex)[0],
@@ -416,9 +436,10 @@ def render_matrix_form(mf, fmt: str = "text", standalone: bool = False, note: st
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
         if standalone:
             lead = "\\paragraph{Note.} " + words_tex(note).replace("--", "-{}-") + "\n" if note else ""
-            return latex_document(lead + body, assumptions, sentences([EXACT_CONCLUSION], "latex"),
+            conclusion = EXACT_CONCLUSION.replace("b + J x", f"{lb} + {lJ} x")
+            return latex_document(lead + body, assumptions, sentences([conclusion], "latex"),
                                   words_tex(f"{mf.variant} attention: the Gaussian moment ODE, matrix form "
-                                            "(general d), Gamma(x) = b + J x"))
+                                            f"(general d), Gamma(x) = {lb} + {lJ} x"))
         notes = "".join(_comment(f"assumption: {a}") for a in assumptions)
         top = (_comment(note).lstrip("\n") + "\n") if note else ""
         return top + f"% variant {mf.variant}, general d, matrix form{notes}\n" + body

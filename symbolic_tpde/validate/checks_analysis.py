@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .verify import result
+from .verify import result, row_rng
 
 
 def _ode(kind, V, **kw):
@@ -23,7 +23,6 @@ def checks(quick: bool = False):
                                        volume_identity)
     from ..gaussian import pack_state
 
-    rng = np.random.default_rng(2024)
     S0 = np.array([[1.0, 0.3], [0.3, 0.6]])
 
     sol = cf.vi_solution(2)
@@ -35,6 +34,7 @@ def checks(quick: bool = False):
                  "exact: SymPy checkodesol of s(t), alpha(t)")
 
     for d in ((2,) if quick else (2, 3)):
+        rng = row_rng("blow-up time vs closed form", d)
         G = rng.normal(size=(d, d))
         S = G @ G.T + 0.3 * np.eye(d)
         A = rng.normal(size=(d, d)) + 0.5 * np.eye(d)
@@ -64,6 +64,7 @@ def checks(quick: bool = False):
 
     worst = 0
     n_rank = 3 if quick else 6
+    rng = row_rng("rank bound")
     for k in range(n_rank):
         d = 3
         m = 1 + k % 2

@@ -26,7 +26,7 @@ import sympy as sp
 from ..registry import layout
 from ..symbolic.system import OdeSystem
 from .mp import U64, mp_eval, op_depth, tree_size
-from .verify import result
+from .verify import result, row_rng
 
 LAMBDIFY_MAX_TREE = 50000
 BASIS = "float64 round-off: 4(2k+8)u, k = op depth, rel. to Σ|terms|"
@@ -54,8 +54,11 @@ def variants(d: int) -> dict:
 
 
 def random_point(system: OdeSystem, rng: np.random.Generator) -> tuple[float, np.ndarray, np.ndarray]:
-    """A seeded admissible point: SPD ``Sigma`` for Gaussian systems, ``tau``/``epsilon`` in [1, 2], custom
-    ``R`` small enough that ``Σ⁻¹ - R - Rᵀ`` stays positive definite (``|R| <= 0.05``, ``Σ <= ~2 I``)."""
+    """A seeded admissible point: SPD ``Sigma`` for Gaussian systems, parameters normal x 0.4, a scalar with a
+    registry constraint (``tau``, ``epsilon > 0``) in [1, 2], a block whose registry example is ``"nsd"``
+    (custom ``R``) scaled to ``|R| <= 0.05`` so that ``Σ⁻¹ - R - Rᵀ`` stays positive definite (``Σ <= ~2 I``)."""
+    from .checks_symbolic import _block_specs
+
     d = system.origin.get("d")
     if d is None:  # not a Gaussian system: plain normal values
         return float(rng.uniform(0, 1)), rng.normal(size=system.n_states), rng.normal(size=system.n_params)
@@ -64,12 +67,13 @@ def random_point(system: OdeSystem, rng: np.random.Generator) -> tuple[float, np
     alpha = rng.normal(size=d)
     y = layout.pack(alpha, Sigma)
     p = rng.normal(size=system.n_params) * 0.4
+    specs = _block_specs(system)
     for blk in system.param_layout:
-        name = blk.key[-1]
+        spec = specs.get(blk.key)
         sl = slice(blk.offset, blk.offset + blk.size)
-        if name in ("tau", "epsilon"):
+        if spec is not None and spec.constraint:
             p[sl] = rng.uniform(1.0, 2.0, size=blk.size)
-        elif name == "R":
+        elif spec is not None and spec.example[0] == "nsd":
             p[sl] *= 0.05 / 0.4
     return float(rng.uniform(0, 1)), y, p
 
@@ -147,7 +151,6 @@ def checks(quick: bool) -> Iterator:
     from ..codegen.compile import compile_system
     from ..symbolic.moments import derive_gaussian_system
 
-    rng = np.random.default_rng(20250131)
     have_c = c_backend.availability() is None
     dims = (2,) if quick else (2, 3)
     for d in dims:
@@ -158,12 +161,13 @@ def checks(quick: bool) -> Iterator:
                 backends.append(compile_system(system, "c"))
             # lambdify prints the full expression tree: skip it where that tree is huge (minutes of printing)
             small = sum(tree_size(e) for e in system.rhs) <= LAMBDIFY_MAX_TREE
-            errs = compare_system(system, backends, rng, n_points=2 if quick else 4, with_lambdify=small)
+            errs = compare_system(system, backends, row_rng("codegen", variant, d), n_points=2 if quick else 4,
+                                  with_lambdify=small)
             tol = tolerance_for(system)
             for key, err in errs.items():
                 yield result(f"codegen: {key}", variant, d, err, tol, BASIS)
             if d == 2 and not quick:
-                t, y, p = random_point(system, rng)
+                t, y, p = random_point(system, row_rng("codegen: jac", variant, d))
                 Jref = mp_jacobian(system, t, y, p)
                 for crhs in backends:
                     err = np.max(np.abs(crhs.jac(t, y, p) - Jref)) / np.max(np.abs(Jref))

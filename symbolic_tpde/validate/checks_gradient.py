@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .verify import CheckResult, result
+from .verify import CheckResult, result, row_rng
 
 
 def _spd_pair(rng: np.random.Generator, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -32,7 +32,6 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     from ..symbolic.sinkhorn_bw import bw_identity_d1, bw_identity_mp
     from .convexity import certify_particles
 
-    rng = np.random.default_rng(20250501)
 
     # 1. gradient identity, symbolic: grad_g E + Γ simplifies to the zero matrix
     for n, d in ([(2, 2)] if quick else [(2, 2), (3, 1)]):
@@ -43,6 +42,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
                      "exact: SymPy simplification to 0 (count of nonzero entries)")
 
     # 1b. numeric, large n, general symmetric A and SPD V with G SPD
+    rng = row_rng("gradient identity (numeric)")
     A, V = _spd_pair(rng, 3)
     X = rng.normal(size=(200, 3))
     try:  # the particle simulator's field, when present; the direct formula otherwise
@@ -55,6 +55,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
                  "float64 round-off: ~n·eps relative for n-term sums")
 
     # 2. dissipation identity: defect of E(X_T) - E(X_0) + ∫ g(Γ,Γ) with RK4 falls like h^4
+    rng = row_rng("dissipation")
     X0 = rng.normal(size=(6, 2))
     A2, V2 = _spd_pair(rng, 2)
     steps = [8, 16, 32, 64]
@@ -68,6 +69,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     A3 = sp.Matrix([[-1, sp.Rational(1, 4)], [sp.Rational(1, 4), -sp.Rational(1, 2)]])
     ph = particle_hessian(n, d, A3, sp.eye(2))
     An = np.array(A3, float)
+    rng = row_rng("Hess E symbolic vs geodesic FD", n)
     X = rng.normal(scale=0.8, size=(n, d))
     U = rng.normal(size=(n, d))
     H = np.array(sp.lambdify(ph.coords, ph.H)(*X.ravel()), float)
@@ -109,6 +111,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     yield result("Sinkhorn ODE = BW gradient flow of F (symbolic)", "sinkhorn", 1, bad, 0,
                  "exact: SymPy simplification to 0")
     for d in ([2] if quick else [2, 3]):
+        rng = row_rng("Sinkhorn ODE = BW flow", d)
         Q = rng.normal(size=(d, d))
         S = Q @ Q.T / d + 0.5 * np.eye(d)
         B = rng.normal(size=(d, d))

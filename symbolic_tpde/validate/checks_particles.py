@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .verify import CheckResult, result
+from .verify import CheckResult, result, row_rng
 
 ROUND = "float64 round-off (n <= 10 terms of O(1)): 1e-11 relative"
 
@@ -47,20 +47,18 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     from ..numerics.integrate import simulate
     from ..numerics.sinkhorn import sinkhorn_plan
 
-    rng = np.random.default_rng(20260130)
     d = 3
+    rng = row_rng("particles: points")          # the points (and sink) several rows share
     X = rng.standard_normal((9, d))
-    A = rng.standard_normal((d, d)) / math.sqrt(d)
-    V = rng.standard_normal((d, d))
-    rng.standard_normal((2 * 2 + d + 1, d))   # draws of the former hand-written cases: later rows keep their data
     sink = Sink(0.3, rng.standard_normal(d))
 
     # every kind of the registry: its particle part against its oracle's pure-Python loop (the definition)
     from ..registry import kinds
+    from .oracles import example_params
 
     for name in kinds.kind_names():
         orc = kinds.part(name, "oracle")
-        head = make_head(name, **orc.example(d, np.random.default_rng(sum(map(ord, name)))))
+        head = make_head(name, **example_params(name, d, row_rng("field vs pairwise loop", name, d)))
         for sk in ((None, sink) if name == "masked" else (None,)):
             w = make_weights([head], sink=sk)
             tol = 1e-8 if name == "sinkhorn" else 1e-11
@@ -69,6 +67,9 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
                          ROUND if name != "sinkhorn" else "Sinkhorn stops at marginal error 1e-9 (field ~1e-9)")
 
     # Sinkhorn: plan from the blocked log-domain solver vs plain matrix scaling; marginals; field
+    rng = row_rng("particles: sinkhorn")
+    A = rng.standard_normal((d, d)) / math.sqrt(d)
+    V = rng.standard_normal((d, d))
     P, info = sinkhorn_plan(X, A, 0.7, tol=1e-13)
     Pref = _plain_sinkhorn(X, A, 0.7)
     yield result("sinkhorn plan vs plain matrix scaling", "sinkhorn", d, _rel(P, Pref), 1e-10,
@@ -84,7 +85,8 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
                  "exact: a single key has weight 1")
 
     # blocked vs unblocked, float32 vs float64
-    Y = np.random.default_rng(1).standard_normal((400, 4))
+    Y = row_rng("particles: blocked cloud").standard_normal((400, 4))
+    rng = row_rng("particles: blocked")
     A4, V4 = rng.standard_normal((4, 4)) / 2, rng.standard_normal((4, 4))
     full = F.softmax_field(Y, A4, V4, block=400)
     worst = max(_rel(F.softmax_field(Y, A4, V4, block=b), full) for b in (1, 13, 64))
@@ -102,7 +104,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     # integrators on an exact solution: A = 0 gives x_i(t) = x_i - x̄ + Φ(t) x̄, two layers (breakpoint 0.37)
     from scipy.linalg import expm
 
-    X0 = np.random.default_rng(2).standard_normal((5, 2)) + 1
+    X0 = row_rng("particles: exact linear case").standard_normal((5, 2)) + 1
     Z = np.zeros((2, 2))
     V1, V2 = np.array([[0.5, 1.0], [-1.0, 0.2]]), np.array([[-0.3, 0.4], [0.1, 0.9]])
     w = lambda Vm: make_weights([make_head("softmax", A=Z, V=Vm)])  # noqa: E731
@@ -116,7 +118,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
                      f"log-log slope {slope:.2f}, expected {order}")
 
     # Sinkhorn particles: columns of P sum to 1, so the mean obeys x̄' = V x̄ exactly at every n
-    Xs = np.random.default_rng(3).standard_normal((100, 2)) + [1.0, -0.5]
+    Xs = row_rng("particles: sinkhorn mean").standard_normal((100, 2)) + [1.0, -0.5]
     Vs = np.array([[0.3, 0.7], [-0.6, 0.1]])
     ws = make_weights([make_head("sinkhorn", A=[[0.8, 0.3], [-0.2, 0.5]], V=Vs, epsilon=0.8)])
     hV = 0.1 * Vs  # RK4 of the particles = RK4 of x̄' = V x̄: propagator Σ_k (hV)^k / k!, k <= 4, per step
@@ -151,7 +153,7 @@ def _moment_ode_row(quick, simulate, moments, make_weights, make_head) -> CheckR
     w = make_weights([make_head("softmax", A=A, V=V)])
     diffs = []
     for s in range(K):
-        X0 = np.random.default_rng(100 + s).multivariate_normal(a0, S0, size=n)
+        X0 = row_rng("particles vs moment ODE", s).multivariate_normal(a0, S0, size=n)
         m, C = moments(simulate(X0, w, 1.0, steps=20).X)
         diffs.append(np.concatenate([m, C[iu]]) - ode(*moments(X0)))
     diffs = np.array(diffs)

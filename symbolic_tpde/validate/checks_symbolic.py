@@ -25,7 +25,7 @@ import sympy as sp
 
 from ..symbolic import sinkhorn as sk
 from ..symbolic.moments import derive_gaussian_system, matrix_form, mexpand, symmetric_subs_all
-from .verify import CheckResult, result
+from .verify import CheckResult, result, row_rng
 
 EXACT = "exact rational arithmetic (any nonzero difference is a failure)"
 
@@ -75,10 +75,25 @@ def _rat(rng: np.random.Generator, lo: int = -5, hi: int = 5, den: int = 4) -> s
     return sp.Rational(int(rng.integers(lo, hi + 1)), int(rng.integers(1, den + 1)))
 
 
+def _block_specs(system) -> dict:
+    """``block key -> ParamSpec`` of every head parameter block of ``system`` (read from the registry now)."""
+    from ..registry import kinds
+
+    out = {}
+    structure = system.origin.get("structure")
+    for h, (kind, form) in enumerate(structure.heads if structure else ()):
+        for p in kinds.head_param_specs(kind, [n for n, _ in form]):
+            out[("heads", h, p.name)] = p
+    return out
+
+
 def random_point(system, rng: np.random.Generator, scale: sp.Rational = sp.Rational(1, 2)) -> tuple[dict, dict]:
     """Seeded exact rational values: ``(symbol -> value, structured arrays by key)``.  ``Sigma`` is SPD
-    (``GGᵀ/4 + I``), scalars ``tau, epsilon`` positive, custom ``R`` symmetric negative semi-definite."""
+    (``GGᵀ/4 + I``); a scalar parameter with a constraint (``tau, epsilon > 0``) is drawn in ``[1/3, 5]``;
+    a block whose registry example is ``"nsd"`` (custom ``R``) symmetric negative semi-definite
+    (``-HHᵀ/8``), so the Gaussian tilt exists at every ``Σ``."""
     d = system.origin["d"]
+    specs = _block_specs(system)
     G = sp.Matrix(d, d, lambda i, j: _rat(rng))
     Sigma = G * G.T / 4 + sp.eye(d)
     alpha = sp.Matrix(d, 1, lambda i, j: _rat(rng))
@@ -89,17 +104,18 @@ def random_point(system, rng: np.random.Generator, scale: sp.Rational = sp.Ratio
     for i in range(d):
         vals[system.states[i]] = alpha[i]
     for blk in system.param_layout:
-        name = blk.key[-1]
+        spec = specs.get(blk.key)
         if blk.shape == ():
             v = sp.Rational(int(rng.integers(1, 6)), int(rng.integers(1, 4)))
-            arr = v
-            flat = [v]
+            arr = v if spec is None or spec.constraint else v * (1 if rng.integers(2) else -1)
+            flat = [arr]
         else:
             shape = blk.shape if len(blk.shape) == 2 else (blk.shape[0], 1)
-            arr = sp.Matrix(*shape, lambda i, j: _rat(rng) * scale)
-            if name == "R":
+            if spec is not None and spec.example[0] == "nsd":
                 H = sp.Matrix(d, d, lambda i, j: _rat(rng))
                 arr = -(H * H.T) / 8
+            else:
+                arr = sp.Matrix(*shape, lambda i, j: _rat(rng) * scale)
             flat = list(arr)
         arrays[blk.key] = arr
         for k, v in enumerate(flat):
@@ -110,14 +126,14 @@ def random_point(system, rng: np.random.Generator, scale: sp.Rational = sp.Ratio
 # ---------------------------------------------------------------- the README Mathematics claims (explicit matrices)
 
 def claim_field(kind: str, P: dict, alpha: sp.Matrix, Sigma: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix]:
-    """``(b, J)`` claimed by the paper for one head: the kind's oracle ``claim`` (exact rational matrices;
+    """``(b, J)`` claimed by the paper for one head: the kind's registered ``claim`` (exact rational matrices;
     :mod:`symbolic_tpde.validate.oracles`; none for Sinkhorn)."""
     from ..registry import kinds
 
-    claim = kinds.part(kind, "oracle").claim
-    if claim is None:
+    claim = kinds.part(kind, "claim", None)
+    if claim is None or claim.exact is None:
         raise ValueError(f"no exact closed-form claim for {kind!r}")
-    return claim(P, alpha, Sigma)
+    return claim.exact(P, alpha, Sigma)
 
 
 def claim_rhs(system, arrays: dict) -> list:
@@ -152,38 +168,39 @@ def entrywise_vs_claim(structure: tuple, rng: np.random.Generator, n_points: int
 # ---------------------------------------------------------------- matrix form
 
 def matrix_claims(mf) -> list[tuple[str, object, object]]:
-    """``(name, derived, claimed)`` matrix expressions for :func:`matrix_form` results."""
-    out = []
+    """``(name, derived, claimed)`` matrix expressions for a :func:`matrix_form` result, from each head's
+    registered ``claim`` part (``.matrix``): heads whose claims are contributions to ``dα/dt, dΣ/dt`` are
+    summed (with the FFN ``Wα + c``, ``WΣ + ΣWᵀ``); a single head claimed as ``(b, J)`` is compared entry by
+    entry (FFN: ``b + c``, ``J + W``), after the substitutions the claim assumes (a parameter symmetric)."""
+    from ..registry import kinds
+
     alpha, Sigma = mf.alpha, mf.Sigma
-    kinds = [h["kind"] for h in mf.heads]
-    if all(k == "softmax" for k in kinds):
-        ad = sum((h["symbols"]["V"] * (alpha + Sigma * h["symbols"]["A"] * alpha) for h in mf.heads),
-                 sp.ZeroMatrix(*alpha.shape))
-        Sd = sum((h["symbols"]["V"] * Sigma * h["symbols"]["A"] * Sigma
-                  + Sigma * h["symbols"]["A"].T * Sigma * h["symbols"]["V"].T for h in mf.heads),
-                 sp.ZeroMatrix(*Sigma.shape))
-        if "W" in mf.symbols:
-            W, c = mf.symbols["W"], mf.symbols["c"]
+    claims = [kinds.part(h["kind"], "claim") for h in mf.heads]
+    parts = [c.matrix(h, alpha, Sigma) for c, h in zip(claims, mf.heads)]
+    sym = {h["symbols"][n].T: h["symbols"][n] for c, h in zip(claims, mf.heads) for n in c.symmetric}
+    W, c = mf.symbols.get("W"), mf.symbols.get("c")
+    tag = " (" + ", ".join(sorted({n for cl in claims for n in cl.symmetric})) + " sym.)" if sym else ""
+    if all("alpha_dot" in p for p in parts):
+        ad = sum((p["alpha_dot"] for p in parts), sp.ZeroMatrix(*alpha.shape))
+        Sd = sum((p["Sigma_dot"] for p in parts), sp.ZeroMatrix(*Sigma.shape))
+        if W is not None:
             ad, Sd = ad + W * alpha + c, Sd + W * Sigma + Sigma * W.T
-        out += [("alpha_dot", mf.alpha_dot, ad), ("Sigma_dot", mf.Sigma_dot, Sd)]
-    elif kinds == ["l2"]:
-        s = mf.heads[0]["symbols"]
-        S = (Sigma.I + (2 / s["tau"]) * s["K"].T * s["K"]).I
-        out += [("b", mf.b, s["V"] * S * Sigma.I * alpha), ("J", mf.J, s["V"] * S * (2 / s["tau"]) * s["K"].T * s["Q"])]
-    elif kinds == ["custom"]:
-        s = mf.heads[0]["symbols"]
-        sym = {s["R"].T: s["R"]}                 # the paper's formula assumes R symmetric
-        S = (Sigma.I - 2 * s["R"]).I
-        out += [("b (R sym.)", mf.b.xreplace(sym), s["V"] * S * (Sigma.I * alpha + s["r"])),
-                ("J (R sym.)", mf.J.xreplace(sym), s["V"] * S * s["B"].T)]
-    elif kinds == ["linear"]:
-        s = mf.heads[0]["symbols"]
-        out += [("J", mf.J, s["V"] * (Sigma + alpha * alpha.T) * s["A"]), ("b", mf.b, sp.ZeroMatrix(*alpha.shape))]
-    elif kinds == ["sinkhorn"]:
-        s = mf.heads[0]["symbols"]
-        C = mf.heads[0]["Ct"].T
-        out += [("alpha_dot", mf.alpha_dot, s["V"] * alpha), ("Sigma_dot", mf.Sigma_dot, s["V"] * C.T + C * s["V"].T)]
-    return out
+        return [("alpha_dot" + tag, mf.alpha_dot.xreplace(sym), ad), ("Sigma_dot" + tag, mf.Sigma_dot.xreplace(sym), Sd)]
+    if len(parts) != 1:
+        raise ValueError(f"heads {[h['kind'] for h in mf.heads]}: claims in (b, J) form are compared one head at "
+                         "a time")
+    b, J = parts[0]["b"], parts[0]["J"]
+    if W is not None:
+        b, J = b + c, J + W
+    return [("b" + tag, mf.b.xreplace(sym), b), ("J" + tag, mf.J.xreplace(sym), J)]
+
+
+def matrix_rows() -> list[tuple[tuple[str, ...], bool]]:
+    """``(head kinds, ffn)`` of the matrix-form rows: every kind with a matrix claim, then two composites."""
+    from ..registry import kinds
+
+    single = [((k,), False) for k in kinds.kind_names() if getattr(kinds.part(k, "claim", None), "matrix", None)]
+    return single + [(("softmax",), True), (("softmax", "softmax"), False)]
 
 
 def matrix_form_residual(kinds: tuple, ffn: bool = False) -> int:
@@ -248,7 +265,7 @@ def tilt_vs_quadrature(kind: str = "custom", dps: int = 30) -> float:  # two que
     return worst
 
 
-def tilt_vs_gauss_hermite(d: int = 2, n_nodes: int = 48, seed: int = 3) -> float:
+def tilt_vs_gauss_hermite(d: int = 2, n_nodes: int = 48) -> float:
     """Engine's tilted mean in ``d = 2`` (custom kernel, all blocks non-zero) against a tensor Gauss-Hermite
     quadrature of ``∫ y k(x,y) N(y; α, Σ) dy / ∫ k N`` (``y = α + L√2 t``, ``Σ = LLᵀ``), float64.  The
     integrand is entire, so the rule converges geometrically; 48 nodes per axis leave float64 round-off
@@ -256,7 +273,7 @@ def tilt_vs_gauss_hermite(d: int = 2, n_nodes: int = 48, seed: int = 3) -> float
     from ..symbolic.kernels import ExpQuadKernel
     from ..symbolic.tilt import tilt_explicit
 
-    rng = np.random.default_rng(seed)
+    rng = row_rng("tilt mean vs Gauss-Hermite", d)
     G = rng.normal(size=(d, d)) * 0.4
     Sigma = G @ G.T + 0.6 * np.eye(d)
     alpha = rng.normal(size=d) * 0.5
@@ -331,11 +348,17 @@ def sinkhorn_condition_residual(d: int, rng: np.random.Generator, dps: int = 50,
 
 def sinkhorn_entrywise_vs_mp(rng: np.random.Generator, dps: int = 50) -> float:
     """Entrywise d = 2 Sinkhorn right-hand side vs ``VCᵀ + CVᵀ``, ``Vα`` with ``C`` from mpmath's ``sqrtm`` in
-    the A⁻¹ form of README Mathematics (relative, at ``dps`` digits), with ``ε ≠ 1``."""
+    the A⁻¹ form of README Mathematics (relative, at ``dps`` digits), with ``ε ≠ 1``.  Precondition of the
+    A⁻¹ form: ``A`` invertible; a rational draw with ``det A = 0`` is drawn again (at most 100 times)."""
     import mpmath as mp
 
     system = derive_gaussian_system((2, (("sinkhorn", 2),), False, False))
-    vals, arrays = random_point(system, rng, scale=sp.Rational(1))
+    for _ in range(100):
+        vals, arrays = random_point(system, rng, scale=sp.Rational(1))
+        if arrays[("heads", 0, "A")].det() != 0:
+            break
+    else:
+        raise RuntimeError("no invertible A in 100 rational draws")
     with mp.workdps(dps):
         conv = lambda M: mp.matrix([[mp.mpf(e.p) / e.q for e in M.row(i)] for i in range(M.rows)])  # noqa
         Sigma, alpha = conv(arrays["Sigma"]), conv(arrays["alpha"])
@@ -354,23 +377,22 @@ def sinkhorn_entrywise_vs_mp(rng: np.random.Generator, dps: int = 50) -> float:
 def checks(quick: bool = False) -> Iterator[CheckResult]:
     from ..registry import kinds
 
-    rng = np.random.default_rng(20250131)
-    for hk, ffn in [(("softmax",), False), (("softmax",), True), (("softmax", "softmax"), False),
-                    (("l2",), False), (("custom",), False), (("linear",), False), (("sinkhorn",), False)]:
+    for hk, ffn in matrix_rows():
         name = "+".join(hk) + ("+ffn" if ffn else "")
         yield result("matrix form = paper's closed form", name, None, matrix_form_residual(hk, ffn), 0,
                      "exact symbolic (count of identities not reduced to 0)")
     dims = (1, 2) if quick else (1, 2, 3)
     for d in dims:
-        claimed = [k for k in kinds.kind_names() if kinds.part(k, "oracle").claim is not None]
+        claimed = [k for k in kinds.kind_names() if getattr(kinds.part(k, "claim", None), "exact", None)]
         singles = [(((k, max(1, d - 1)),), False) for k in claimed]   # m = d - 1: non-square l2 heads
         for heads, ffn in singles + [((("softmax", d), ("l2", d), ("linear", d)), True)]:
             name = "+".join(k for k, _ in heads) + ("+ffn" if ffn else "")
+            rng = row_rng("entrywise = closed form", name, d)
             err = entrywise_vs_claim((d, heads, ffn, False), rng, n_points=1 if quick else 2)
             yield result("entrywise = closed form (random rationals)", name, d, float(err), 0, EXACT)
     for d in dims:
         for heads in ((("softmax", d),), (("custom", d),), (("l2", d),)):
-            err = matrix_vs_entrywise((d, heads, d == 2, False), rng)
+            err = matrix_vs_entrywise((d, heads, d == 2, False), row_rng("matrix = entrywise", heads[0][0], d))
             yield result("matrix-form deriv. = entrywise deriv.", heads[0][0], d, float(err), 0, EXACT)
     for kind in ("custom", "l2"):
         yield result("tilt mean vs mpmath quadrature", kind, 1, tilt_vs_quadrature(kind), 1e-25,
@@ -383,14 +405,14 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
                  0.0 if sk.check_closed_form_d1() == 0 else 1.0, 0, "exact symbolic simplification")
     for d in (2, 3):
         for form in ("inverse_free", "symmetric"):
-            res, lam = sinkhorn_condition_residual(d, rng, form=form)
+            res, lam = sinkhorn_condition_residual(d, row_rng("Sinkhorn condition", form, d), form=form)
             yield result(f"Sinkhorn condition residual ({form})", "sinkhorn", d, res, 1e-45,
                          "50-digit arithmetic (5 digits of conditioning margin)", passed=res < 1e-45 and lam > 0)
-        res, lam = sinkhorn_condition_residual(d, rng, epsilon=0.37)
+        res, lam = sinkhorn_condition_residual(d, row_rng("Sinkhorn condition", "eps", d), epsilon=0.37)
         yield result("Sinkhorn condition, eps = 0.37 (A -> A/eps)", "sinkhorn", d, res, 1e-45,
                      "50-digit arithmetic", passed=res < 1e-45 and lam > 0)
-    yield result("Sinkhorn entrywise d=2 vs mpmath sqrtm", "sinkhorn", 2, sinkhorn_entrywise_vs_mp(rng), 1e-40,
-                 "50-digit evaluation of both")
+    yield result("Sinkhorn entrywise d=2 vs mpmath sqrtm", "sinkhorn", 2,
+                 sinkhorn_entrywise_vs_mp(row_rng("Sinkhorn entrywise vs sqrtm")), 1e-40, "50-digit evaluation of both")
     witness_rows = [(k, False) for k, sp_ in kinds.KINDS.items() if not sp_.preserves_gaussians] + [("masked", True)]
     for kind, sink in witness_rows:
         w = kinds.part(kind, "symbolic").witness(sink=sink)

@@ -9,12 +9,21 @@ Each kind's ``oracle`` part (:mod:`symbolic_tpde.registry.kinds`) is an :class:`
   ``N(α, Σ)`` from the closed forms (tilt ``k(x, y) N(y; α, Σ) ∝ N(y; m(x), S)``,
   ``S = (Σ⁻¹ - R - Rᵀ)⁻¹``, ``m(x) = S(Σ⁻¹α + r + Bᵀx)``; linear ``J = V(Σ + ααᵀ)A``; Sinkhorn
   ``E[y|x] = α + CᵀΣ⁻¹(x - α)``), an independent route for the SymPy-derived moment ODEs;
-* ``claim(prm, alpha, Sigma)``: the same closed forms as the paper states them, on exact rational SymPy
-  matrices (softmax ``E[y|x] = α + ΣAx``; ℓ2 ``(Σ⁻¹ + (2/τ)KᵀK)⁻¹(Σ⁻¹α + (2/τ)KᵀQx)``; custom with symmetric
-  ``R``: ``S = (Σ⁻¹ - 2R)⁻¹``, ``m = S(Σ⁻¹α + Bᵀx + r)``; linear), for the exact ``tpde verify`` rows;
-* ``example(d, rng)``: parameters of a moderate head (verify rows and tests draw their heads from it).
+* ``query_key(prm) -> (B, r)``: the log-kernel's part linear in the key ``y`` is ``yᵀ(Bx + r)`` (``r`` may be
+  ``None``): the tilt strength of the moments rows (``None``: no exponential kernel).
 
-``prm`` holds the kind's canonical parameters (``Head.effective``, or SymPy matrices for ``claim``).
+Each affine kind's ``claim`` part is a :class:`Claim`: the closed forms as the paper states them, the claims
+the ``tpde verify`` rows check (never used by the engine):
+
+* ``exact(prm, alpha, Sigma) -> (b, J)`` on exact rational SymPy matrices (softmax ``E[y|x] = α + ΣAx``; ℓ2
+  ``(Σ⁻¹ + (2/τ)KᵀK)⁻¹(Σ⁻¹α + (2/τ)KᵀQx)``; custom with symmetric ``R``: ``S = (Σ⁻¹ - 2R)⁻¹``,
+  ``m = S(Σ⁻¹α + Bᵀx + r)``; linear ``J = V(Σ + ααᵀ)A``);
+* ``matrix(head, alpha, Sigma)``: the same in matrix form (general ``d``, ``MatrixSymbol``s; ``head`` an entry
+  of :attr:`~symbolic_tpde.symbolic.moments.MatrixForm.heads`), either ``{"b", "J"}`` or the head's
+  contributions ``{"alpha_dot", "Sigma_dot"}``; ``symmetric``: parameters the claim takes symmetric.
+
+Example parameters come from the registry's :attr:`ParamSpec.example` ranges (:func:`example_params`).
+``prm`` holds the kind's canonical parameters (``Head.effective``, or SymPy matrices for claims).
 """
 
 from __future__ import annotations
@@ -33,9 +42,23 @@ from ..registry.kinds import register
 class Oracle:
     loop: Callable
     affine: Callable | None = None
-    claim: Callable | None = None
-    example: Callable | None = None
-    query_key: Callable | None = None     # the kernel's query-key matrix (None: no exponential kernel)
+    query_key: Callable | None = None     # prm -> (B, r): query-key matrix, key linear term (None: no kernel)
+
+
+@dataclass(frozen=True)
+class Claim:
+    exact: Callable | None = None         # (prm, alpha, Sigma) -> (b, J), exact rational SymPy matrices
+    matrix: Callable | None = None        # (head, alpha, Sigma) -> {"b", "J"} or {"alpha_dot", "Sigma_dot"}
+    symmetric: tuple[str, ...] = ()       # parameters the claim takes symmetric
+
+
+def example_params(kind: str, d: int, rng: np.random.Generator, m: int | None = None) -> dict:
+    """Example parameters of a ``kind`` head at ``d`` (ℓ2 head dimension ``m``, default ``d``), drawn in the
+    registry's parameter order from each :attr:`~symbolic_tpde.registry.kinds.ParamSpec.example` range."""
+    from ..registry import kinds
+
+    dims = {"d": d, "m": d if m is None else m}
+    return {p.name: kinds.draw_example(p, dims, rng) for p in kinds.get(kind).params}
 
 
 def dot(u, v):
@@ -263,57 +286,56 @@ def _linear_claim(P, alpha, Sigma):                    # J = V(Σ + ααᵀ)A, b
 
 
 def _A(p):
-    return p["A"]
+    return p["A"], None
 
 
-# ------------------------------------------------------------------------------ example parameters
-# V, A first (the same draws for every kind), then the kind's own: moderate interactions (the tilt strength
-# κ = E[(Ax)ᵀΣ(Ax)] stays <= ~0.5 on [0, 1], so particle moments approach the ODE at the n^-1/2 rate,
-# symbolic_tpde/validate/checks_moments.py).
-def _va(d, rng):
-    V = 0.4 * rng.normal(size=(d, d)) + 0.3 * np.eye(d)
-    return V, 0.2 * rng.normal(size=(d, d))
+# ------------------------------------------------------------------------- matrix-form claims (general d)
+def _softmax_matrix(h, alpha, Sigma):                  # dα/dt = V(α + ΣAα), dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ
+    A, V = h["symbols"]["A"], h["symbols"]["V"]
+    return {"alpha_dot": V * (alpha + Sigma * A * alpha), "Sigma_dot": V * Sigma * A * Sigma + Sigma * A.T * Sigma * V.T}
 
 
-def _ex_av(d, rng):
-    V, A = _va(d, rng)
-    return {"A": A, "V": V}
+def _l2_matrix(h, alpha, Sigma):
+    s = h["symbols"]
+    S = (Sigma.I + (2 / s["tau"]) * s["K"].T * s["K"]).I
+    return {"b": s["V"] * S * Sigma.I * alpha, "J": s["V"] * S * (2 / s["tau"]) * s["K"].T * s["Q"]}
 
 
-def _ex_l2(d, rng):
-    V, _ = _va(d, rng)
-    return {"Q": 0.3 * rng.normal(size=(d, d)), "K": 0.3 * rng.normal(size=(d, d)), "V": V, "tau": 1.0}
+def _custom_matrix(h, alpha, Sigma):                   # R symmetric (Claim.symmetric)
+    s = h["symbols"]
+    S = (Sigma.I - 2 * s["R"]).I
+    return {"b": s["V"] * S * (Sigma.I * alpha + s["r"]), "J": s["V"] * S * s["B"].T}
 
 
-def _ex_sinkhorn(d, rng):
-    return {**_ex_av(d, rng), "epsilon": 1.0}
+def _linear_matrix(h, alpha, Sigma):
+    import sympy as sp
+
+    s = h["symbols"]
+    return {"J": s["V"] * (Sigma + alpha * alpha.T) * s["A"], "b": sp.ZeroMatrix(*alpha.shape)}
 
 
-def _ex_custom(d, rng):
-    V, A = _va(d, rng)
-    g = lambda *s: rng.normal(size=s)  # noqa: E731
-    return {"B": A, "V": V, "P": g(d, d), "R": 0.02 * g(d, d), "p": g(d), "r": 0.2 * g(d)}
-
-
-def _ex_sigmoid(d, rng):
-    _va(d, rng)
-    return {"A": 3.0 * np.eye(d), "V": np.eye(d), "b": 0.0}   # strong enough to leave Gaussians visibly
+def _sinkhorn_matrix(h, alpha, Sigma):                 # dα/dt = Vα, dΣ/dt = VCᵀ + CVᵀ (C from the head)
+    V, C = h["symbols"]["V"], h["Ct"].T
+    return {"alpha_dot": V * alpha, "Sigma_dot": V * C.T + C * V.T}
 
 
 register("softmax", "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"], p["V"]), _softmax_affine,
-                                     _softmax_claim, _ex_av, _A))
+                                     query_key=_A))
 register("l2", "oracle")(Oracle(lambda X, p, sink=None: ref_l2(X, p["Q"], p["K"], p["V"], p["tau"]), _l2_affine,
-                                _l2_claim, _ex_l2, lambda p: 2 * p["Q"].T @ p["K"] / p["tau"]))
+                                query_key=lambda p: (2 * p["K"].T @ p["Q"] / p["tau"], None)))
 register("sinkhorn", "oracle")(Oracle(lambda X, p, sink=None: ref_sinkhorn(X, p["A"], p["V"], p["epsilon"])[0],
-                                      _sinkhorn_affine, None, _ex_sinkhorn, _A))
-register("sigmoid", "oracle")(Oracle(lambda X, p, sink=None: ref_sigmoid(X, p["A"], p["V"], p["b"]),
-                                     example=_ex_sigmoid, query_key=_A))
-register("linear", "oracle")(Oracle(lambda X, p, sink=None: ref_linear(X, p["A"], p["V"]), _linear_affine,
-                                    _linear_claim, _ex_av))
+                                      _sinkhorn_affine, query_key=_A))
+register("sigmoid", "oracle")(Oracle(lambda X, p, sink=None: ref_sigmoid(X, p["A"], p["V"], p["b"]), query_key=_A))
+register("linear", "oracle")(Oracle(lambda X, p, sink=None: ref_linear(X, p["A"], p["V"]), _linear_affine))
 register("softmax_unnormalized", "oracle")(Oracle(lambda X, p, sink=None: ref_unnormalized(X, p["A"], p["V"]),
-                                                  example=_ex_av, query_key=_A))
-register("masked", "oracle")(Oracle(lambda X, p, sink=None: ref_masked(X, p["A"], p["V"], sink=sink),
-                                    example=_ex_av, query_key=_A))
+                                                  query_key=_A))
+register("masked", "oracle")(Oracle(lambda X, p, sink=None: ref_masked(X, p["A"], p["V"], sink=sink), query_key=_A))
 register("custom", "oracle")(Oracle(lambda X, p, sink=None: ref_custom(X, p["B"], p["P"], p["R"], p["p"], p["r"],
-                                                                       p["V"]), _custom_affine, _custom_claim,
-                                    _ex_custom, lambda p: p["B"]))
+                                                                       p["V"]), _custom_affine,
+                                    query_key=lambda p: (p["B"].T, p["r"])))
+
+register("softmax", "claim")(Claim(_softmax_claim, _softmax_matrix))
+register("l2", "claim")(Claim(_l2_claim, _l2_matrix))
+register("sinkhorn", "claim")(Claim(None, _sinkhorn_matrix))
+register("linear", "claim")(Claim(_linear_claim, _linear_matrix))
+register("custom", "claim")(Claim(_custom_claim, _custom_matrix, symmetric=("R",)))

@@ -3,11 +3,13 @@
 Each area contributes a module ``symbolic_tpde/validate/checks_<area>.py`` with a function
 ``checks(quick: bool) -> Iterable[CheckResult]`` (a generator, so rows appear as they are computed).  A row
 records what was measured, the tolerance and *where the tolerance comes from*.  A check that raises is a
-failed row, never a crash of the whole run.
+failed row, never a crash of the whole run.  A row that draws random data draws it from its own generator,
+:func:`row_rng` of its name: adding, removing or reordering rows never changes another row's data.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import math
@@ -41,6 +43,17 @@ def result(check: str, variant: str, d: int | None, error: float, tolerance: flo
            passed: bool | None = None) -> CheckResult:
     """Convenience constructor used by the check modules."""
     return CheckResult(check, variant, d, float(error), float(tolerance), basis, passed)
+
+
+def row_rng(*name) -> "np.random.Generator":
+    """The generator of the row called ``name`` (e.g. ``check, variant, d``): seeded by the first 8 bytes of the
+    BLAKE2b digest of the parts joined by ``"|"`` -- the same in every process and Python version (``hash()``
+    of a string is salted per process), and unrelated for names that differ in one character (a sum of
+    character codes is not)."""
+    import numpy as np
+
+    digest = hashlib.blake2b("|".join(map(str, name)).encode(), digest_size=8).digest()
+    return np.random.default_rng(int.from_bytes(digest, "little"))
 
 
 def area_modules() -> list[str]:
