@@ -176,3 +176,29 @@ def test_subnormal_temperatures_are_refused_up_front(kind, params, name):
         make_head(kind, **params)
     assert exc.value.field == name and "too small" in exc.value.problem
     make_head(kind, **{**params, name: 1e-70})                   # (2/τ)·1 = 2e70 < 1e75: accepted
+
+
+def test_production_affine_field_matches_the_oracles():
+    """analysis.closed_forms.affine_field (matrix form, inverse-free tilt; used by the classifier and the
+    mean-field chaos study) against the validation oracles' closed forms (README Mathematics §3), d = 3, at a
+    random state; float64 round-off of a few products and one solve: 1e-12 relative."""
+    from symbolic_tpde.analysis.closed_forms import affine_field
+    from symbolic_tpde.validate.oracles import affine_field as oracle
+
+    rng = np.random.default_rng(0)
+    d = 3
+    G = rng.normal(size=(d, d))
+    S, a = G @ G.T / d + 0.5 * np.eye(d), rng.normal(size=d)
+    heads = [make_head("softmax", A=0.3 * rng.normal(size=(d, d)), V=rng.normal(size=(d, d))),
+             make_head("l2", Q=rng.normal(size=(d, d)), K=rng.normal(size=(d, d)), V=rng.normal(size=(d, d)),
+                       tau=2.0),
+             make_head("linear", A=rng.normal(size=(d, d)), V=rng.normal(size=(d, d))),
+             make_head("sinkhorn", A=0.3 * rng.normal(size=(d, d)), V=rng.normal(size=(d, d)), epsilon=0.7),
+             make_head("custom", B=0.3 * rng.normal(size=(d, d)), R=-0.1 * np.eye(d), r=0.2 * rng.normal(size=d),
+                       V=rng.normal(size=(d, d)))]
+    for h in heads:
+        w = make_weights([h])
+        (b, J), (b2, J2) = affine_field(w, a, S), oracle(w, a, S)
+        assert np.allclose(b, b2, rtol=1e-12, atol=1e-12 * np.abs(b2).max(initial=1.0)), h.kind
+        assert np.allclose(J, J2, rtol=1e-12, atol=1e-12 * np.abs(J2).max()), h.kind
+    assert affine_field(make_weights([make_head("sigmoid", A=np.eye(d), V=np.eye(d), b=0.0)]), a, S) is None

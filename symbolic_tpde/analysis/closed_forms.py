@@ -262,36 +262,58 @@ def quadratic_form(head) -> tuple[np.ndarray, np.ndarray] | None:
     return None
 
 
-def covariance_velocity(weights, Sigma: np.ndarray) -> np.ndarray | None:
-    """``dΣ/dt = JΣ + ΣJᵀ`` summed over heads (+ FFN ``WΣ + ΣWᵀ``), in matrix form without ``Σ⁻¹``; ``None``
-    when a head is of another kind (or there is a sink).
+def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + Jx`` summed over heads (+ FFN ``Wx + c``), in matrix form without
+    ``Σ⁻¹`` where it can be avoided (README Mathematics §3); ``None`` for a head of a kind that does not preserve
+    Gaussians, or with an attention sink.
 
-    For ``log k = xᵀBy + yᵀRy + …`` the Gaussian tilt of ``N(α, Σ)`` has precision ``Σ⁻¹ - R - Rᵀ`` and mean
-    ``(Σ⁻¹ - R - Rᵀ)⁻¹(Σ⁻¹α + r + Bᵀx)``, so ``J = V(Σ⁻¹ - R - Rᵀ)⁻¹Bᵀ = V(I - Σ(R + Rᵀ))⁻¹ΣBᵀ``: the last form
-    needs no inverse of ``Σ`` and one backward-stable solve, so it keeps its accuracy when ``Σ`` is
-    ill-conditioned, where the entrywise cofactor form loses ``cond(Σ)·eps`` (1e-7 relative at cond 5e5).
-    Sinkhorn heads: ``dΣ/dt = VCᵀ + CVᵀ`` with the closed-form cross-covariance (eigen-decompositions only)."""
+    * ``log k = xᵀBy + yᵀRy + rᵀy + …`` (:func:`quadratic_form`: softmax, ℓ2, custom): the
+      tilt of ``N(α, Σ)`` has mean ``(Σ⁻¹ - R - Rᵀ)⁻¹(Σ⁻¹α + r + Bᵀx) = (I - Σ(R + Rᵀ))⁻¹(α + Σr + ΣBᵀx)``, so
+      ``b = V(I - ΣM)⁻¹(α + Σr)``, ``J = V(I - ΣM)⁻¹ΣBᵀ`` with ``M = R + Rᵀ`` (one backward-stable solve: it
+      keeps its accuracy when ``Σ`` is ill-conditioned, where the entrywise cofactor form loses
+      ``cond(Σ)·eps``);
+    * linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``;
+    * Sinkhorn: the plan is Gaussian with cross-covariance ``C``, ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``:
+      ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``)."""
     from ..numerics.numeric_matrix import sinkhorn_cross_cov
 
     if weights.sink is not None:
         return None
+    alpha = np.asarray(alpha, float)
     Sigma = np.asarray(Sigma, float)
     d = Sigma.shape[0]
-    out = np.zeros((d, d))
+    b, J = np.zeros(d), np.zeros((d, d))
     for h in weights.heads:
         e = h.effective
         V = np.asarray(e["V"], float)
         if h.kind == "sinkhorn":
-            VCt = V @ sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
-            out += VCt + VCt.T
+            Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
+            Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
+            b, J = b + V @ alpha - Jh @ alpha, J + Jh
+            continue
+        if h.kind == "linear":
+            J = J + V @ (Sigma + np.outer(alpha, alpha)) @ np.asarray(e["A"], float)
             continue
         form = quadratic_form(h)
         if form is None:
             return None
         B, R = form
-        J = V @ np.linalg.solve(np.eye(d) - Sigma @ (R + R.T), Sigma @ B.T)
-        out += J @ Sigma + Sigma @ J.T
+        r = np.asarray(e.get("r", np.zeros(d)), float) if h.kind == "custom" else np.zeros(d)
+        G = np.eye(d) - Sigma @ (R + R.T)
+        b = b + V @ np.linalg.solve(G, alpha + Sigma @ r)
+        J = J + V @ np.linalg.solve(G, Sigma @ B.T)
     if weights.ffn is not None:
-        W = np.asarray(weights.ffn.W, float)
-        out += W @ Sigma + Sigma @ W.T
-    return out
+        J = J + np.asarray(weights.ffn.W, float)
+        b = b + np.asarray(weights.ffn.c, float)
+    return b, J
+
+
+def covariance_velocity(weights, Sigma: np.ndarray) -> np.ndarray | None:
+    """``dΣ/dt = JΣ + ΣJᵀ`` with ``J`` of :func:`affine_field` (at ``α = 0``: the covariance equation of every
+    kind here but linear attention does not involve ``α``); ``None`` where :func:`affine_field` is."""
+    Sigma = np.asarray(Sigma, float)
+    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma)
+    if bJ is None:
+        return None
+    J = bJ[1]
+    return J @ Sigma + Sigma @ J.T

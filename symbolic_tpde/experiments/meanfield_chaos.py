@@ -55,15 +55,20 @@ from ..analysis.meanfield import Convergence, as_schedule, evolve, fit_rate, mom
 
 def affine_field(weights, alpha, Sigma) -> tuple[np.ndarray, np.ndarray]:
     """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + J x`` (README Mathematics §3, Gaussian tilt), summed over heads
-    and the feed-forward term: each kind's numeric closed form from the registry (its oracle part, e.g.
+    and the feed-forward term: the matrix closed form of :func:`symbolic_tpde.analysis.closed_forms.affine_field` (e.g.
     softmax ``b = Vα``, ``J = VΣA``), so every Gaussian-preserving kind has the coupling route.  Kinds that do
     not preserve Gaussians and an attention sink raise :class:`InputError`."""
-    from ..validate.oracles import affine_field as registry_affine_field
+    from ..analysis.closed_forms import affine_field as matrix_affine_field
 
     if weights.sink is not None:
         raise InputError("weights.sink", "an attention sink does not preserve Gaussian data (README Mathematics §3): "
                          "no affine mean-field flow")
-    return registry_affine_field(weights, np.asarray(alpha, float), np.asarray(Sigma, float))
+    bJ = matrix_affine_field(weights, np.asarray(alpha, float), np.asarray(Sigma, float))
+    if bJ is None:
+        kinds_ = sorted({h.kind for h in weights.heads})
+        raise InputError("attention", f"{', '.join(map(repr, kinds_))} attention: a head does not preserve "
+                         "Gaussians, no affine mean-field flow")
+    return bJ
 
 
 @dataclass(frozen=True)
