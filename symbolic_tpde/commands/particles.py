@@ -172,7 +172,12 @@ def run(args) -> int:
 
 
 def _save_atomic(path: str, times, X) -> None:
-    """Write ``times``, ``X`` as ``.npz`` to exactly ``path``: a regular file through a temporary file in the
+    """Write ``times``, ``X`` as ``.npz`` to exactly ``path`` (:func:`_save_atomic_arrays`)."""
+    _save_atomic_arrays(path, {"times": times, "X": X})
+
+
+def _save_atomic_arrays(path: str, arrays: dict) -> None:
+    """Write ``arrays`` as ``.npz`` to exactly ``path``: a regular file through a temporary file in the
     same directory and ``os.replace`` (an interrupted or failed write leaves nothing behind), anything else
     (a device such as ``/dev/full``) directly, checking every write."""
     import io
@@ -183,7 +188,7 @@ def _save_atomic(path: str, times, X) -> None:
     from ..errors import InputError
 
     buf = io.BytesIO()
-    np.savez(buf, times=times, X=X)
+    np.savez(buf, **arrays)
     data = buf.getvalue()
     try:
         if os.path.exists(path) and not os.path.isfile(path):
