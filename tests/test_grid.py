@@ -205,3 +205,62 @@ def test_cli_mixture_runs_through_particles_and_pde(capsys):
     se = math.sqrt(part["cov"][0][0] / 400)
     assert abs(part["mean"][0] - out["mean"][0]) <= 5 * se + 0.01
     assert main(["pde", "--scenario", "sinkhorn_2d", "--grid", "8"]) == 2
+
+
+# ------------------------------------------------------------------ particles from the same (mixture) data
+def _fit(x, y):
+    """Least squares of log y on log x: slope, intercept and the slope's 95 % interval half-width (2 standard
+    errors from the residuals; needs >= 3 points)."""
+    X = np.vstack([np.log(x), np.ones(len(x))]).T
+    coef, res, *_ = np.linalg.lstsq(X, np.log(y), rcond=None)
+    dof = max(1, len(x) - 2)
+    s2 = float(np.sum((X @ coef - np.log(y)) ** 2)) / dof
+    se = math.sqrt(s2 * np.linalg.inv(X.T @ X)[0, 0])
+    return float(coef[0]), float(coef[1]), 2 * se
+
+
+@pytest.mark.slow
+def test_mixture_particles_vs_grid_error_model():
+    """ℝ¹, the built-in mixture_1d scenario (softmax, two-component mixture, T = 1).  Distances are exact W₁
+    (quantile functions).  Reference: MUSCL on 800 cells.
+    * grid part: W₁(grid_N, grid_800), N = 50, 100, 200 → fitted b h^p, p within 0.3 of 2 (MUSCL);
+    * particle part: W₁(particles_n, grid_800), n = 250, 1000, 4000, 4 seeds each → fitted a n^(-q), the 95 %
+      interval of q contains 1/2 and |q - 1/2| <= 0.15 (the n^(-1/2) rate of the empirical measure in ℝ¹);
+    * the model then predicts W₁(particles_n, grid_N) = a n^-q + b h^p up to the triangle inequality: every
+      measured W₁ lies in [|e_p - e_g|, e_p + e_g] with the fitted parts (a check of the fits, not only of the
+      metric: the fitted values replace the measured ones)."""
+    from symbolic_tpde.numerics.init_data import sample
+    from symbolic_tpde.numerics.integrate import simulate
+    from symbolic_tpde.scenario import load_scenario
+
+    scn = load_scenario("mixture_1d", gaussian_data=False)
+    T = scn.T
+    lo, hi = -5.0, 5.5
+    runs = {}
+    for N in (50, 100, 200, 800):
+        g = Grid(np.array([lo]), np.array([(hi - lo) / N]), (N,))
+        r = solve_grid(scn.init, scn.schedule, T, N, grid=g, max_growth=1.0)
+        assert r.lost < 1e-12 and r.mass_error <= 1e-13 and r.min_mass >= -1e-13
+        runs[N] = ("grid", g.edges[0], r.masses)
+    Ns = np.array([50, 100, 200])
+    eg = np.array([wasserstein_1d_exact(runs[int(N)], runs[800], 1) for N in Ns])
+    p, lb, p_ci = _fit((hi - lo) / Ns, eg)
+    ns, ep = [], []
+    for n in (250, 1000, 4000):
+        for seed in range(4):
+            X0 = sample(scn.init, n, np.random.default_rng(seed))
+            X = simulate(X0, scn.schedule, T, progress=False).X
+            ns.append(n)
+            ep.append(wasserstein_1d_exact(("points", X[:, 0]), runs[800], 1))
+    q, la, q_ci = _fit(np.array(ns), np.array(ep))
+    q = -q
+    print(f"grid part W1 = {math.exp(lb):.3g} h^{p:.3f} (±{p_ci:.2f}); particle part W1 = {math.exp(la):.3g} "
+          f"n^-{q:.3f} (±{q_ci:.2f})")
+    assert abs(p - 2) <= 0.3, (p, eg)
+    assert abs(q - 0.5) <= 0.15 and abs(q - 0.5) <= q_ci, (q, q_ci, ep)
+    for n in (1000,):
+        X = simulate(sample(scn.init, n, np.random.default_rng(99)), scn.schedule, T, progress=False).X
+        for N in (50, 100):
+            w = wasserstein_1d_exact(("points", X[:, 0]), runs[N], 1)
+            e_p, e_g = math.exp(la) * n ** -q, math.exp(lb) * ((hi - lo) / N) ** p
+            assert abs(e_p - e_g) / 3 <= w <= 3 * (e_p + e_g), (n, N, w, e_p, e_g)

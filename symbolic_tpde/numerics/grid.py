@@ -145,14 +145,32 @@ def _bilinear(kind, p, Y):
     return None
 
 
-#: factors below e^CUT are set to 0 (no subnormal arithmetic in the products); rows whose weight sum is below
-#: TINY go to the kernel, so the dropped part is at most N₁N₂·e^CUT·max|y| / TINY < 1e-20 of the sum (N₁N₂ ≤ 2^16,
-#: |y| ≤ 1e6).
-CUT, TINY = -350.0, 1e-120
+#: factors below e^CUT are set to 0 (three factors ≥ e^CUT multiply to ≥ e^-600, never subnormal, which would
+#: be ~50x slower); rows whose weight sum is below TINY go to the kernel, so the dropped part is at most
+#: N₁N₂·e^CUT·max|y| / TINY < 1e-20 of the sum (N₁N₂ ≤ 2^16, |y| ≤ 1e6).
+CUT, TINY = -200.0, 1e-50
 
 
 def _exp_cut(x):
     return np.where(x > CUT, np.exp(np.maximum(x, CUT)), 0.0)
+
+
+def _geometric_factors(qk, y):
+    """``E[i, c] = e^{q_i y_c - max_c q_i y_c}`` for uniformly spaced ``y``: the maximum sits at an end of ``y``
+    and ``E[i, :]`` is the geometric sequence ``ρ_i^j`` (``ρ_i = e^{-|q_i| h}``, ``j`` the distance to that end),
+    formed by a running product (one ``exp`` per row instead of per entry; relative error ≤ ``j·eps``, i.e.
+    ≤ 3e-14 for 256 cells), entries below ``e^CUT`` set to 0."""
+    h = float(y[1] - y[0])
+    n = len(y)
+    P = np.empty((len(qk), n))
+    P[:, 0] = 1.0
+    P[:, 1:] = np.exp(-np.abs(qk) * h)[:, None]
+    with np.errstate(under="ignore"):
+        np.cumprod(P, axis=1, out=P)
+    P[P < math.exp(CUT)] = 0.0
+    pos = qk >= 0                    # maximum at the right end: distance n - 1 - c
+    P[pos] = P[pos, ::-1]
+    return P
 
 
 def _tensor_sums(q, axes, logw):
@@ -166,10 +184,8 @@ def _tensor_sums(q, axes, logw):
     w = _exp_cut(logw - top)
     Es, scale = [], np.full(len(q), top)
     for k, y in enumerate(axes):
-        L = q[:, k:k + 1] * y[None, :]
-        mk = L.max(axis=1)
-        Es.append(_exp_cut(L - mk[:, None]))
-        scale += mk
+        Es.append(_geometric_factors(q[:, k], y))
+        scale += np.maximum(q[:, k] * y[0], q[:, k] * y[-1])
     y1, y2 = axes
     G = Es[0] @ w                       # (n, N2): Σ_a E1[i,a] w[a,b]
     G1 = (Es[0] * y1[None, :]) @ w      # with the factor y1_a
