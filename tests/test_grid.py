@@ -15,8 +15,7 @@ import pytest
 from symbolic_tpde.errors import InputError
 from symbolic_tpde.gaussian import GaussianODE
 from symbolic_tpde.numerics.fields import field
-from symbolic_tpde.numerics.grid import (Grid, grid_field, grid_moments, solve_grid, wasserstein_1d_exact,
-                                         weighted_field)
+from symbolic_tpde.numerics.grid import Grid, solve_grid, wasserstein_1d_exact, weighted_field
 from symbolic_tpde.numerics.init_data import cell_masses
 from symbolic_tpde.scenario import InitSpec, parse_init, parse_scenario
 from symbolic_tpde.weights import Schedule, make_head, make_weights
@@ -55,20 +54,6 @@ def test_weighted_field_with_equal_masses_is_the_particle_field(d):
         m = np.full(40, 1 / 41)
         m[0] = 2 / 41
         assert np.allclose(weighted_field(X, X, m, w), field(X2, w)[:40], rtol=1e-12, atol=1e-13)
-
-
-def test_tensor_grid_sums_match_the_kernel():
-    rng = np.random.default_rng(5)
-    axes = [np.linspace(-3, 4, 37), np.linspace(-2, 2, 29)]
-    m = rng.random((37, 29))
-    m[m < 0.3] = 0.0
-    m /= m.sum()
-    Y = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
-    Xq = rng.normal(size=(60, 2))
-    for h in _heads(2, rng):
-        w = make_weights([h])
-        ref = weighted_field(Xq, Y, m.ravel(), w)
-        assert np.abs(grid_field(Xq, axes, m, w) - ref).max() <= 1e-13 * np.abs(ref).max(), h.kind
 
 
 @pytest.mark.parametrize("kind, extra", [("sinkhorn", {}), ("masked", {})])
@@ -133,6 +118,37 @@ def test_gaussian_l1_orders_1d_more_refinements():
     up = _orders(_l1_vs_ode("upwind", (200, 400, 800, 1600), 1.0))
     mu = _orders(_l1_vs_ode("muscl", (100, 200, 400, 800), 1.0))
     assert np.all(np.abs(up[1:] - 1) <= 0.2) and np.all(np.abs(mu - 2) <= 0.2), (up, mu)
+
+
+def _l1_vs_ode_2d(attention, A, V, scheme, Ns, T, lo, hi):
+    """2-D: L1 distance of the grid masses to the cell masses of N(α(T), Σ(T)) (moment ODE), fixed grids on the
+    box [lo, hi] (wide enough that the mass leaving it stays below 1e-7)."""
+    init = {"type": "gaussian", "alpha": [0.5, -0.3], "Sigma": [[1.0, 0.3], [0.3, 0.6]]}
+    scn = _scn(init, A, V, attention=attention)
+    sol = GaussianODE(scn.schedule).integrate(scn.alpha0, scn.Sigma0, T, rtol=1e-12)
+    ref = _gauss(sol.alpha[-1], sol.Sigma[-1])
+    lo, hi = np.array(lo), np.array(hi)
+    errs = []
+    for N in Ns:
+        g = Grid(lo, (hi - lo) / N, (N, N))
+        r = solve_grid(scn.init, scn.schedule, T, N, scheme=scheme, grid=g, max_growth=1.0)
+        assert r.mass_error <= 1e-13 and r.min_mass >= -1e-13 and r.lost < 1e-5
+        errs.append(float(np.abs(r.masses - cell_masses(ref, g.edges)).sum()))
+    return np.array(errs)
+
+
+LIN2 = ("linear", [[0.3, 0.1], [-0.1, 0.2]], [[1.0, 0.3], [-0.2, 0.8]])
+
+
+@pytest.mark.slow
+def test_gaussian_l1_orders_2d_linear():
+    """2-D, linear attention (Gaussian-preserving, the field costs O(cells)): the same transport scheme as for
+    every kind; orders over one refinement within 0.2 of 1 (upwind) and 2 (MUSCL).  Measured: upwind 1.09 (32→64),
+    1.04 (64→128); MUSCL 1.84, 1.89."""
+    box = ([-8.0, -7.0], [9.0, 7.0])
+    up = _orders(_l1_vs_ode_2d(*LIN2, "upwind", (32, 64), 0.5, *box))
+    mu = _orders(_l1_vs_ode_2d(*LIN2, "muscl", (32, 64), 0.5, *box))
+    assert abs(up[-1] - 1) <= 0.2 and abs(mu[-1] - 2) <= 0.2, (up, mu)
 
 
 # ------------------------------------------------------------------------------ rough data, W1 order 1/2

@@ -46,7 +46,7 @@ from ..errors import BlowupError, InputError
 from . import rk
 from .fields_core import attend
 
-__all__ = ["weighted_field", "grid_field", "Grid", "GridRun", "solve_grid", "initial_grid", "SSPRK2", "SSPRK3", "MAX_CELLS"]
+__all__ = ["weighted_field", "Grid", "GridRun", "solve_grid", "initial_grid", "SSPRK2", "SSPRK3", "MAX_CELLS"]
 
 SSPRK2 = rk.Tableau("ssprk2", np.array([0.0, 1.0]), np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([0.5, 0.5]), 2)
 SSPRK3 = rk.Tableau("ssprk3", np.array([0.0, 1.0, 0.5]),
@@ -127,107 +127,6 @@ def weighted_field(Xq, Xk, m, weights, *, threads=None) -> np.ndarray:
     out = np.zeros_like(Xq)
     for head in weights.heads:
         out += WEIGHTED[head.kind](Xq, Xk, m, head.effective, threads)
-    if weights.ffn is not None:
-        out += Xq @ weights.ffn.W.T + weights.ffn.c
-    return out
-
-
-# ------------------------------------------------------------- the same sums on a tensor grid, by matrix products
-def _bilinear(kind, p, Y):
-    """``(Qmap, β)`` with the logits of ``kind`` written as ``(x Qmapᵀ)·y + β(y)`` (``None``: not of that form)."""
-    if kind in ("softmax", "softmax_unnormalized"):
-        return p["A"], np.zeros(len(Y))
-    if kind == "l2":
-        k = Y @ p["K"].T
-        return (2.0 / p["tau"]) * p["K"].T @ p["Q"], -np.einsum("ij,ij->i", k, k) / p["tau"]
-    if kind == "custom":
-        return p["B"].T, np.einsum("ij,ij->i", Y @ p["R"].T, Y) + Y @ p["r"]
-    return None
-
-
-#: factors below e^CUT are set to 0 (three factors ≥ e^CUT multiply to ≥ e^-600, never subnormal, which would
-#: be ~50x slower); rows whose weight sum is below TINY go to the kernel, so the dropped part is at most
-#: N₁N₂·e^CUT·max|y| / TINY < 1e-20 of the sum (N₁N₂ ≤ 2^16, |y| ≤ 1e6).
-CUT, TINY = -200.0, 1e-50
-
-
-def _exp_cut(x):
-    return np.where(x > CUT, np.exp(np.maximum(x, CUT)), 0.0)
-
-
-def _geometric_factors(qk, y):
-    """``E[i, c] = e^{q_i y_c - max_c q_i y_c}`` for uniformly spaced ``y``: the maximum sits at an end of ``y``
-    and ``E[i, :]`` is the geometric sequence ``ρ_i^j`` (``ρ_i = e^{-|q_i| h}``, ``j`` the distance to that end),
-    formed by a running product (one ``exp`` per row instead of per entry; relative error ≤ ``j·eps``, i.e.
-    ≤ 3e-14 for 256 cells), entries below ``e^CUT`` set to 0."""
-    h = float(y[1] - y[0])
-    n = len(y)
-    P = np.empty((len(qk), n))
-    P[:, 0] = 1.0
-    P[:, 1:] = np.exp(-np.abs(qk) * h)[:, None]
-    with np.errstate(under="ignore"):
-        np.cumprod(P, axis=1, out=P)
-    P[P < math.exp(CUT)] = 0.0
-    pos = qk >= 0                    # maximum at the right end: distance n - 1 - c
-    P[pos] = P[pos, ::-1]
-    return P
-
-
-def _tensor_sums(q, axes, logw):
-    """For queries ``q (n, 2)`` and keys on the tensor grid ``axes`` (d = 2) with log-weights ``logw`` (grid shape,
-    ``-inf`` allowed): ``S_i = Σ_y e^{q_i·y + logw(y)} (1, y)`` as ``(scale_i, R_i)`` with ``S_i = e^{scale_i} R_i``.
-
-    ``e^{q·y} = Π_k e^{q_k y_k}`` on a tensor grid, so the sums are matrix products of ``e^{q_k y_k - max}``
-    factors with the weights: exact algebra, round-off only (relative ~ (N₁ + N₂)·eps per positive sum);
-    ``O(n N₁ N₂)`` multiply-adds by BLAS instead of ``O(n N₁ N₂)`` exponentials."""
-    top = float(np.max(logw))
-    w = _exp_cut(logw - top)
-    Es, scale = [], np.full(len(q), top)
-    for k, y in enumerate(axes):
-        Es.append(_geometric_factors(q[:, k], y))
-        scale += np.maximum(q[:, k] * y[0], q[:, k] * y[-1])
-    y1, y2 = axes
-    G = Es[0] @ w                       # (n, N2): Σ_a E1[i,a] w[a,b]
-    G1 = (Es[0] * y1[None, :]) @ w      # with the factor y1_a
-    E2 = Es[1]
-    R = np.stack([(G * E2).sum(axis=1), (G1 * E2).sum(axis=1), (G * E2 * y2[None, :]).sum(axis=1)], axis=1)
-    return scale, R
-
-
-def grid_field(Xq, axes, m, weights, *, threads=None) -> np.ndarray:
-    """:func:`weighted_field` with the keys the cell centres of a tensor grid (``axes``: centre coordinates per
-    axis, ``m`` the masses in grid shape).  Heads whose logits are bilinear in (query, key) plus a key term
-    (softmax, ℓ2, custom, unnormalised softmax) in d = 2 use :func:`_tensor_sums`; the others, d = 1, and rows
-    whose sums underflow, the attention kernel."""
-    check_kinds(weights)
-    Xq = np.ascontiguousarray(Xq, dtype=float)
-    Y = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(axes))
-    mf = m.ravel()
-    logm = _log_mass(np.where(mf > 0, mf, 0.0))
-    out = np.zeros_like(Xq)
-    for head in weights.heads:
-        p = head.effective
-        form = None if len(axes) != 2 else _bilinear(head.kind, p, Y)   # d = 1: as many exps either way
-        if form is None:
-            keep = mf > 0
-            out += WEIGHTED[head.kind](Xq, np.ascontiguousarray(Y[keep]), mf[keep], p, threads)
-            continue
-        Qmap, beta = form
-        scale, R = _tensor_sums(Xq @ Qmap.T, axes, (logm + beta).reshape(m.shape))
-        den = R[:, 0]
-        bad = ~(den > TINY) | ~np.all(np.isfinite(R), axis=1)
-        if head.kind == "softmax_unnormalized":
-            with np.errstate(over="ignore", invalid="ignore"):
-                mean = R[:, 1:] * np.exp(scale)[:, None]
-        else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean = R[:, 1:] / den[:, None]
-        res = mean @ p["V"].T
-        if bad.any():       # every weight underflowed in these rows: the kernel's own log-sum-exp
-            keep = mf > 0
-            res[bad] = WEIGHTED[head.kind](np.ascontiguousarray(Xq[bad]), np.ascontiguousarray(Y[keep]),
-                                           mf[keep], p, threads)
-        out += res
     if weights.ffn is not None:
         out += Xq @ weights.ffn.W.T + weights.ffn.c
     return out
@@ -333,7 +232,6 @@ class _Rhs:
     def __init__(self, grid: Grid, schedule, muscl: bool, threads):
         self.grid, self.schedule, self.muscl, self.threads = grid, schedule, muscl, threads
         self.C = grid.centres
-        self.axes = [(e[1:] + e[:-1]) / 2 for e in grid.edges]
         self.nfev = 0
         self.amax = np.zeros(grid.d)
 
@@ -344,7 +242,8 @@ class _Rhs:
         query = _dilate(m > 0).ravel()
         u = np.zeros((m.size, self.grid.d))
         if keys.any():
-            u[query] = grid_field(self.C[query], self.axes, m, self.schedule(t), threads=self.threads)
+            u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], self.schedule(t),
+                                      threads=self.threads)
         return u.reshape(m.shape + (self.grid.d,))
 
     def __call__(self, t, y):
