@@ -14,7 +14,8 @@ rejected.  Format (every key documented in README.md)::
      "sink": {"mass": 0.1, "x": [...]},      # optional attention sink (masked only)
      "layers": [{"t_end": 0.5, "A": ...}, ...],  # optional piecewise-constant weights; keys a layer does
                                                  #   not give are taken from the top level
-     "alpha0": [...], "Sigma0": [[...]], # Gaussian initial data N(alpha0, Sigma0)
+     "alpha0": [...], "Sigma0": [[...]], # Gaussian initial data N(alpha0, Sigma0), or instead
+     "init": {"type": "mixture", ...},   # any initial law of INIT_SCHEMAS (see :func:`parse_init`)
      "T": 1.0,                        # horizon
      "name": "...", "description": "..."}  # optional free text
 
@@ -51,8 +52,8 @@ def _keys() -> tuple[list[str], set[str], set[str], set[str]]:
     head = sorted({p.name for s in _kinds.KINDS.values() for p in s.params}
                   | {p.name for p in _kinds.STRUCTURED_A} | {_kinds.OUTPUT_BLOCK.name})
     weight = set(head) | {"heads", "ffn", "sink"}
-    return head, weight, weight | {"attention", "d", "layers", "alpha0", "Sigma0", "T", "name", "description",
-                                   "geometry"}, \
+    return head, weight, weight | {"attention", "d", "layers", "alpha0", "Sigma0", "init", "T", "name",
+                                   "description", "geometry"}, \
         weight | {"t_end"}
 
 
@@ -75,8 +76,12 @@ def builtin_scenarios(geometry: str = "R^d") -> list[str]:
                   if _checks.read_json(p, "scenario").get("geometry", "R^d") == geometry)
 
 
-def load_scenario(path: str | Path, *, need_T: bool = True) -> Scenario:
-    """Read and validate a scenario file; a name from :func:`builtin_scenarios` loads the shipped one."""
+def load_scenario(path: str | Path, *, need_T: bool = True, gaussian_data: bool = True) -> Scenario:
+    """Read and validate a scenario file; a name from :func:`builtin_scenarios` loads the shipped one.
+
+    ``gaussian_data=True`` (commands built on the Gaussian moment ODE): a non-Gaussian ``init`` is refused
+    (InputError naming ``init.type``); ``tpde particles`` and ``tpde pde`` pass ``False``.  Relative file paths
+    inside ``init`` are read relative to the scenario file's directory."""
     p = Path(path)
     if not p.exists() and str(path) in builtin_scenarios():
         p = _BUILTIN_DIR / f"{path}.json"
@@ -85,7 +90,7 @@ def load_scenario(path: str | Path, *, need_T: bool = True) -> Scenario:
     data = _checks.read_json(p, "scenario")
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
-    return parse_scenario(data, need_T=need_T)
+    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=p.parent)
 
 
 def _attention_of(data: dict[str, Any], field: str) -> str:
@@ -146,8 +151,13 @@ def _weights_from(spec: dict[str, Any], attention: str, d: int, where: str) -> W
     return make_weights(heads, ffn=ffn, sink=sink, where=where)
 
 
-def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
-    """Validate a scenario dictionary (as read by :func:`loads`) and build the :class:`Scenario`."""
+def parse_scenario(data: dict[str, Any], *, need_T: bool = True, gaussian_data: bool = True,
+                   base_dir: str | Path | None = None) -> Scenario:
+    """Validate a scenario dictionary (as read by :func:`loads`) and build the :class:`Scenario`.
+
+    With an ``init`` block, ``alpha0``/``Sigma0`` of the result are the exact mean and covariance of the initial
+    law (empirical and grid data: of the file's measure) and ``Scenario.init`` is its :class:`InitSpec`;
+    ``gaussian_data``/``base_dir`` as in :func:`load_scenario`."""
     head_keys, weight_keys, top_keys, layer_keys = _keys()
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
@@ -160,15 +170,31 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
         if key in data and not isinstance(data[key], str):
             raise InputError(key, "must be a string (free text)")
     attention = _attention_of(data, "attention")
-    for key in ("alpha0", "Sigma0"):
-        if key not in data:
-            raise InputError(key, "missing (the Gaussian initial data N(alpha0, Sigma0) is required)")
-    if not isinstance(data["alpha0"], list):
-        raise InputError("alpha0", "must be a list of numbers")
-    d = data.get("d", len(data["alpha0"]))
+    init = None
+    if "init" in data:
+        for key in ("alpha0", "Sigma0"):
+            if key in data:
+                raise InputError(key, "give the initial data either as alpha0, Sigma0 or as an 'init' block, not both")
+        init = parse_init(data["init"], base_dir)
+        d = data.get("d", init.d)
+        if d != init.d:
+            raise InputError("d", f"is {d!r} but the init block describes a law on R^{init.d}"[:120])
+        if gaussian_data and not init.gaussian:
+            raise InputError("init.type", f"{init.type!r} is not Gaussian: this command needs Gaussian initial data "
+                             "N(alpha0, Sigma0) (tpde particles and tpde pde take any init)")
+        alpha0, Sigma0 = init.mean, init.cov
+    else:
+        for key in ("alpha0", "Sigma0"):
+            if key not in data:
+                raise InputError(key, "missing (the Gaussian initial data N(alpha0, Sigma0), or an 'init' block, "
+                                 "is required)")
+        if not isinstance(data["alpha0"], list):
+            raise InputError("alpha0", "must be a list of numbers")
+        d = data.get("d", len(data["alpha0"]))
     if not isinstance(d, int) or isinstance(d, bool) or d < 1 or d > _checks.MAX_DIM:
         raise InputError("d", f"must be an integer in [1, {_checks.MAX_DIM}], got {d!r}"[:120])
-    alpha0, Sigma0 = check_gaussian(data["alpha0"], data["Sigma0"], d)
+    if init is None:
+        alpha0, Sigma0 = check_gaussian(data["alpha0"], data["Sigma0"], d)
     T = data.get("T")
     if T is None:
         if need_T or "T" in data:
@@ -206,4 +232,224 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True) -> Scenario:
         schedule = Schedule.layers(parsed)
     else:
         schedule = Schedule.constant(_weights_from(base, attention, d, ""))
-    return Scenario(attention=attention, d=d, schedule=schedule, alpha0=alpha0, Sigma0=Sigma0, T=T)
+    return Scenario(attention=attention, d=d, schedule=schedule, alpha0=alpha0, Sigma0=Sigma0, T=T, init=init)
+
+
+# ------------------------------------------------------------------------------------------ initial data
+#: Largest file an ``init`` block may read (``empirical`` .npy, ``grid_density`` .npz).
+MAX_INIT_FILE_BYTES = 1 << 30
+
+
+class InitSpec:
+    """A validated ``init`` block: ``type``, dimension ``d``, ``params`` (read-only arrays by key), the exact
+    ``mean`` and ``cov`` of the law (of the file's measure for ``empirical`` and ``grid_density``), ``gaussian``
+    (whether the law is a Gaussian) and ``geometry`` (``"R^d"``; the sphere kinds add their own).  Samplers and
+    densities live in :mod:`symbolic_tpde.numerics.init_data`."""
+
+    __slots__ = ("type", "d", "params", "mean", "cov", "gaussian", "geometry")
+
+    def __init__(self, type, d, params, mean, cov, gaussian=False, geometry="R^d"):
+        self.type, self.d, self.params, self.gaussian, self.geometry = type, d, dict(params), gaussian, geometry
+        self.mean, self.cov = _ro(mean), _ro(cov)
+
+    def __repr__(self) -> str:
+        return f"InitSpec({self.type!r}, d={self.d})"
+
+    def _key(self):
+        import numpy as np
+
+        def frz(v):
+            if isinstance(v, (tuple, list)):
+                return tuple(frz(x) for x in v)
+            a = np.asarray(v)
+            return (a.shape, a.dtype.str, a.tobytes())
+        return (self.type, self.d, self.geometry, self.gaussian, tuple((k, frz(v)) for k, v in sorted(self.params.items())))
+
+    def __eq__(self, other) -> bool:       # by value, as Scenario (symbolic_tpde.weights._ByValue)
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+def _ro(a):
+    import numpy as np
+
+    a = np.array(a, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+def _vec(block, key, where, d=None):
+    v = _checks.finite_array(block[key], f"{where}.{key}", 1, shape=None if d is None else (d,))
+    if not 1 <= v.shape[0] <= _checks.MAX_DIM:
+        raise InputError(f"{where}.{key}", f"dimension must lie in [1, {_checks.MAX_DIM}], got {v.shape[0]}")
+    return v
+
+
+def _init_gaussian(block, where, base_dir):
+    alpha = _vec(block, "alpha", where)
+    alpha, Sigma = check_gaussian(alpha, block["Sigma"], alpha.shape[0], (f"{where}.alpha", f"{where}.Sigma"))
+    return {"alpha": alpha, "Sigma": Sigma}, alpha, Sigma
+
+
+def _init_mixture(block, where, base_dir):
+    import numpy as np
+
+    w = _checks.finite_array(block["weights"], f"{where}.weights", 1)
+    if w.shape[0] < 1 or np.any(w <= 0):
+        raise InputError(f"{where}.weights", "must be a non-empty list of positive numbers")
+    if abs(float(w.sum()) - 1.0) > 1e-9:
+        raise InputError(f"{where}.weights", f"must sum to 1 (within 1e-9), got {float(w.sum())!r}")
+    k = w.shape[0]
+    means = _checks.finite_array(block["means"], f"{where}.means", 2)
+    if means.shape[0] != k or not 1 <= means.shape[1] <= _checks.MAX_DIM:
+        raise InputError(f"{where}.means", f"expected {k} mean vectors (one per weight), got shape {means.shape}")
+    d = means.shape[1]
+    covs_in = block["covs"]
+    if not isinstance(covs_in, list) or len(covs_in) != k:
+        raise InputError(f"{where}.covs", f"expected a list of {k} covariance matrices (one per weight)")
+    covs = np.array([_checks.spd(c, d, f"{where}.covs[{i}]") for i, c in enumerate(covs_in)])
+    w = w / w.sum()
+    mean = w @ means
+    cov = np.einsum("k,kij->ij", w, covs + np.einsum("ki,kj->kij", means, means)) - np.outer(mean, mean)
+    return {"weights": _ro(w), "means": means, "covs": _ro(covs)}, mean, (cov + cov.T) / 2
+
+
+def _init_box(block, where, base_dir):
+    import numpy as np
+
+    low = _vec(block, "low", where)
+    high = _vec(block, "high", where, low.shape[0])
+    if np.any(high <= low):
+        i = int(np.argmax(high <= low))
+        raise InputError(f"{where}.high", f"must exceed low in every coordinate (coordinate {i}: "
+                         f"{high[i]!r} <= {low[i]!r})")
+    return {"low": low, "high": high}, (low + high) / 2, np.diag((high - low) ** 2 / 12)
+
+
+def _init_ball(block, where, base_dir):
+    import numpy as np
+
+    c = _vec(block, "center", where)
+    r = _checks.positive_number(block["radius"], f"{where}.radius")
+    d = c.shape[0]
+    return {"center": c, "radius": r}, c, np.eye(d) * r * r / (d + 2)
+
+
+def _init_file(block, where, base_dir, suffix):
+    import numpy as np
+
+    raw = block["path"]
+    if not isinstance(raw, str) or not raw:
+        raise InputError(f"{where}.path", "must be a non-empty string (a file path)")
+    p = Path(raw)
+    if not p.is_absolute() and base_dir is not None:
+        p = Path(base_dir) / p
+    if p.suffix != suffix:
+        raise InputError(f"{where}.path", f"expected a {suffix} file, got {_fname(raw)}")
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise InputError(f"{where}.path", f"cannot read {_fname(str(p))}: {exc.strerror or exc}") from None
+    if size > MAX_INIT_FILE_BYTES:
+        raise InputError(f"{where}.path", f"file of {size} bytes exceeds the bound {MAX_INIT_FILE_BYTES}")
+    try:
+        return np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as exc:   # not a numpy file, or an object array (pickles are never loaded)
+        raise InputError(f"{where}.path", f"not a readable {suffix} file without pickles ({str(exc)[:120]})") from None
+
+
+def _init_empirical(block, where, base_dir):
+    import numpy as np
+
+    X = _init_file(block, where, base_dir, ".npy")
+    if not isinstance(X, np.ndarray) or X.dtype.kind not in "iuf":
+        raise InputError(f"{where}.path", "must hold a numeric array")
+    X = np.array(X, dtype=float)
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[0] < 2 or not 1 <= X.shape[1] <= _checks.MAX_DIM:
+        raise InputError(f"{where}.path", f"expected points of shape (n, d) with n >= 2, got {X.shape}")
+    if not np.all(np.isfinite(X)) or np.abs(X).max() > _checks.MAX_ENTRY:
+        raise InputError(f"{where}.path", f"points must be finite with magnitude <= {_checks.MAX_ENTRY:g}")
+    mean = X.mean(axis=0)
+    cov = (X - mean).T @ (X - mean) / X.shape[0]
+    return {"points": _ro(X)}, mean, (cov + cov.T) / 2
+
+
+def _init_grid_density(block, where, base_dir):
+    import numpy as np
+
+    with _init_file(block, where, base_dir, ".npz") as z:
+        names = set(z.files)
+        if "density" not in names:
+            raise InputError(f"{where}.path", f"the .npz file needs an array 'density', has {sorted(names)[:10]}")
+        dens = np.array(z["density"], dtype=float)
+        d = dens.ndim
+        if not 1 <= d <= 3:
+            raise InputError(f"{where}.path", f"density must have 1 to 3 axes (one per dimension), got {d}")
+        keys = ["edges"] if d == 1 and "edges" in names else [f"edges_{k}" for k in range(d)]
+        extra = names - set(keys) - {"density"}
+        if extra:
+            raise InputError(f"{where}.path", f"unknown arrays in the .npz file: {sorted(extra)[:5]}; expected "
+                             f"'density' and {keys}")
+        edges = []
+        for k, key in enumerate(keys):
+            if key not in names:
+                raise InputError(f"{where}.path", f"the .npz file needs an array {key!r} (cell edges of axis {k})")
+            e = np.array(z[key], dtype=float)
+            if e.shape != (dens.shape[k] + 1,) or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
+                raise InputError(f"{where}.path", f"{key} must be {dens.shape[k] + 1} finite increasing edges")
+            edges.append(_ro(e))
+    if not np.all(np.isfinite(dens)) or np.any(dens < 0):
+        raise InputError(f"{where}.path", "density must be finite and >= 0")
+    vol = dens
+    for k, e in enumerate(edges):
+        shape = [1] * d
+        shape[k] = -1
+        vol = vol * np.diff(e).reshape(shape)
+    total = float(vol.sum())
+    if not total > 0:
+        raise InputError(f"{where}.path", "density has zero total mass")
+    p = vol / total
+    cs = [(e[1:] + e[:-1]) / 2 for e in edges]
+    C = np.stack(np.meshgrid(*cs, indexing="ij"), axis=-1).reshape(-1, d)
+    pf = p.ravel()
+    mean = pf @ C
+    w2 = np.stack(np.meshgrid(*[np.diff(e) ** 2 / 12 for e in edges], indexing="ij"), axis=-1).reshape(-1, d)
+    cov = np.einsum("c,ci,cj->ij", pf, C, C) + np.diag(pf @ w2) - np.outer(mean, mean)
+    return {"edges": tuple(edges), "mass": _ro(p)}, mean, (cov + cov.T) / 2
+
+
+#: ``type -> (required keys, optional keys, checker)``; a checker ``(block, where, base_dir)`` returns
+#: ``(params, mean, cov)``.  Samplers and densities: :mod:`symbolic_tpde.numerics.init_data` (register both).
+INIT_SCHEMAS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
+    "gaussian": (("alpha", "Sigma"), (), _init_gaussian),
+    "mixture": (("weights", "means", "covs"), (), _init_mixture),
+    "uniform_box": (("low", "high"), (), _init_box),
+    "uniform_ball": (("center", "radius"), (), _init_ball),
+    "empirical": (("path",), (), _init_empirical),
+    "grid_density": (("path",), (), _init_grid_density),
+}
+
+
+def parse_init(block: Any, base_dir: str | Path | None = None, where: str = "init") -> InitSpec:
+    """Validate an ``init`` block ``{"type": NAME, ...}`` (keys of :data:`INIT_SCHEMAS`; unknown keys refused
+    by name; files read with ``numpy.load(allow_pickle=False)``, relative paths from ``base_dir``)."""
+    if not isinstance(block, dict):
+        raise InputError(where, f"must be an object {{\"type\": ..., ...}}, got {type(block).__name__}")
+    typ = block.get("type")
+    if not isinstance(typ, str) or typ not in INIT_SCHEMAS:
+        shown = _fname(typ) if isinstance(typ, str) else repr(typ)[:40]
+        raise InputError(f"{where}.type", f"unknown initial law {shown}; expected one of {sorted(INIT_SCHEMAS)}")
+    required, optional, check = INIT_SCHEMAS[typ]
+    for key in block:
+        if key != "type" and key not in required + optional:
+            raise InputError(f"{where}.{_fname(key)}", f"unknown key for type {typ!r}; allowed: "
+                             f"{sorted(('type',) + required + optional)}")
+    for key in required:
+        if key not in block:
+            raise InputError(f"{where}.{key}", f"missing (type {typ!r} needs {list(required)})")
+    params, mean, cov = check(block, where, base_dir)
+    return InitSpec(typ, int(len(mean)), params, mean, cov, gaussian=typ == "gaussian")

@@ -391,6 +391,7 @@ class Scenario(_ByValue):
     alpha0: np.ndarray
     Sigma0: np.ndarray
     T: float
+    init: Any = None   # scenario.InitSpec of a non-Gaussian (or explicit) "init" block; None: N(alpha0, Sigma0)
 
     def weights(self, t: float = 0.0) -> Weights:
         return self.schedule(t)

@@ -35,7 +35,7 @@ def test_builtin_scenarios_all_parse():
     names = builtin_scenarios()
     assert "softmax_2d" in names and len(names) >= 5
     for name in names:
-        scn = load_scenario(name)
+        scn = load_scenario(name, gaussian_data=False)   # mixture_* scenarios have non-Gaussian init
         assert scn.Sigma0.shape == (scn.d, scn.d)
         w = scn.weights(0.0)
         assert w.d == scn.d

@@ -1,4 +1,5 @@
-"""``tpde particles``: sample n tokens from the scenario's N(alpha0, Sigma0), evolve them to T, print moments.
+"""``tpde particles``: sample n tokens from the scenario's initial law (N(alpha0, Sigma0), or its ``init`` block),
+evolve them to T, print moments.
 
 Prints (``--json``)::
 
@@ -29,7 +30,7 @@ MAX_PAIR_WORK = 1e13
 def register(sub) -> None:
     p = sub.add_parser(
         "particles", help="simulate tokens as interacting particles and print their moments",
-        description="Sample N tokens from N(alpha0, Sigma0) of the scenario with numpy.random.default_rng(SEED), "
+        description="Sample N tokens from the scenario's initial law (N(alpha0, Sigma0) or its init block) with numpy.random.default_rng(SEED), "
                     "evolve them to T and print the empirical mean and covariance (1/n).  Exit status: 0 ok, "
                     f"2 bad input, {EXIT_BLOWUP} blow-up (reported with its time), {EXIT_NO_CONVERGENCE} Sinkhorn "
                     "non-convergence, 5 wall-clock cap reached (status time-limit with the time reached).")
@@ -102,7 +103,7 @@ def run(args) -> int:
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
     cap = max_seconds(args)
-    scn = load_scenario(args.scenario, need_T=args.T is None)
+    scn = load_scenario(args.scenario, need_T=args.T is None, gaussian_data=False)
     T = scn.T if args.T is None else args.T
     if not (math.isfinite(T) and T >= 0):
         raise InputError("T", f"must be finite and >= 0, got {T}")
@@ -132,7 +133,12 @@ def run(args) -> int:
         raise InputError("n", f"{args.n} tokens over {nominal} steps need about {work:.2g} pair evaluations, "
                          f"above the work cap {MAX_PAIR_WORK:.0e} (use fewer tokens or steps)")
     rng = np.random.default_rng(args.seed)
-    X0 = rng.multivariate_normal(scn.alpha0, scn.Sigma0, size=args.n, method="cholesky")
+    if scn.init is None:
+        X0 = rng.multivariate_normal(scn.alpha0, scn.Sigma0, size=args.n, method="cholesky")
+    else:
+        from ..numerics.init_data import sample
+
+        X0 = sample(scn.init, args.n, rng)
     progress = {"auto": None, "always": True, "never": False}[args.progress]
     t0 = time.perf_counter()
     try:
@@ -166,7 +172,12 @@ def run(args) -> int:
 
 
 def _save_atomic(path: str, times, X) -> None:
-    """Write ``times``, ``X`` as ``.npz`` to exactly ``path``: a regular file through a temporary file in the
+    """Write ``times``, ``X`` as ``.npz`` to exactly ``path`` (:func:`_save_atomic_arrays`)."""
+    _save_atomic_arrays(path, {"times": times, "X": X})
+
+
+def _save_atomic_arrays(path: str, arrays: dict) -> None:
+    """Write ``arrays`` as ``.npz`` to exactly ``path``: a regular file through a temporary file in the
     same directory and ``os.replace`` (an interrupted or failed write leaves nothing behind), anything else
     (a device such as ``/dev/full``) directly, checking every write."""
     import io
@@ -177,7 +188,7 @@ def _save_atomic(path: str, times, X) -> None:
     from ..errors import InputError
 
     buf = io.BytesIO()
-    np.savez(buf, times=times, X=X)
+    np.savez(buf, **arrays)
     data = buf.getvalue()
     try:
         if os.path.exists(path) and not os.path.isfile(path):

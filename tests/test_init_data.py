@@ -1,0 +1,131 @@
+"""Scenario ``init`` blocks: the strict schema (symbolic_tpde.scenario) and the samplers, densities and cell
+masses (symbolic_tpde.numerics.init_data), each against an independent reference (exact moments, exact
+integrals)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from symbolic_tpde.errors import InputError
+from symbolic_tpde.numerics.init_data import cell_masses, density, sample
+from symbolic_tpde.scenario import parse_init, parse_scenario
+
+MIX = {"type": "mixture", "weights": [0.3, 0.7], "means": [[-1.0, 0.5], [1.0, 0.0]],
+       "covs": [[[0.3, 0.1], [0.1, 0.2]], [[0.2, 0.0], [0.0, 0.4]]]}
+
+
+def _scn(init, **extra):
+    return {"attention": "softmax", "A": [[-0.5, 0.0], [0.0, -0.5]], "V": [[1.0, 0.0], [0.0, 1.0]], "T": 1.0,
+            "init": init, **extra}
+
+
+def _files(tmp_path):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "pts.npy", rng.normal(size=(500, 2)))
+    e0, e1 = np.linspace(-1, 1, 5), np.linspace(0, 3, 4)
+    np.savez(tmp_path / "dens.npz", edges_0=e0, edges_1=e1, density=rng.random((4, 3)))
+    return tmp_path
+
+
+def _specs(tmp_path):
+    _files(tmp_path)
+    return [parse_init(b, tmp_path) for b in (
+        {"type": "gaussian", "alpha": [0.5, -0.2], "Sigma": [[0.4, 0.1], [0.1, 0.3]]}, MIX,
+        {"type": "uniform_box", "low": [-1.0, 0.0], "high": [2.0, 0.5]},
+        {"type": "uniform_ball", "center": [0.3, -0.1], "radius": 1.5},
+        {"type": "empirical", "path": "pts.npy"}, {"type": "grid_density", "path": "dens.npz"})]
+
+
+@pytest.mark.parametrize("block, field", [
+    ({"type": "mixture", "weights": [1.0], "means": [[0.0]], "covs": [[[1.0]]], "extra": 1}, "init.extra"),
+    ({"type": "mixture", "weights": [0.5, 0.6], "means": [[0.0], [1.0]], "covs": [[[1.0]], [[1.0]]]},
+     "init.weights"),
+    ({"type": "mixture", "weights": [0.5, 0.5], "means": [[0.0], [1.0]], "covs": [[[1.0]], [[-1.0]]]},
+     "init.covs[1]"),
+    ({"type": "mixture", "weights": [1.0], "means": [[0.0]]}, "init.covs"),
+    ({"type": "uniform_box", "low": [0.0, 1.0], "high": [1.0, 1.0]}, "init.high"),
+    ({"type": "uniform_ball", "center": [0.0], "radius": 0}, "init.radius"),
+    ({"type": "nope"}, "init.type"),
+    ({"type": "empirical", "path": "x.txt"}, "init.path"),
+    ({"type": "empirical", "path": "missing.npy"}, "init.path"),
+    ("mixture", "init"),
+])
+def test_bad_init_is_refused_naming_the_field(block, field, tmp_path):
+    with pytest.raises(InputError) as e:
+        parse_init(block, tmp_path)
+    assert e.value.field == field
+
+
+def test_files_are_read_without_pickles_and_checked(tmp_path):
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "nan.npy", np.array([[0.0, np.nan], [1.0, 2.0]]))
+    np.savez(tmp_path / "bad.npz", edges=np.array([0.0, 1.0, 0.5]), density=np.ones(2))
+    for name in ("obj.npy", "nan.npy"):
+        with pytest.raises(InputError, match="init.path"):
+            parse_init({"type": "empirical", "path": name}, tmp_path)
+    with pytest.raises(InputError, match="increasing"):
+        parse_init({"type": "grid_density", "path": "bad.npz"}, tmp_path)
+
+
+def test_scenario_init_rules(tmp_path):
+    scn = parse_scenario(_scn(MIX), gaussian_data=False)
+    assert scn.d == 2 and scn.init.type == "mixture"
+    with pytest.raises(InputError, match="init.type"):     # Gaussian-only commands refuse it by name
+        parse_scenario(_scn(MIX))
+    with pytest.raises(InputError) as e:
+        parse_scenario(_scn(MIX, alpha0=[0.0, 0.0]), gaussian_data=False)
+    assert e.value.field == "alpha0"
+    g = parse_scenario(_scn({"type": "gaussian", "alpha": [0.1, 0.2], "Sigma": [[1.0, 0.0], [0.0, 2.0]]}))
+    assert g.alpha0.tolist() == [0.1, 0.2] and g.Sigma0[1, 1] == 2.0
+
+
+def test_sample_moments_match_the_exact_moments(tmp_path):
+    """Each sampler's mean and covariance against the schema's exact ones, within 5 Monte-Carlo standard
+    errors (the standard error of a covariance entry estimated from the sample's fourth moments)."""
+    rng = np.random.default_rng(1)
+    n = 40_000
+    for spec in _specs(tmp_path):
+        X = sample(spec, n, rng)
+        assert X.shape == (n, 2)
+        Z = X - spec.mean
+        se_mean = Z.std(axis=0) / math.sqrt(n)
+        assert np.all(np.abs(Z.mean(axis=0)) < 5 * se_mean + 1e-15), spec.type
+        prods = np.einsum("ni,nj->nij", Z, Z)
+        se_cov = prods.std(axis=0) / math.sqrt(n)
+        assert np.all(np.abs(prods.mean(axis=0) - spec.cov) < 5 * se_cov + 1e-15), spec.type
+
+
+def test_cell_masses_are_integrals_of_the_density(tmp_path):
+    gauss, mix, box, ball, emp, grid = _specs(tmp_path)
+    e = [np.linspace(-6, 6, 97), np.linspace(-6, 6, 81)]
+    for spec in (gauss, mix):   # Gauss-Legendre on cells: total mass 1 up to the tails beyond 6 (< 1e-12)
+        assert abs(cell_masses(spec, e).sum() - 1) < 1e-12
+    # uniform box: exact overlaps; against the closed-form fraction of a sub-box
+    m = cell_masses(box, [np.array([-1.0, 0.5, 2.0]), np.array([0.0, 0.25, 0.5])])
+    assert np.allclose(m, [[0.25, 0.25], [0.25, 0.25]], atol=1e-15)
+    # ball: midpoint rule of the indicator, error O(h) at the boundary
+    assert abs(cell_masses(ball, e).sum() - 1) < 0.02
+    assert abs(cell_masses(emp, e).sum() - 1) < 1e-12
+    # grid density remapped onto its own edges: the same masses; onto a finer grid: the same total
+    src = grid.params["edges"]
+    assert np.allclose(cell_masses(grid, src), grid.params["mass"], atol=1e-15)
+    fine = [np.linspace(-2, 2, 33), np.linspace(-1, 4, 41)]
+    assert abs(cell_masses(grid, fine).sum() - 1) < 1e-13
+    # density: integrates to 1 (midpoint sums on a fine grid) and is 0 outside the support
+    x = np.arange(600) * 0.02 - 6 + 0.01    # midpoints of 0.02-cells: never on a support edge
+    P = np.stack(np.meshgrid(x, x, indexing="ij"), -1).reshape(-1, 2)
+    h = 0.02
+    for spec in (gauss, mix, box, grid):
+        assert abs(density(spec, P).sum() * h * h - 1) < 1e-3, spec.type
+    with pytest.raises(InputError):
+        density(emp, P)
+
+
+def test_particles_cli_samples_the_init(tmp_path):
+    from symbolic_tpde.cli import main
+
+    f = tmp_path / "mix.json"
+    f.write_text(json.dumps(_scn(MIX, T=0.0)))
+    assert main(["particles", "--scenario", str(f), "--n", "4000", "--seed", "3", "--json"]) == 0
