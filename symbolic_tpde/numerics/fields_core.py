@@ -289,7 +289,7 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
 
     def finish(lo: int, hi: int, num, m, den) -> None:
         """Normalise the value-weighted sums ``num`` of rows ``lo:hi`` (row maxima ``m``, weight sums ``den``)."""
-        if mode == "exp":  # e^{m - log n_k} * num formed in float64, as the fused kernel does (fused._finish)
+        if mode == "exp":  # e^{m - log n_k} * num formed in float64, like the fused kernel (templates/fused_attend.c)
             num = np.asarray(num, dtype=np.float64)
             ls = np.asarray(m, dtype=np.float64)[:, None] - log_nk
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
