@@ -434,15 +434,13 @@ def test_other_machines_forms(isa, fresh_state, monkeypatch):
 # Every variant compiles with no warning under -Wall -Wextra in each form a machine may build: AVX-512 (compiled
 # here whatever the CPU, with -mavx512f; not run), AVX2 with FMA, and the plain-C loops (TPDE_NO_SIMD).  The
 # fast suite compiles three variants per form (tiled loops with bias and sink; the plain loops of sigmoid at
-# d > 8; the row pass with every option); the whole matrix is slow (~600 compilations).
+# d > 8; the row pass with every option); the whole matrix is slow (~700 compilations).
 WARN_FORMS = {"avx512": ("-mavx512f",), "avx2": ("-mno-avx512f", "-mavx2", "-mfma"),
               "plain": ("-mno-avx512f", "-DTPDE_NO_SIMD")}
-ATTEND_SET = [("softmax", np.float64, 3, 4, (1, 0, 1)), ("sigmoid", np.float32, 4, 12, (0, 0, 0))]
+ATTEND_SET = [("softmax", np.float64, 3, 4, (1, 0, 1), None), ("sigmoid", np.float32, 4, 12, (0, 0, 0), None)]
 ROWS_SET = [("softmax", np.float32, (1, 1, 1))]
-ALL_CASES = [(m, tuple(int(o in opts) for o in ("bias", "prefix", "sink"))) for m, opts in
-             [("softmax", f) for f in ((), ("bias",), ("prefix",), ("sink",), ("bias", "prefix"), ("bias", "sink"),
-                                       ("prefix", "sink"), ("bias", "prefix", "sink"))]
-             + [("exp", ()), ("exp", ("bias",)), ("exp", ("prefix",)), ("exp", ("bias", "prefix")), ("sigmoid", ())]]
+ALL_FLAGS = ([("softmax", (b, pf, s)) for b in (0, 1) for pf in (0, 1) for s in (0, 1)]  # (bias, prefix, sink)
+             + [("exp", (b, pf, 0)) for b in (0, 1) for pf in (0, 1)] + [("sigmoid", (0, 0, 0))])
 
 
 def compile_clean(src, form, tmp_path) -> str:
@@ -465,19 +463,20 @@ def warning_params(slow):
     if not slow:
         return [(form, "attend", c) for form in forms for c in ATTEND_SET] + [
             (form, "rows", c) for form in forms for c in ROWS_SET]
-    return [pytest.param(form, "attend", (m, dt, p, d, f), marks=pytest.mark.slow)
-            for form in forms for dt in (np.float64, np.float32) for m, f in ALL_CASES
-            for p, d in [(1, 1), (2, 2), (3, 4), (3, 8), (5, 3), (4, 12), (31, 64)]] + [
+    pds = [(p, d, None) for p, d in [(1, 1), (2, 2), (3, 4), (3, 8), (5, 3), (4, 12), (31, 64)]]
+    return [pytest.param(form, "attend", (m, dt, p, d, f, tile), marks=pytest.mark.slow)
+            for form in forms for dt in (np.float64, np.float32) for m, f in ALL_FLAGS
+            for p, d, tile in pds + ([(3, 4, 1), (3, 4, 3), (3, 4, 16)] if not f[1] else [])] + [
         pytest.param(form, "rows", (m, dt, f), marks=pytest.mark.slow)
-        for form in forms for dt in (np.float64, np.float32) for m, f in ALL_CASES]
+        for form in forms for dt in (np.float64, np.float32) for m, f in ALL_FLAGS]
 
 
 @needs_c
 @pytest.mark.parametrize("form,kind,case", warning_params(False) + warning_params(True))
 def test_every_variant_compiles_without_warnings(form, kind, case, tmp_path):
     if kind == "attend":
-        mode, dt, p, d, (bias, prefix, sink) = case
-        src = fused.c_source(mode, dt, p, d, bool(bias), bool(prefix), bool(sink))
+        mode, dt, p, d, (bias, prefix, sink), tile = case
+        src = fused.c_source(mode, dt, p, d, bool(bias), bool(prefix), bool(sink), tile)
         vector = mode != "sigmoid" and d <= 8  # fused_simd.covered: sigmoid and d > 8 run the plain loops
     else:
         mode, dt, (bias, prefix, sink) = case
