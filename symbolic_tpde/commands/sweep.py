@@ -154,8 +154,7 @@ def run(args) -> int:
     s = np.linspace(spec.smin, spec.smax, spec.n)
     if spec.smin < 0 < spec.smax and not np.any(s == 0.0):
         print(f"tpde sweep: warning: the grid of {spec.n} values on [{spec.smin:g}, {spec.smax:g}] misses s = 0, "
-              "where the low-rank (rank-one) phase lives for V = I; use an odd --n on a symmetric range",
-              file=sys.stderr)
+              "where the low-rank (rank-one) phase lives for V = I; use an odd --n on a symmetric range")
     res = run_sweep(spec, workers=args.workers, scheduler=args.scheduler)
     for p in save_sweep(res, args.out):
         print(p)
