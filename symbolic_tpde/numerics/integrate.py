@@ -259,12 +259,12 @@ def auto_tolerance(n: int, dtype=np.float64) -> float:
 
 
 def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl) -> ParticleRun:
-    """Dormand-Prince 5(4) with the standard step-size controller (Hairer I §II.4, as in :mod:`.rk`), on the
-    whole cloud at once, in its dtype; restarts (new first stage) at each layer breakpoint."""
+    """Dormand-Prince 5(4) on :class:`.rk.RKSolver` (the package's one controller), the whole cloud as one row in
+    its own dtype (the error norm is accumulated in float64); a new solver (first stage) at each layer
+    breakpoint, carrying the step size over."""
     tab = rk.DOPRI5
-    n = X.shape[0]
+    n, d = X.shape
     tol = auto_tolerance(n, dt)
-    q = min(tab.order, tab.error_order)
     layered = sched.func is None
     grid = None
     if save_every:
@@ -273,70 +273,45 @@ def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads
             grid.append(T)
     times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
     gi = 1
-    t, nacc, nrej, nfev, err_sum = 0.0, 0, 0, 0, 0.0
-    h = None
+    nacc, nrej, nfev, err_sum, h = 0, 0, 0, 0.0, None
     for a, b in segments(sched, T):
         w_seg = sched(a) if layered else None
-        t = a
 
-        def G(s, Y):
-            return _eval(Y, w_seg if layered else sched(s), t, f"dopri5 step {nacc + 1}", cache, block, threads)
-
-        f0 = G(t, X)
-        nfev += 1
-        if h is None:  # first segment: the first evaluation may have built the fused kernel (not estimated)
-            bar.restart()
-        if h is None:  # Hairer I §II.4 starting step (one Euler probe)
-            sc = tol + tol * np.abs(X)
-            d0, d1 = float(np.sqrt(np.mean((X / sc) ** 2))), float(np.sqrt(np.mean((f0 / sc) ** 2)))
-            h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-            h0 = min(h0, b - a)
-            f1 = G(t + h0, X + dt.type(h0) * f0)
-            nfev += 1
-            d2 = float(np.sqrt(np.mean(((f1 - f0) / sc) ** 2))) / h0
-            dm = max(d1, d2)
-            h = min(100 * h0, 1e-3 * h0 if dm <= 1e-15 else (0.01 / dm) ** (1 / (q + 1)))
-        rejected_last = False
-        while t < b:
-            h = min(h, b - t)
-            if b - t - h < 1e-12 * max(1.0, abs(b)):
-                h = b - t
+        def F(s, Y):
+            t = float(s[0])
             try:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    Xn, K = rk.rk_stages(tab, G, t, X, h, f0)
-                    E = dt.type(h) * rk._combine(tab.e, K)
-                    sc = tol + tol * np.maximum(np.abs(X), np.abs(Xn))
-                    err = float(np.sqrt(np.mean(np.square(E / sc, dtype=np.float64))))
-            except BlowupError:  # a stage overflowed: reject, shrink the step
-                err = np.inf
-            nfev += tab.stages - 1
-            if not np.isfinite(err):
-                err = np.inf
-            if err <= 1.0:
-                t_new = b if h == b - t else t + h
-                if grid is not None:
-                    while gi < len(grid) and grid[gi] <= t_new + 1e-12 * max(1.0, T):
-                        theta = (grid[gi] - t) / h
-                        traj.append(rk.dense_eval(tab, theta, X, Xn, K, h).astype(dt, copy=False))
-                        times.append(grid[gi])
-                        gi += 1
-                err_sum += float(np.max(np.abs(E)))
-                X, f0, t = Xn, K[-1], t_new
-                nacc += 1
-                fac = 0.9 * err ** (-1.0 / (q + 1)) if err > 0 else 10.0
-                h *= min(1.0 if rejected_last else 10.0, max(0.2, fac))
-                rejected_last = False
-                bar.update(t)
-                if t < T and dl.expired():
-                    return _stopped(t, X, times, traj, "dopri5", nacc, nfev, dt, error_estimate=err_sum,
-                                    tolerance=tol, rejected=nrej)
-            else:
-                nrej += 1
-                h *= 0.2 if not np.isfinite(err) else max(0.2, 0.9 * err ** (-1.0 / (q + 1)))
-                rejected_last = True
-                if h < 1e-12 * max(1.0, abs(t)):
-                    raise BlowupError(t, f"dopri5 step {nacc + 1}", "step size underflow: the error control "
-                                      "cannot be met (the state or field overflows)")
+                k = _eval(Y.reshape(n, d), w_seg if layered else sched(t), t, f"dopri5 step {nacc + 1}", cache,
+                          block, threads)
+            except BlowupError:  # a stage overflowed: a non-finite trial value, which the solver rejects
+                return np.full(Y.shape, np.nan, Y.dtype)
+            return k.reshape(1, -1)
+
+        s = rk.RKSolver(F, a, X.reshape(1, -1), b, method=tab, rtol=tol, atol=tol, h0=h, max_steps=2**62,
+                        hmin_rel=1e-12)
+        if h is None:  # the first evaluation may have built the fused kernel: not part of the estimate
+            bar.restart()
+        while s.status(0) == rk.Status.RUNNING:
+            acc = s.step()
+            if not acc.rows.size:
+                continue
+            t = float(acc.t1[0])
+            if grid is not None:
+                while gi < len(grid) and grid[gi] <= t + 1e-12 * max(1.0, T):
+                    y = acc.y1 if grid[gi] >= t else acc.at(tab, [grid[gi]])
+                    traj.append(y[0].reshape(n, d).astype(dt))
+                    times.append(grid[gi])
+                    gi += 1
+            err_sum += float(np.max(np.abs(acc.h[0] * rk._combine(tab.e, acc.K[:, 0]))))
+            bar.update(t)
+            if t < T and dl.expired():
+                X = acc.y1[0].reshape(n, d)
+                return _stopped(t, X, times, traj, "dopri5", nacc + int(s.n_steps[0]), nfev + s.nfev, dt,
+                                error_estimate=err_sum, tolerance=tol, rejected=nrej + int(s.n_rejected[0]))
+        if s.status(0) != rk.Status.OK:
+            raise BlowupError(float(s.t[0]), f"dopri5 step {nacc + int(s.n_steps[0]) + 1}", "step size "
+                              "underflow: the error control cannot be met (the state or field overflows)")
+        X, h = s.Y[0].reshape(n, d), float(s.h[0]) if s.n_steps[0] else None
+        nacc, nrej, nfev = nacc + int(s.n_steps[0]), nrej + int(s.n_rejected[0]), nfev + s.nfev
     if grid is not None and gi < len(grid):  # T = 0
         times += grid[gi:]
         traj += [X.copy()] * (len(grid) - gi)
