@@ -168,11 +168,11 @@ def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: f
     dl = Deadline(max_seconds)
     try:
         if method == "rk4" and steps is None:
-            return _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl)
+            return _stepped(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl, None)
         if method == "adaptive":
             return _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block,
                              threads, dl)
-        return _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads, dl)
+        return _stepped(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl, method)
     finally:
         bar.close()
 
@@ -199,48 +199,6 @@ def _stopped(t, X, times, traj, method, steps, nfev, dt, **kw) -> ParticleRun:
                        method, steps, nfev, dt.name, status="time-limit", **kw)
 
 
-def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads, dl) -> ParticleRun:
-    """Fixed steps of the :mod:`.rk` tableau ``method`` (Euler or RK4), in the particles' dtype."""
-    tab = rk.tableau(method)
-    h_max = T / n_steps if T > 0 else 0.0
-    layered = sched.func is None
-    times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
-    t, k_step, nfev = 0.0, 0, 0
-    for a, b in segments(sched, T):
-        m = max(1, math.ceil((b - a) / h_max - 1e-9))
-        h = (b - a) / m
-        w_seg = sched(a) if layered else None
-        for j in range(m):
-            t = a + j * h
-            where = f"{method} step {k_step + 1}"
-
-            def G(s, Y):
-                return _eval(Y, w_seg if layered else sched(s), t, where, cache, block, threads)
-
-            f0 = G(t, X)
-            if k_step == 0:
-                bar.restart()  # the first evaluation may have built the fused kernel: not part of the estimate
-            with np.errstate(over="ignore", invalid="ignore"):
-                Xn, _ = rk.rk_stages(tab, G, t, X, h, f0)
-            nfev += tab.stages
-            if not np.isfinite(Xn).all():
-                raise BlowupError(t, where, "state overflowed")
-            X = Xn
-            k_step += 1
-            t_now = a + (j + 1) * h
-            if save_every and (k_step % save_every == 0):
-                times.append(t_now)
-                traj.append(X.copy())
-            bar.update(t_now)
-            if t_now < T and dl.expired():
-                return _stopped(t_now, X, times, traj, method, k_step, nfev, dt)
-    if save_every and times[-1] != T:
-        times.append(T)
-        traj.append(X.copy())
-    return ParticleRun(T, X, None if times is None else np.array(times),
-                       None if traj is None else np.stack(traj), method, k_step, nfev, dt.name)
-
-
 #: Error-controlled default: the tolerance is this fraction of the Monte-Carlo scale ``n^{-1/2}``.
 MC_FRACTION = 1e-3
 
@@ -258,42 +216,49 @@ def auto_tolerance(n: int, dtype=np.float64) -> float:
     return max(MC_FRACTION / math.sqrt(max(1, n)), floor)
 
 
-def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl) -> ParticleRun:
-    """Dormand-Prince 5(4) on :class:`.rk.RKSolver` (the package's one controller), the whole cloud as one row in
-    its own dtype (the error norm is accumulated in float64); a new solver (first stage) at each layer
-    breakpoint, carrying the step size over."""
-    tab = rk.DOPRI5
+def _stepped(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl, method) -> ParticleRun:
+    """The built-in particle methods on :class:`.rk.RKSolver` (the package's one stepping routine and step
+    controller), the whole cloud as one row in its own dtype (the error norm is accumulated in float64), a
+    new solver (first stage) at each layer breakpoint.  ``method`` ``"euler"``/``"rk4"``: fixed steps of size
+    ``<= T/n_steps`` per segment, saved every ``save_every`` steps; ``None``: Dormand-Prince 5(4) at
+    :func:`auto_tolerance`, the step size carried over breakpoints, saved on the nominal grid by its dense
+    output, ``error_estimate`` = Σ over accepted steps of ``max |embedded local error|``."""
+    adaptive = method is None
+    name = "dopri5" if adaptive else method
+    tab = rk.DOPRI5 if adaptive else rk.tableau(method)
     n, d = X.shape
-    tol = auto_tolerance(n, dt)
+    tol = auto_tolerance(n, dt) if adaptive else None
+    h_max = T / n_steps if T > 0 else 0.0
     layered = sched.func is None
     grid = None
-    if save_every:
+    if save_every and adaptive:
         grid = [k * T / n_steps for k in range(0, n_steps + 1, save_every)]
         if grid[-1] != T:
             grid.append(T)
     times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
-    gi = 1
-    nacc, nrej, nfev, err_sum, h = 0, 0, 0, 0.0, None
+    gi, k_step, nrej, nfev, err_sum, h = 1, 0, 0, 0, 0.0, None
     for a, b in segments(sched, T):
         w_seg = sched(a) if layered else None
 
         def F(s, Y):
             t = float(s[0])
             try:
-                k = _eval(Y.reshape(n, d), w_seg if layered else sched(t), t, f"dopri5 step {nacc + 1}", cache,
+                k = _eval(Y.reshape(n, d), w_seg if layered else sched(t), t, f"{name} step {k_step + 1}", cache,
                           block, threads)
-            except BlowupError:  # a stage overflowed: a non-finite trial value, which the solver rejects
+            except BlowupError:  # a non-finite value: the solver rejects the step or stops the row
                 return np.full(Y.shape, np.nan, Y.dtype)
             return k.reshape(1, -1)
 
-        s = rk.RKSolver(F, a, X.reshape(1, -1), b, method=tab, rtol=tol, atol=tol, h0=h, max_steps=2**62,
-                        hmin_rel=1e-12)
-        if h is None:  # the first evaluation may have built the fused kernel: not part of the estimate
+        steps = None if adaptive else max(1, math.ceil((b - a) / h_max - 1e-9))
+        s = rk.RKSolver(F, a, X.reshape(1, -1), b, method=tab, h0=h, steps=steps, max_steps=2**62, hmin_rel=1e-12,
+                        rhs_at_ends=False, **({} if tol is None else dict(rtol=tol, atol=tol)))
+        if k_step == 0:  # the first evaluation may have built the fused kernel: not part of the estimate
             bar.restart()
         while s.status(0) == rk.Status.RUNNING:
             acc = s.step()
             if not acc.rows.size:
                 continue
+            k_step += 1
             t = float(acc.t1[0])
             if grid is not None:
                 while gi < len(grid) and grid[gi] <= t + 1e-12 * max(1.0, T):
@@ -301,23 +266,30 @@ def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads
                     traj.append(y[0].reshape(n, d).astype(dt))
                     times.append(grid[gi])
                     gi += 1
-            err_sum += float(np.max(np.abs(acc.h[0] * rk._combine(tab.e, acc.K[:, 0]))))
+            elif save_every and k_step % save_every == 0:
+                times.append(t)
+                traj.append(acc.y1[0].reshape(n, d).copy())
+            if adaptive:
+                err_sum += float(np.max(np.abs(acc.h[0] * rk._combine(tab.e, acc.K[:, 0]))))
             bar.update(t)
             if t < T and dl.expired():
-                X = acc.y1[0].reshape(n, d)
-                return _stopped(t, X, times, traj, "dopri5", nacc + int(s.n_steps[0]), nfev + s.nfev, dt,
-                                error_estimate=err_sum, tolerance=tol, rejected=nrej + int(s.n_rejected[0]))
+                kw = dict(error_estimate=err_sum, tolerance=tol, rejected=nrej + int(s.n_rejected[0])) if adaptive \
+                    else {}
+                return _stopped(t, acc.y1[0].reshape(n, d), times, traj, name, k_step, nfev + s.nfev, dt, **kw)
         if s.status(0) != rk.Status.OK:
-            raise BlowupError(float(s.t[0]), f"dopri5 step {nacc + int(s.n_steps[0]) + 1}", "step size "
-                              "underflow: the error control cannot be met (the state or field overflows)")
-        X, h = s.Y[0].reshape(n, d), float(s.h[0]) if s.n_steps[0] else None
-        nacc, nrej, nfev = nacc + int(s.n_steps[0]), nrej + int(s.n_rejected[0]), nfev + s.nfev
+            raise BlowupError(float(s.t[0]), f"{name} step {k_step + 1}", "step size underflow: the error control "
+                              "cannot be met (the state or field overflows)" if adaptive else "state overflowed")
+        X, h = s.Y[0].reshape(n, d), (float(s.h[0]) if adaptive and s.n_steps[0] else None)
+        nrej, nfev = nrej + int(s.n_rejected[0]), nfev + s.nfev
     if grid is not None and gi < len(grid):  # T = 0
         times += grid[gi:]
         traj += [X.copy()] * (len(grid) - gi)
+    elif save_every and times[-1] != T:
+        times.append(T)
+        traj.append(X.copy())
+    kw = dict(error_estimate=err_sum, tolerance=tol, rejected=nrej) if adaptive else {}
     return ParticleRun(T, X, None if times is None else np.array(times),
-                       None if traj is None else np.stack(traj), "dopri5", nacc, nfev, dt.name,
-                       err_sum, tol, nrej)
+                       None if traj is None else np.stack(traj), name, k_step, nfev, dt.name, **kw)
 
 
 def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads, dl):

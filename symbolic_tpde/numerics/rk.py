@@ -217,7 +217,7 @@ class Accepted:
     y0: np.ndarray
     y1: np.ndarray
     K: np.ndarray
-    f1: np.ndarray
+    f1: np.ndarray | None
     h: np.ndarray
     err: np.ndarray | None = None
 
@@ -231,11 +231,15 @@ class Accepted:
 class RKSolver:
     """Batched explicit RK: rows of ``Y0 (N, n)`` from ``t0`` to ``T`` (scalar or per row), each with its own
     step.  ``steps`` (int or per row) selects fixed-step mode; otherwise the tableau must be adaptive.
-    ``F(t, Y, *args)``: ``t (m,)``, ``Y (m, n)`` for the ``m`` active rows; ``args`` are per-row arrays."""
+    ``F(t, Y, *args)``: ``t (m,)``, ``Y (m, n)`` for the ``m`` active rows; ``args`` are per-row arrays.
+    ``rhs_at_ends=False`` (fixed steps, a tableau without FSAL): the first stage of each step is evaluated at
+    its start instead of at the end of the step before, so no evaluation is spent past the last step (one per
+    solver: a particle layer of one Euler step costs one field); ``Accepted.f1`` is then ``None`` (no Hermite
+    dense output, no ``f`` for monitors)."""
 
     def __init__(self, F: Callable, t0, Y0, T, *, method: str | Tableau = "dopri5", rtol: float = 1e-8,
                  atol: float = 1e-10, args: Sequence = (), h0=None, steps=None, max_steps: int = 100_000,
-                 hmin_rel: float = 1e-14):
+                 hmin_rel: float = 1e-14, rhs_at_ends: bool = True):
         self.tab = tableau(method)
         self.F = F
         Y = np.array(Y0, copy=True)
@@ -259,10 +263,13 @@ class RKSolver:
         self.n_rejected = np.zeros(N, dtype=int)
         self.max_steps, self.hmin_rel = max_steps, hmin_rel
         self.fixed = steps is not None
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.f = np.asarray(F(self.t, Y, *self.args), dtype=Y.dtype)
-        self.nfev = 1
-        self.code[~np.all(np.isfinite(self.f), axis=1)] = _NONFINITE
+        self.lazy = self.fixed and not rhs_at_ends and not self.tab.fsal
+        self.f, self.nfev = None, 0
+        if not self.lazy:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self.f = np.asarray(F(self.t, Y, *self.args), dtype=Y.dtype)
+            self.nfev = 1
+            self.code[~np.all(np.isfinite(self.f), axis=1)] = _NONFINITE
         if self.fixed:
             self.steps = np.broadcast_to(np.asarray(steps, int), (N,)).copy()
             self.h = (self.T - self.t) / np.maximum(self.steps, 1)
@@ -298,10 +305,11 @@ class RKSolver:
         if not self.fixed:   # h keeps the controller's proposal; a step never passes T
             hh = np.minimum(hh, self.T[idx] - tt)
         a = [x[idx] for x in self.args]
-        ynew, K = rk_stages(tab, F, tt, y, hh, self.f[idx], a)
-        f1 = K[-1] if tab.fsal else np.asarray(F(tt + hh, ynew, *a), dtype=y.dtype)
+        f0 = np.asarray(F(tt, y, *a), dtype=y.dtype) if self.lazy else self.f[idx]
+        ynew, K = rk_stages(tab, F, tt, y, hh, f0, a)
+        f1 = K[-1] if tab.fsal else (None if self.lazy else np.asarray(F(tt + hh, ynew, *a), dtype=y.dtype))
         self.nfev += tab.stages - 1 + (0 if tab.fsal else 1)
-        finite = np.isfinite(ynew).all(axis=1) & np.isfinite(f1).all(axis=1)
+        finite = np.isfinite(ynew).all(axis=1) & (True if f1 is None else np.isfinite(f1).all(axis=1))
         err = None
         if self.fixed:
             k = self.n_steps[idx] + 1
@@ -323,9 +331,11 @@ class RKSolver:
             tnew = np.where(hh >= self.T[idx] - tt, self.T[idx], tt + hh)
         ai = np.nonzero(accept)[0]
         gi = idx[ai]
-        out = Accepted(gi, tt[ai], tnew[ai], y[ai], ynew[ai], K[:, ai], f1[ai], hh[ai],
+        out = Accepted(gi, tt[ai], tnew[ai], y[ai], ynew[ai], K[:, ai], None if f1 is None else f1[ai], hh[ai],
                        None if err is None else err[ai])
-        self.Y[gi], self.t[gi], self.f[gi] = ynew[ai], tnew[ai], f1[ai]
+        self.Y[gi], self.t[gi] = ynew[ai], tnew[ai]
+        if f1 is not None:
+            self.f[gi] = f1[ai]
         self.n_steps[gi] += 1
         self.n_rejected[idx[~accept]] += 1
         self.code[gi[self.t[gi] >= self.T[gi]]] = _OK
