@@ -252,13 +252,13 @@ def _stepped(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, d
         steps = None if adaptive else max(1, math.ceil((b - a) / h_max - 1e-9))
         s = rk.RKSolver(F, a, X.reshape(1, -1), b, method=tab, h0=h, steps=steps, max_steps=2**62, hmin_rel=1e-12,
                         rhs_at_ends=False, **({} if tol is None else dict(rtol=tol, atol=tol)))
-        if k_step == 0:  # the first evaluation may have built the fused kernel: not part of the estimate
-            bar.restart()
         while s.status(0) == rk.Status.RUNNING:
             acc = s.step()
             if not acc.rows.size:
                 continue
             k_step += 1
+            if k_step == 1:  # the first evaluation may have built the fused kernel: not part of the estimate
+                bar.restart()
             t = float(acc.t1[0])
             if grid is not None:
                 while gi < len(grid) and grid[gi] <= t + 1e-12 * max(1.0, T):
