@@ -18,8 +18,10 @@
   ``ivp_method`` (default ``"dopri5"``, the package's Dormand-Prince 5(4); any ``solve_ivp`` name also works)
   and ``rtol, atol``.
 
-The fixed-step stages are those of the Butcher tableaus :data:`~symbolic_tpde.numerics.rk.EULER` and
-:data:`~symbolic_tpde.numerics.rk.RK4` (:func:`~symbolic_tpde.numerics.rk.rk_stages`, in the particles' dtype).
+The first three step through :class:`~symbolic_tpde.numerics.rk.RKSolver`, the package's one stepping
+routine and step-size controller (tableaus :data:`~symbolic_tpde.numerics.rk.EULER`,
+:data:`~symbolic_tpde.numerics.rk.RK4`, :data:`~symbolic_tpde.numerics.rk.DOPRI5`), with the cloud as one row
+in its own dtype (float32 stays float32; the error norm is accumulated in float64).
 
 Layers: the fixed-step methods split ``[0, T]`` at the layer breakpoints (``schedule.breakpoints(T)``) and
 take equal steps of size ``<= T/steps`` inside each segment, so every step lies inside one layer; inside a
