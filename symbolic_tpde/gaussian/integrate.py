@@ -55,9 +55,12 @@ def gaussian_events(ode, blowup: bool = True) -> list:
     monitor of :func:`~symbolic_tpde.registry.layout.gaussian_size` and the tilt-existence conditions ``ode.condition_values`` (if any)."""
     events = [BlowupMonitor(*layout.gaussian_size(ode.d))] if blowup else []
     cond = getattr(ode, "condition_values", None)
-    if cond is not None:
-        events.append(StopCondition(cond, TILT_CEASED, "the tilt ceased to exist at t = {t:.12g}"))
-    return events
+    return events + tilt_stops(cond)
+
+
+def tilt_stops(cond) -> list:
+    """The tilt-existence conditions ``cond(t, y)`` (``None``: none) as the Gaussian layer's stop event."""
+    return [] if cond is None else [StopCondition(cond, TILT_CEASED, "the tilt ceased to exist at t = {t:.12g}")]
 
 
 def reported_status(sol):
