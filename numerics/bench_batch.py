@@ -3,7 +3,8 @@
 Same run, same generated right-hand side (softmax, d = 2, A = -[[0.6, 0.1], [0.1, 0.3]], V = I, horizon T = 5,
 rtol 1e-8, atol 1e-10), Σ₀ = GGᵀ + 0.1 I with G standard normal (seed 0):
 
-* batched: :func:`symbolic_tpde.analysis.batch.dopri5_batch` on ``GaussianODE.rhs_batch`` (all rows at once);
+* batched: :func:`symbolic_tpde.numerics.rk.rk_solve` (Dormand-Prince rows) on ``GaussianODE.rhs_batch`` (all rows
+  at once);
 * loop: ``scipy.integrate.solve_ivp`` (RK45, the same Dormand-Prince pair) per trajectory on ``compiled.f``,
   timed on a subset of ``--loop-n`` trajectories and reported per trajectory;
 * sweep: ``tpde sweep``-style grid in-process vs 2 local worker processes (a pool warmed with the
@@ -19,10 +20,10 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from symbolic_tpde.analysis.batch import DONE, dopri5_batch
 from symbolic_tpde.analysis.sweep import SweepSpec, run_sweep
 from symbolic_tpde.gaussian import GaussianODE
 from symbolic_tpde.weights import make_head, make_weights
+from symbolic_tpde.numerics.rk import Status, rk_solve
 
 
 def _busy(n):
@@ -50,9 +51,9 @@ def main():
     print(f"backend: {ode.backend}")
 
     t0 = time.perf_counter()
-    res = dopri5_batch(lambda t, Y: batch(t, Y, p), 0.0, Y0, T, rtol=rtol, atol=atol)
+    res = rk_solve(lambda t, Y: batch(t, Y, p), 0.0, Y0, T, rtol=rtol, atol=atol)
     tb = time.perf_counter() - t0
-    assert np.all(res.status == DONE)
+    assert np.all(res.status == Status.OK)
     m = args.loop_n
     t0 = time.perf_counter()
     ends = []
@@ -64,7 +65,7 @@ def main():
     print(f"{'method':<44} {'time (s)':>10} {'traj/s':>10} {'ratio':>7}")
     print(f"{'per-trajectory solve_ivp RK45 loop':<44} {tl:>10.2f} {args.N / tl:>10.0f} {1.0:>7.1f}"
           f"   (timed on {m}, scaled to {args.N})")
-    print(f"{'batched DOPRI5 (analysis.batch)':<44} {tb:>10.2f} {args.N / tb:>10.0f} {tl / tb:>7.1f}")
+    print(f"{'batched DOPRI5 (rk.rk_solve)':<44} {tb:>10.2f} {args.N / tb:>10.0f} {tl / tb:>7.1f}")
     print(f"max relative end-state difference batched vs loop: {diff:.2e} (both at rtol {rtol:g})")
     print(f"batched: mean steps/trajectory {res.n_steps.mean():.1f}, rejected {res.n_rejected.mean():.2f}")
 

@@ -33,7 +33,6 @@ _LAZY = {
     "unpack_state": "symbolic_tpde.gaussian",
     "integrate_blowup": "symbolic_tpde.analysis.blowup",
     "classify": "symbolic_tpde.analysis.clustering",
-    "dopri5_batch": "symbolic_tpde.analysis.batch",
     "kinds": "symbolic_tpde.registry",
 }
 

@@ -75,7 +75,7 @@ def test_rejections_and_tolerance_met():
     stays within a few times rtol·|y| (the global error of a tolerance-proportional method, amplified by
     at most the length of the interval)."""
     r = rk.rk_solve(F, 0.0, Y0, T, rtol=1e-8, atol=1e-12, h0=1.0)
-    assert r.n_rejected.sum() > 0 and np.all(r.status == rk.DONE)
+    assert r.n_rejected.sum() > 0 and np.all(r.status == rk.Status.OK)
     assert np.abs(r.y - exact(T)).max() < 1e-7 * np.abs(exact(T)).max()
 
 
@@ -90,7 +90,7 @@ def test_float32_rows_keep_their_dtype():
 def test_nonfinite_row_stops_alone():
     G = lambda t, Y, flag: np.where((t[:, None] > 0.5) & (flag[:, None] == 1.0), np.nan, -Y)  # noqa: E731
     r = rk.rk_solve(G, 0.0, np.array([[1.0], [2.0]]), 2.0, args=(np.array([0.0, 1.0]),))
-    assert r.status.tolist() == [rk.DONE, rk.NONFINITE] and np.isfinite(r.y).all() and r.t[1] < 2.0
+    assert r.status.tolist() == [rk.Status.OK, rk.Status.NONFINITE] and np.isfinite(r.y).all() and r.t[1] < 2.0
     # without an error estimate the fixed-step mode is required
     with pytest.raises(ValueError):
         rk.RKSolver(F, 0.0, Y0, T, method="rk4")

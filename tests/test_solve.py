@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from symbolic_tpde.numerics.solve import BlowupMonitor, Status, integrate
+from symbolic_tpde.numerics.solve import BlowupMonitor, Status, StopCondition, integrate, wants_jacobian
 
-SCALAR_SIZE = (lambda y: float(y[0]), lambda y, fy: float(fy[0]))
+SCALAR_SIZE = BlowupMonitor(lambda y: float(y[0]), lambda y, fy: float(fy[0]))
+HALF = StopCondition(lambda t, y: y - 0.5, "half", "y reached 1/2 at t = {t:.12g}")
 
 
 def test_ok_status_and_str_enum():
@@ -25,7 +26,7 @@ def test_ok_status_and_str_enum():
 def test_blowup_of_y_squared(method):
     """y' = y², y(0) = 2: y = 1/(T* - t), T* = 1/y0 = 0.5, exponent p = 1.  Measured errors ~1e-13 with
     error bars ~5e-12; the bar must cover the truth, and both are far below the 1e-6 requirement."""
-    sol = integrate(lambda t, y: y * y, [2.0], (0.0, 10.0), method=method, rtol=1e-12, blowup=SCALAR_SIZE)
+    sol = integrate(lambda t, y: y * y, [2.0], (0.0, 10.0), method=method, rtol=1e-12, events=[SCALAR_SIZE])
     assert sol.status == Status.BLOWUP
     err = abs(sol.blowup_time - 0.5)
     assert err <= sol.blowup_time_error and sol.blowup_time_error < 1e-9
@@ -41,30 +42,30 @@ def test_exponential_growth_overflows_without_blowup():
     """y' = 3y grows without a finite-time singularity: q → 1/3, p_k → ∞, so no blow-up signature; the run
     stops where y = 1e200 y0, i.e. t = ln(1e200)/3 = 153.5057 (DOP853 at rtol 1e-10 over 460 e-foldings:
     relative error of y ≲ 1e-7, i.e. an error in t of ≲ 1e-7/3)."""
-    sol = integrate(lambda t, y: 3 * y, [1.0], (0.0, 200.0), method="DOP853", blowup=SCALAR_SIZE)
+    sol = integrate(lambda t, y: 3 * y, [1.0], (0.0, 200.0), method="DOP853", events=[SCALAR_SIZE])
     assert sol.status == Status.OVERFLOW and sol.blowup_time is None
     assert abs(sol.t_end - math.log(1e200) / 3) < 1e-6 and np.isfinite(sol.y).all()
-    ok = integrate(lambda t, y: 3 * y, [1.0], (0.0, 12.0), blowup=SCALAR_SIZE)
+    ok = integrate(lambda t, y: 3 * y, [1.0], (0.0, 12.0), events=[SCALAR_SIZE])
     assert ok.status == Status.OK and abs(ok.y_end[0] / math.exp(36) - 1) < 1e-8
 
 
-def test_tilt_ceased_located_by_root_finding():
+def test_stop_condition_located_by_root_finding():
     """y' = -y with the condition y - 1/2 > 0: it crosses 0 at t = ln 2.  The root of the dense output is
     found to round-off; the interpolant is accurate to ~rtol = 1e-12 (measured error 2e-14)."""
-    sol = integrate(lambda t, y: -y, [1.0], (0.0, 5.0), rtol=1e-12, conditions=lambda t, y: y - 0.5)
-    assert sol.status == Status.TILT_CEASED and "the tilt ceased to exist at t = " in sol.message
+    sol = integrate(lambda t, y: -y, [1.0], (0.0, 5.0), rtol=1e-12, events=[HALF])
+    assert sol.status == Status.EVENT and sol.message.startswith("y reached 1/2 at t = ")
     assert abs(sol.t_end - math.log(2)) < 1e-10 and sol.t[-1] == sol.t_end
-    ev = [e for e in sol.events if e.kind == "tilt-ceased"]
-    assert len(ev) == 1 and ev[0].index == 0 and abs(ev[0].time - math.log(2)) < 1e-10
+    ev = [e for e in sol.events if e.kind == "half"]
+    assert len(ev) == 1 and ev[0] is sol.event and ev[0].index == 0 and abs(ev[0].time - math.log(2)) < 1e-10
 
 
-def test_tilt_ceased_where_the_rhs_stops_being_finite():
+def test_stop_condition_where_the_rhs_stops_being_finite():
     """The rhs is NaN beyond the condition's zero (y = 1 - t, condition y - 1/2): trial steps past t = 1/2
     are rejected until the step size collapses (h < 1e-14 max(1, t)); the time reached is t = 1/2 to within
     that (measured 1e-14)."""
     f = lambda t, y: np.array([-1.0]) if y[0] > 0.5 else np.array([np.nan])  # noqa: E731
-    sol = integrate(f, [1.0], (0.0, 5.0), conditions=lambda t, y: y - 0.5)
-    assert sol.status == Status.TILT_CEASED and abs(sol.t_end - 0.5) < 1e-10
+    sol = integrate(f, [1.0], (0.0, 5.0), events=[HALF])
+    assert sol.status == Status.EVENT and sol.event.kind == "half" and abs(sol.t_end - 0.5) < 1e-10
     assert "blowup" not in sol.message
 
 
@@ -110,7 +111,20 @@ def test_t_eval_progress_and_fixed_steps():
 
 
 def test_error_run_can_be_switched_off():
-    mon = BlowupMonitor(*SCALAR_SIZE, error_run=False)
-    a = integrate(lambda t, y: y * y, [2.0], (0.0, 10.0), method="DOP853", rtol=1e-12, blowup=mon)
-    b = integrate(lambda t, y: y * y, [2.0], (0.0, 10.0), method="DOP853", rtol=1e-12, blowup=SCALAR_SIZE)
+    mon = BlowupMonitor(SCALAR_SIZE.size, SCALAR_SIZE.dsize, error_run=False)
+    a = integrate(lambda t, y: y * y, [2.0], (0.0, 10.0), method="DOP853", rtol=1e-12, events=[mon])
+    b = integrate(lambda t, y: y * y, [2.0], (0.0, 10.0), method="DOP853", rtol=1e-12, events=[SCALAR_SIZE])
     assert a.blowup_time == b.blowup_time and a.blowup_time_error <= b.blowup_time_error and a.nfev < b.nfev
+
+
+def test_the_method_says_whether_it_wants_a_jacobian():
+    """Asked of the method: scipy's implicit solvers take ``jac`` (BDF, Radau, LSODA), the explicit pairs and the
+    package's tableaus (strictly lower-triangular ``a``) do not; the Jacobian given is then used (a wrong one
+    changes a BDF run, and leaves an explicit run bit-for-bit alone)."""
+    assert [m for m in ("RK45", "RK23", "DOP853", "LSODA", "BDF", "Radau", "euler", "rk4", "bs32", "dopri5")
+            if wants_jacobian(m)] == ["LSODA", "BDF", "Radau"]
+    wrong = lambda t, y: np.array([[5.0]])  # noqa: E731
+    for m, used in (("BDF", True), ("dopri5", False)):
+        a = integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method=m, rtol=1e-6)
+        b = integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method=m, rtol=1e-6, jac=wrong)
+        assert (a.nfev != b.nfev or a.y_end[0] != b.y_end[0]) == used

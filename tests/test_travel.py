@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.gaussian import GaussianODE, backend_for, pack_params, pack_state
-from symbolic_tpde.numerics.solve import Solution, integrate
+from symbolic_tpde.numerics.solve import Solution, as_monitor, integrate
 from symbolic_tpde.symbolic.moments import derive_gaussian_system
 from symbolic_tpde.validate.oracles import affine_field
 from symbolic_tpde.weights import (FFN, Head, Scenario, Schedule, Structure, Weights, check_gaussian, make_head,
@@ -66,7 +66,7 @@ def _arrays(value):
 
 def _solution() -> Solution:
     """A real run with events and level samples: ``y' = y²``, ``y(0) = 1`` blows up at ``t = 1``."""
-    return integrate(lambda t, y: y * y, [1.0], (0.0, 2.0), blowup=[1.0], rtol=1e-8)
+    return integrate(lambda t, y: y * y, [1.0], (0.0, 2.0), events=[as_monitor([1.0])], rtol=1e-8)
 
 
 def _same_solution(a: Solution, b: Solution) -> bool:

@@ -19,7 +19,10 @@ eigenvalue ``-ε``, decay time ``~1/ε``) count as persistent; ``decay_slope`` i
 slowest decaying direction between ``t_mid`` and ``T`` (``≈ -1`` for the ``O(1/t)`` rate).
 
 Every time loop here runs on the package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`,
-scipy's DOP853 stepper; :func:`classify_batch` on the batched Dormand-Prince of :mod:`symbolic_tpde.numerics.rk`).
+scipy's DOP853 stepper; :func:`classify_batch` on the batched Dormand-Prince of :mod:`symbolic_tpde.numerics.rk`),
+with the package's one blow-up monitor (:class:`~symbolic_tpde.numerics.solve.BlowupMonitor`, default levels
+``10³…10¹⁰ r₀``); a row that passes the top level without the singularity signature is "diverge"
+(:data:`OVERFLOW` is the top level: the signature is tested there first).
 
 Identities checked along trajectories (README Mathematics §4; augmented quadrature, independent of the end state):
 
@@ -41,9 +44,14 @@ import numpy as np
 from ..registry import layout
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
-from ..numerics.solve import Status, integrate
-from ..registry.layout import gaussian_size, trace_weights
+from ..gaussian.integrate import gaussian_events, gaussian_rhs, reported_status
+from ..numerics import rk
+from ..numerics.solve import DEFAULT_LEVELS, BlowupMonitor, Status, integrate
+from ..registry.layout import gaussian_size
 from .blowup import integrate_blowup
+
+#: classification: growth past the monitor's top level without a singularity signature is "diverge"
+OVERFLOW = DEFAULT_LEVELS[-1]
 
 
 @dataclass
@@ -99,17 +107,15 @@ def classify(f: Callable, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 
     """
     Sigma0 = np.asarray(Sigma0, float)
     d = Sigma0.shape[0]
-    w = trace_weights(d)
+    size = gaussian_size(d)
     y0 = _pack(np.zeros(d) if alpha0 is None else np.asarray(alpha0, float), Sigma0)
     t_mid = T / 10
-    # classification only needs the growth law: levels 1e2..1e7 and "diverge" past 1e8 x the start keep the
-    # run away from extreme ill-conditioning (ℓ2's right-hand side involves Σ⁻¹)
-    kw_b = dict(rtol=rtol, levels=tuple(10.0 ** np.arange(2, 8)), overflow=1e8, max_nfev=200_000)
-    r1 = integrate_blowup(f, y0, t_mid, w, **kw_b)
+    kw_b = dict(rtol=rtol, overflow=OVERFLOW, max_nfev=200_000)
+    r1 = integrate_blowup(f, y0, t_mid, size, **kw_b)
     res = r1
-    if r1.status == "ok":
-        kw_b["overflow"] = 1e8 * float(w @ y0) / float(w @ r1.y)
-        r2 = integrate_blowup(f, r1.y, T, w, t0=t_mid, **kw_b)
+    if r1.status == "ok":   # the second leg restarts the levels; its overflow keeps the total growth at OVERFLOW
+        kw_b["overflow"] = max(OVERFLOW * size[0](y0) / size[0](r1.y), DEFAULT_LEVELS[-1])
+        r2 = integrate_blowup(f, r1.y, T, size, t0=t_mid, **kw_b)
         res = r2
     if res.status == "blowup":
         return ClusteringResult("blowup", Sigma_T=_unpack(res.y, d)[1], t=res.t, blowup_time=res.blowup_time,
@@ -122,60 +128,51 @@ def classify(f: Callable, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 
 
 
 def classify_batch(F: Callable, Sigma0s: np.ndarray, T: float = 1e4, *, alpha0s: np.ndarray | None = None,
-                   args: Sequence = (), rtol: float = 1e-8, atol: float = 1e-14, blowup_factor: float = 1e6,
-                   refine_blowup: bool = True, max_steps: int = 20_000, **kw) -> list[ClusteringResult]:
-    """Batched :func:`classify` for many ``Σ₀`` (and per-row ``args``) with :func:`.batch.dopri5_batch`.
+                   args: Sequence = (), rtol: float = 1e-8, atol: float = 1e-14, max_steps: int = 20_000,
+                   **kw) -> list[ClusteringResult]:
+    """Batched :func:`classify` for many ``Σ₀`` (and per-row ``args``): Dormand-Prince rows of
+    :func:`symbolic_tpde.numerics.rk.rk_solve` with the one blow-up monitor on every row
+    (:meth:`~symbolic_tpde.numerics.solve.BlowupMonitor.rows`, overflow :data:`OVERFLOW`).
 
-    Rows stopped at ``tr Σ > blowup_factor·tr Σ₀`` are continued two decades and their blow-up time
-    extrapolated (:func:`.blowup.batch_blowup_times`); the error bound adds the difference to a rerun of
-    those rows at ``100·rtol`` (integration error) to the extrapolation bound.  A row counts as ``"blowup"`` when the fitted exponent
-    is within 10 % of 1 (the Riccati law; exponential growth gives a much larger or undefined exponent),
-    otherwise ``"diverge"``.  Rows that exhaust ``max_steps`` (e.g. a right-hand side that loses accuracy on
-    a nearly singular ``Σ``) are reported as ``"diverge"`` when they stopped above the threshold, else as
+    Blow-up rows get the error bar of :func:`~symbolic_tpde.numerics.solve.integrate`: extrapolation spread plus
+    the difference to a rerun of those rows at ``100·rtol`` (or ``|T* - t|`` if the rerun shows no signature).
+    Rows that exhaust ``max_steps`` or whose step size collapses without the signature (e.g. a right-hand side
+    that loses accuracy on a nearly singular ``Σ``) are ``"diverge"`` when ``tr Σ`` grew tenfold, else
     ``"undetermined"``.
     """
-    from .batch import BLOWUP, NONFINITE, dopri5_batch, trace_monitor
-    from .blowup import batch_blowup_times
-
     S0 = np.asarray(Sigma0s, float)
     N, d, _ = S0.shape
     a0 = np.zeros((N, d)) if alpha0s is None else np.asarray(alpha0s, float)
     Y0 = layout.pack(a0, S0)
     tr0 = np.trace(S0, axis1=1, axis2=2)
-    mon = trace_monitor(d, d, blowup_factor=blowup_factor, base=tr0)
-    res = dopri5_batch(F, 0.0, Y0, T, rtol=rtol, atol=atol, args=args, monitor=mon, t_eval=[T / 10, T],
-                       max_steps=max_steps)
-    out: list[ClusteringResult | None] = [None] * N
-    w = trace_weights(d)
-    blown = np.nonzero((res.status == BLOWUP) | (res.status == NONFINITE))[0]
-    if blown.size and refine_blowup:
-        bargs = [np.asarray(a)[blown] for a in args]
-        Tb, p, err = batch_blowup_times(F, res.t[blown], res.y[blown], w, args=bargs)
-        # integration error bound: the same rows again at a 100x looser tolerance (over-estimates the error
-        # of the tight run for a convergent method); rows that do not blow up there get err = inf.
-        mon2 = trace_monitor(d, d, blowup_factor=blowup_factor, base=tr0[blown])
-        res2 = dopri5_batch(F, 0.0, Y0[blown], T, rtol=100 * rtol, atol=100 * atol, args=bargs, monitor=mon2,
-                            max_steps=max_steps)
-        Tb2, _, err2 = batch_blowup_times(F, res2.t, res2.y, w, args=bargs)
-        err = np.where(res2.status == BLOWUP, err + err2 + np.abs(Tb - Tb2), np.inf)
-    for j, i in enumerate(blown):
-        S_T = _unpack(res.y[i], d)[1]
-        if refine_blowup and np.isfinite(p[j]) and abs(p[j] - 1) < 0.1 and res.status[i] == BLOWUP:
-            out[i] = ClusteringResult("blowup", Sigma_T=S_T, t=float(res.t[i]), blowup_time=float(Tb[j]),
-                                      blowup_time_error=float(err[j]))
-        else:
-            out[i] = ClusteringResult("diverge", Sigma_T=S_T, t=float(res.t[i]))
+    mon = BlowupMonitor(*gaussian_size(d), overflow=OVERFLOW)
+
+    def run(rows, tol, t_eval=None):
+        bm = mon.rows(Y0[rows])
+        r = rk.rk_solve(F, 0.0, Y0[rows], T, rtol=tol, atol=atol * tol / rtol, monitor=bm, t_eval=t_eval,
+                        args=[np.asarray(a)[rows] for a in args], max_steps=max_steps)
+        return r, bm.settle(r.status), bm
+
+    res, status, bm = run(np.arange(N), rtol, [T / 10, T])
+    blown = np.nonzero(status == Status.BLOWUP)[0]
+    err = bm.spread.copy()
+    if blown.size:
+        _, st2, bm2 = run(blown, 100 * rtol)
+        ok2 = st2 == Status.BLOWUP
+        err[blown] += np.where(ok2, np.abs(bm.blowup_time[blown] - bm2.blowup_time), 0.0)
+        err[blown[~ok2]] = np.maximum(err[blown[~ok2]], np.abs(bm.blowup_time[blown[~ok2]] - res.t[blown[~ok2]]))
+    out = []
     for i in range(N):
-        if out[i] is None:
-            if res.status[i] != 1:
-                S_T = _unpack(res.y[i], d)[1]
-                grown = np.trace(S_T) > 10 * tr0[i]
-                out[i] = ClusteringResult("diverge" if grown else "undetermined", Sigma_T=S_T, t=float(res.t[i]))
-                continue
-            S_mid = _unpack(res.ys[0, i], d)[1]
-            S_end = _unpack(res.y[i], d)[1]
-            out[i] = classify_pair(S_mid, S_end, T / 10, T, float(tr0[i]), **kw)
-    return out  # type: ignore[return-value]
+        S_T = _unpack(res.y[i], d)[1]
+        if status[i] == Status.BLOWUP:
+            out.append(ClusteringResult("blowup", Sigma_T=S_T, t=float(res.t[i]),
+                                        blowup_time=float(bm.blowup_time[i]), blowup_time_error=float(err[i])))
+        elif status[i] == Status.OK:
+            out.append(classify_pair(_unpack(res.ys[0, i], d)[1], S_T, T / 10, T, float(tr0[i]), **kw))
+        else:
+            grown = status[i] == Status.OVERFLOW or np.trace(S_T) > 10 * tr0[i]
+            out.append(ClusteringResult("diverge" if grown else "undetermined", Sigma_T=S_T, t=float(res.t[i])))
+    return out
 
 
 # ------------------------------------------------------------------------------ identities along trajectories
@@ -277,8 +274,6 @@ def covariance_rhs(ode, T: float) -> Callable:
     model's own.  Valid only when :func:`covariance_closed` holds: then ``Σ(t)`` is exactly the covariance of
     the full system from any ``α₀`` (its equation does not see ``α``), while the mean, which may grow like
     ``e^{t‖V‖}``, can no longer overflow a long run."""
-    from ..gaussian.integrate import gaussian_rhs
-
     d = ode.d
     f = gaussian_rhs(ode, T)
 
@@ -297,18 +292,19 @@ def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=N
     """The covariance equation alone (``α ≡ 0`` in the layout), on the package's one integrator with the
     Gaussian size monitor, the layer breakpoints and the tilt-existence conditions (as
     :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian`; ``max_seconds`` its wall-clock cap).  Returns the
-    :class:`~symbolic_tpde.numerics.solve.Solution`.  Refuses (:class:`InputError`) when ``dΣ/dt`` involves ``α``."""
+    :class:`~symbolic_tpde.numerics.solve.Solution`, its status as the Gaussian layer reports it.  Refuses
+    (:class:`InputError`) when ``dΣ/dt`` involves ``α``."""
     from ..errors import InputError
-    from ..numerics.solve import BlowupMonitor
 
     if not covariance_closed(ode):
         raise InputError("covariance-only", "the derived covariance equation involves the mean alpha "
                          "(e.g. linear attention): integrate the full system")
     d = ode.d
     y0 = _pack(np.zeros(d), np.asarray(Sigma0, float))
-    return integrate(covariance_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, t_eval=t_eval,
-                     breakpoints=ode.schedule.breakpoints(T), blowup=BlowupMonitor(*gaussian_size(d)),
-                     conditions=getattr(ode, "condition_values", None), max_seconds=max_seconds)
+    sol = integrate(covariance_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, t_eval=t_eval,
+                    breakpoints=ode.schedule.breakpoints(T), events=gaussian_events(ode), max_seconds=max_seconds)
+    sol.status = reported_status(sol)
+    return sol
 
 
 def linearised_covariance_flow(ode, Sigma_star, t: float = 0.0, alpha=None) -> tuple[np.ndarray, np.ndarray]:
@@ -341,8 +337,6 @@ def classify_ode(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-1
     linearised flow at ``Σ*`` (:func:`linearised_covariance_flow`: eigenvalues, largest real part, whether
     the limit is hyperbolic, i.e. no eigenvalue with ``|Re| <= 1e-8 ‖J‖``, a round-off scale of the generated
     Jacobian)."""
-    from ..gaussian.integrate import gaussian_rhs
-
     closed = covariance_closed(ode)
     f = covariance_rhs(ode, T) if closed else gaussian_rhs(ode, T)
     Sigma0 = np.asarray(Sigma0, float)

@@ -111,7 +111,7 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
     """Integrate ``y' = f(t, y)`` (Gaussian layout) in the regular form of the module docstring until ``t = T``
     or ``tr Σ = R_MAX_FACTOR·tr Σ₀``.  ``freeze_alpha``: the mean stays 0 (the covariance equation alone,
     valid where it does not involve ``α``)."""
-    from ..numerics.solve import integrate
+    from ..numerics.solve import StopCondition, integrate
 
     Sigma0 = np.asarray(Sigma0, float)
     alpha0 = np.zeros(d) if freeze_alpha else np.asarray(alpha0, float)
@@ -155,8 +155,9 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
 
     # s needed: ~ (r0 + r̄)·T on bounded stretches, ~ 40 ln(10)/g at a blow-up; 1e300 is never reached
     try:
-        sol = integrate(g, z0, (0.0, 1e300), method="DOP853", rtol=rtol, atol=1e-14, conditions=cond,
-                        max_nfev=max_nfev, max_seconds=max_seconds)
+        sol = integrate(g, z0, (0.0, 1e300), method="DOP853", rtol=rtol, atol=1e-14, max_nfev=max_nfev,
+                        events=[StopCondition(cond, "regular-stop", "regular form stopped at s = {t:.12g}")],
+                        max_seconds=max_seconds)
     except _Stuck as exc:
         y_end, _ = state(exc.z)
         a_end, S_end = layout.unpack(y_end, d)
@@ -164,7 +165,7 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
                           "stuck", "stalled", -1)
     stop = str(sol.status)
     for ev in getattr(sol, "events", []):
-        if ev.kind == "tilt-ceased" and ev.index is not None:
+        if ev.kind == "regular-stop" and ev.index is not None:
             stop = {0: "T", 1: "r_max"}.get(ev.index, "precision" if precision_guard and ev.index == 2 else "tilt")
     ys = np.asarray(sol.y, float)
     y_end, _ = state(ys[-1])
@@ -443,14 +444,15 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
 
 
 def _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence, base) -> Verdict:
+    from ..gaussian.integrate import reported_status, tilt_stops
     from ..numerics.solve import integrate
 
     K = 10
     ts = T / 2.0 ** np.arange(K, -1, -1)
     y0 = layout.pack(a0, Sigma0)
     sol = integrate(f, y0, (0.0, T), method="DOP853", rtol=rtol, atol=1e-14 * max(1.0, float(np.abs(y0).max())),
-                    t_eval=ts, breakpoints=ode.schedule.breakpoints(T), conditions=cond)
-    if str(sol.status) != "ok" and closed:
+                    t_eval=ts, breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond))
+    if sol.status != "ok" and closed:
         jac = ode.jac
 
         def jf(t, y):
@@ -459,11 +461,11 @@ def _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence
             J[:, :d] = 0.0
             return J
 
-        evidence.append(f"explicit run stopped ({sol.status}); implicit Radau with the generated Jacobian")
+        evidence.append(f"explicit run stopped ({reported_status(sol)}); implicit Radau with the generated Jacobian")
         sol = integrate(f, y0, (0.0, T), method="Radau", rtol=max(rtol, 1e-10), t_eval=ts,
-                        breakpoints=ode.schedule.breakpoints(T), conditions=cond, jac=jf)
-    if str(sol.status) != "ok":
-        return Verdict("undetermined", f"undetermined: the integration stopped ({sol.status}) at "
+                        breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond), jac=jf)
+    if sol.status != "ok":
+        return Verdict("undetermined", f"undetermined: the integration stopped ({reported_status(sol)}) at "
                        f"t = {sol.t[-1]:.6g} < T = {T:g}", t=float(sol.t[-1]), evidence=evidence, **base)
     S = np.array([layout.unpack(y, d)[1] for y in sol.y])
     S = 0.5 * (S + np.transpose(S, (0, 2, 1)))

@@ -87,7 +87,7 @@ def exact_softmax_identity_V(A: np.ndarray, S0: np.ndarray, t: float) -> np.ndar
 def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: float = 0.1,
                           limit_horizon: float = 1e6) -> dict:
     """Their softmax ``V = I`` rank rule on their first ``n`` draws at ``d`` (module docstring)."""
-    from ..analysis.batch import dopri5_batch
+    from ..numerics.rk import rk_solve
     from ..analysis.clustering import classify_batch
     from ..gaussian import GaussianODE
 
@@ -108,8 +108,8 @@ def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: floa
     ode = GaussianODE.from_weights(ws[0])
     P = np.array([GaussianODE.from_weights(w).params(0.0) for w in ws])
     Y0 = cd.layout.pack(np.zeros((n, d)), S0)
-    ad = dopri5_batch(lambda t, Y, PP: ode.rhs_batch(t, Y, PP), 0.0, Y0, t_stop, rtol=1e-10, atol=1e-14,
-                      args=(P,), max_steps=200_000)
+    ad = rk_solve(lambda t, Y, PP: ode.rhs_batch(t, Y, PP), 0.0, Y0, t_stop, rtol=1e-10, atol=1e-14,
+                  args=(P,), max_steps=200_000)
     ours = cd.layout.unpack(ad.y, d)[1]
     rank_exact = np.sum(np.linalg.eigvalsh(exact) > threshold, axis=1)
     rank_ours = np.sum(np.linalg.eigvalsh(ours) > threshold, axis=1)

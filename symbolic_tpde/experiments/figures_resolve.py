@@ -59,7 +59,7 @@ def resolve_d2(weights, F: Callable, Sigma0s: np.ndarray, T: float, rtol: float 
     """Re-classify ``d = 2`` rows from ``Σ₀`` at horizon ``T`` with ``log det Σ`` integrated alongside ``Σ``
     (module docstring); returns :class:`.clustering.ClusteringResult` per row.  ``F`` is the batched
     Gaussian right-hand side (``α`` columns first, kept at 0)."""
-    from ..analysis.batch import dopri5_batch
+    from ..numerics.rk import Status, rk_solve
     from ..analysis.clustering import ClusteringResult, classify_pair
 
     G = logdet_rate(weights)
@@ -75,7 +75,7 @@ def resolve_d2(weights, F: Callable, Sigma0s: np.ndarray, T: float, rtol: float 
 
     ell0 = np.linalg.slogdet(Sigma0s)[1]
     Y0 = np.concatenate([np.zeros((N, 2)), Sigma0s[:, 0, :], Sigma0s[:, 1, 1:], ell0[:, None]], axis=1)
-    res = dopri5_batch(F_aug, 0.0, Y0, T, rtol=rtol, atol=1e-14, t_eval=[T / 10, T], max_steps=50_000)
+    res = rk_solve(F_aug, 0.0, Y0, T, rtol=rtol, atol=1e-14, t_eval=[T / 10, T], max_steps=50_000)
     out = []
     tr0 = np.trace(Sigma0s, axis1=1, axis2=2)
 
@@ -85,7 +85,7 @@ def resolve_d2(weights, F: Callable, Sigma0s: np.ndarray, T: float, rtol: float 
         return np.diag([np.exp(Y[5]) / lmax, lmax])
 
     for i in range(N):
-        if res.status[i] != 1 or not np.all(np.isfinite(res.y[i])):
+        if res.status[i] != Status.OK or not np.all(np.isfinite(res.y[i])):
             out.append(ClusteringResult("undetermined", Sigma_T=mats(res.y[i][None])[0], t=float(res.t[i])))
             continue
         # classify_pair on the eigenvalue matrices diag(λ_min, λ_max) at T/10 and T (its eigen-decomposition

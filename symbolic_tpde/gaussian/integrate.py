@@ -1,9 +1,11 @@
 """Integration of a :class:`~symbolic_tpde.gaussian.GaussianODE` on the package's one integrator.
 
-:func:`integrate_gaussian` runs :func:`symbolic_tpde.numerics.solve.integrate` with the Gaussian size monitor
-``r = tr Σ + |α|²`` (:func:`symbolic_tpde.registry.layout.gaussian_size`), the layer breakpoints of the
-schedule and, when the ODE object provides ``condition_values(t, y)``, the existence conditions of the
-Gaussian tilt (quantities that must stay > 0; a crossing stops the run with status ``"tilt-ceased"``).
+:func:`integrate_gaussian` runs :func:`symbolic_tpde.numerics.solve.integrate` with the layer breakpoints of
+the schedule and the Gaussian layer's own stops, handed to the generic integrator as event objects
+(:func:`gaussian_events`): the size monitor ``r = tr Σ + |α|²``
+(:func:`~symbolic_tpde.registry.layout.gaussian_size`) and, when the ODE object provides
+``condition_values(t, y)``, the existence conditions of the Gaussian tilt (quantities that must stay > 0; a
+crossing stops the run, reported with status :data:`TILT_CEASED`).
 The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.solve` (growth law
 ``r ~ (T* - t)^{-p}``, error bar = extrapolation spread + a 100x looser second run); the same function serves
 ``GaussianODE.integrate`` and the ``tpde gaussian`` command, so both report the same numbers.
@@ -18,16 +20,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..numerics.solve import BlowupMonitor, Status, StopCondition
 from ..registry import layout
-from ..weights import check_gaussian
 from ..validation import positive_number
+from ..weights import check_gaussian
+
+#: status of a run stopped where the Gaussian tilt ceased to exist (the name of its stop event)
+TILT_CEASED = "tilt-ceased"
 
 
 @dataclass(frozen=True)
 class GaussianSolution:
     """``t (K,)``, ``alpha (K, d)``, ``Sigma (K, d, d)``, packed ``y (K, n)``; ``status`` a
-    :class:`~symbolic_tpde.numerics.solve.Status` (``== "ok"``, ``"blowup"``, ``"tilt-ceased"``, ``"stalled"``,
-    ``"overflow"``, ``"time-limit"``).  After a blow-up the last row is the state at the top detection level
+    :class:`~symbolic_tpde.numerics.solve.Status` (``== "ok"``, ``"blowup"``, ``"stalled"``, ``"overflow"``,
+    ``"time-limit"``) or :data:`TILT_CEASED`.  After a blow-up the last row is the state at the top detection level
     (``r ≈ 10¹⁰ r₀``) and ``blowup_time ± blowup_time_error`` the extrapolated singular time."""
 
     t: np.ndarray
@@ -42,6 +48,25 @@ class GaussianSolution:
     events: list = field(default_factory=list)
     y: np.ndarray | None = None
     nfev: int = 0
+
+
+def gaussian_events(ode, blowup: bool = True) -> list:
+    """The Gaussian layer's stops as events for :func:`~symbolic_tpde.numerics.solve.integrate`: the blow-up
+    monitor of :func:`~symbolic_tpde.registry.layout.gaussian_size` and the tilt-existence conditions ``ode.condition_values`` (if any)."""
+    events = [BlowupMonitor(*layout.gaussian_size(ode.d))] if blowup else []
+    cond = getattr(ode, "condition_values", None)
+    return events + tilt_stops(cond)
+
+
+def tilt_stops(cond) -> list:
+    """The tilt-existence conditions ``cond(t, y)`` (``None``: none) as the Gaussian layer's stop event."""
+    return [] if cond is None else [StopCondition(cond, TILT_CEASED, "the tilt ceased to exist at t = {t:.12g}")]
+
+
+def reported_status(sol):
+    """A :class:`~symbolic_tpde.numerics.solve.Solution`'s status as the Gaussian layer reports it: the
+    integrator's ``EVENT`` is the Gaussian stop that fired (:data:`TILT_CEASED`)."""
+    return sol.event.kind if sol.status == Status.EVENT else sol.status
 
 
 def gaussian_rhs(ode, T: float):
@@ -64,14 +89,14 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
     """Integrate the moment ODE of ``ode`` on ``[0, T]`` from ``N(alpha0, Sigma0)``.
 
     ``method``: ``"DOP853"`` (default; scipy's 8th-order pair, dense output of order 7), any other
-    ``solve_ivp`` name (``"LSODA"``, ``"BDF"``, ...; the implicit ones get the generated Jacobian) or the
+    ``solve_ivp`` name (``"LSODA"``, ``"BDF"``, ...; those that want one get the generated Jacobian) or the
     package's own ``"dopri5"``/``"rk4"``/``"euler"``.  ``atol`` default ``1e-14 max(1, |y0|_∞)``.
     ``t_eval``: output times (dense output inside steps, the integrator's own values at step ends).
     ``blowup``: monitor ``tr Σ + |α|²`` for a finite-time singularity (:mod:`symbolic_tpde.numerics.solve`).
     ``progress(t, T)``: called after each accepted step.  Caps (status, never a hang): ``max_nfev`` rhs
     evaluations (``"stalled"``) and ``max_seconds`` of wall-clock time (``"time-limit"`` at the last accepted
     time; ``None``: no cap)."""
-    from ..numerics.solve import BlowupMonitor, integrate
+    from ..numerics.solve import integrate
 
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, ode.d)
     if not (math.isfinite(T) and T >= 0):
@@ -83,15 +108,12 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
     if max_seconds is not None:
         positive_number(max_seconds, "max_seconds")
     y0 = layout.pack(alpha0, Sigma0)
-    cond = getattr(ode, "condition_values", None)
-    jac = ode.jac if method in ("BDF", "Radau") else None
-    mon = BlowupMonitor(*layout.gaussian_size(ode.d)) if blowup else None
     try:
         sol = integrate(gaussian_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol,
-                        t_eval=t_eval, breakpoints=ode.schedule.breakpoints(T), blowup=mon,
-                        conditions=cond, max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=max_seconds)
+                        t_eval=t_eval, breakpoints=ode.schedule.breakpoints(T), events=gaussian_events(ode, blowup),
+                        max_nfev=max_nfev, progress=progress, jac=ode.jac, max_seconds=max_seconds)
     except ValueError as exc:
         raise InputError("method", str(exc)) from None
     alpha, Sigma = layout.unpack(sol.y, ode.d)
-    return GaussianSolution(sol.t, alpha, Sigma, sol.status, sol.blowup_time, sol.message, ode.backend,
+    return GaussianSolution(sol.t, alpha, Sigma, reported_status(sol), sol.blowup_time, sol.message, ode.backend,
                             sol.blowup_time_error, sol.exponent, sol.events, sol.y, sol.nfev)

@@ -28,10 +28,6 @@ from ..weights import Scenario, Schedule, Structure, Weights
 from ..registry import kinds, layout
 from ..memo import Memo
 
-#: Blow-up threshold used by the simple size event: ``tr Σ + |α|²`` above this multiple of its start.
-BLOWUP_FACTOR = 1e12
-
-
 # ---------------------------------------------------------------------------------------------- packing
 def pack_state(alpha, Sigma) -> np.ndarray:
     """``y = (alpha_0..alpha_{d-1}, Sigma_00, Sigma_01, .., Sigma_0{d-1}, Sigma_11, ..)`` (batched too)."""

@@ -266,31 +266,37 @@ def geodesic_rhs(A, V, n: int, d: int):
     return f
 
 
-def geodesic(X, U, A, V, s_eval, rtol: float = 1e-13, atol: float = 1e-14):
-    """Integrate the geodesic from ``X`` with velocity ``U`` (DOP853); returns positions at ``s_eval``."""
-    from scipy.integrate import solve_ivp
+def _both_ways(f, y0, s_eval, rtol, atol, where):
+    """States at ``s_eval`` (either sign) of ``y' = f(s, y)``, ``y(0) = y0``: the package's one integrator
+    (:func:`.solve.integrate`, scipy's DOP853 stepper) forward, and on ``g(σ, y) = -f(-σ, y)`` for ``s < 0``."""
+    from .solve import Status, integrate
 
-    X, U = _X(X), np.asarray(U, float)
-    n, d = X.shape
-    f = geodesic_rhs(A, V, n, d)
     s_eval = np.asarray(s_eval, float)
-    out = np.empty((len(s_eval), n, d))
-    y0 = np.concatenate([X.ravel(), U.ravel()])
-    for sign in (1.0, -1.0):  # integrate forward and backward from s = 0
+    out = np.empty((len(s_eval), len(y0)))
+    out[s_eval == 0] = y0
+    for sign in (1.0, -1.0):
         mask = (s_eval * sign) > 0
         if not mask.any():
             continue
-        ss = s_eval[mask]
-        T = float(np.max(np.abs(ss))) * sign
-        order = np.argsort(ss * sign)
-        sol = solve_ivp(f, (0.0, T), y0, method="DOP853", rtol=rtol, atol=atol, t_eval=ss[order])
-        if not sol.success:
-            raise BlowupError(float(sol.t[-1]) if sol.t.size else 0.0, "geodesic", sol.message)
-        res = np.empty((len(ss), n, d))
-        res[order] = sol.y[: n * d].T.reshape(len(ss), n, d)
+        ss = np.abs(s_eval[mask])
+        order = np.argsort(ss)
+        sol = integrate(lambda s, y: sign * f(sign * s, y), y0, (0.0, float(ss.max())), method="DOP853",
+                        rtol=rtol, atol=atol, t_eval=ss[order])
+        if sol.status != Status.OK:
+            raise BlowupError(sign * sol.t_end, where, sol.message)
+        res = np.empty((len(ss), len(y0)))
+        res[order] = sol.y
         out[mask] = res
-    out[s_eval == 0] = X
     return out
+
+
+def geodesic(X, U, A, V, s_eval, rtol: float = 1e-13, atol: float = 1e-14):
+    """Integrate the geodesic from ``X`` with velocity ``U`` (DOP853); returns positions at ``s_eval``."""
+    X, U = _X(X), np.asarray(U, float)
+    n, d = X.shape
+    ys = _both_ways(geodesic_rhs(A, V, n, d), np.concatenate([X.ravel(), U.ravel()]), s_eval, rtol, atol,
+                    "geodesic")
+    return ys[:, : n * d].reshape(-1, n, d)
 
 
 def hessian_along_geodesic(X, U, A, V, h: float = 2e-2) -> tuple[float, float]:
@@ -317,29 +323,25 @@ def dissipation(X, A, V) -> float:
 
 
 def rk4_energy_defect(X0, A, V, T: float, steps: int) -> float:
-    """Integrate ``(X, q)`` with ``dX/dt = Γ(X)``, ``dq/dt = g_X(Γ, Γ)`` by fixed-step classical RK4 and return
-    the defect ``E(X_T) - E(X_0) + q_T`` of the dissipation identity (exactly 0 for the true flow; ``O(h⁴)``
-    for RK4)."""
+    """Integrate ``(X, q)`` with ``dX/dt = Γ(X)``, ``dq/dt = g_X(Γ, Γ)`` by fixed-step classical RK4 (the
+    :data:`.rk.RK4` tableau) and return the defect ``E(X_T) - E(X_0) + q_T`` of the dissipation identity
+    (exactly 0 for the true flow; ``O(h⁴)`` for RK4)."""
+    from .rk import rk_solve
+
     X0 = _X(X0)
+    n, d = X0.shape
     A = np.asarray(A, float)
     V = np.asarray(V, float)
     G = twisted_G(A, V)
 
-    def f(X):
+    def f(t, Y):
+        X = Y[0, :-1].reshape(n, d)
         F = softmax_field(X, A, V)
         Z = first_variation(X, A)
-        return F, float(np.einsum("i,ia,ab,ib->", Z, F, G, F) / len(Z))
+        return np.append(F.ravel(), np.einsum("i,ia,ab,ib->", Z, F, G, F) / n)[None]
 
-    h = T / steps
-    X, q = X0.copy(), 0.0
-    for _ in range(steps):
-        k1, r1 = f(X)
-        k2, r2 = f(X + 0.5 * h * k1)
-        k3, r3 = f(X + 0.5 * h * k2)
-        k4, r4 = f(X + h * k3)
-        X = X + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        q += h / 6 * (r1 + 2 * r2 + 2 * r3 + r4)
-    return energy(X, A) - energy(X0, A) + q
+    Y = rk_solve(f, 0.0, np.append(X0.ravel(), 0.0)[None], T, method="rk4", steps=steps).y[0]
+    return energy(Y[:-1].reshape(n, d), A) - energy(X0, A) + Y[-1]
 
 
 # ---------------------------------------------------------------- Gaussian family
@@ -427,12 +429,11 @@ def gaussian_hessian_along_geodesic(alpha, Sigma, A, V, U, h: float = 2e-2, delt
     """``d²/ds² E(N(γ(s)))`` at 0 along a geodesic of :func:`gaussian_coordinate_metric` (``θ = (α, Σ_{i≤j})``).
 
     Geodesic equations in Lagrangian form, ``g θ̈ = ½ ∇(θ̇ᵀ g θ̇) - (Σ_k θ̇_k ∂_k g) θ̇``, with ``∂_k g`` by central
-    differences of step ``delta`` (error ``O(delta²) ≈ 1e-10`` relative); integrated by DOP853 at rtol 1e-12;
+    differences of step ``delta`` (error ``O(delta²) ≈ 1e-10`` relative); integrated by DOP853 at rtol 1e-12
+    (:func:`.solve.integrate`);
     ``E`` from :func:`gaussian_energy`; the second derivative by the 7-point stencil of
     :func:`hessian_along_geodesic`.  Returns ``(value, error_estimate)``.
     """
-    from scipy.integrate import solve_ivp
-
     a = np.asarray(alpha, float)
     S = np.asarray(Sigma, float)
     d = len(a)
@@ -455,13 +456,10 @@ def gaussian_hessian_along_geodesic(alpha, Sigma, A, V, U, h: float = 2e-2, delt
 
     s_pts = np.array([1, 2, 3], float) * h
     vals = {0: gaussian_energy(a, S, A)}
-    for sign in (1, -1):
-        sol = solve_ivp(f, (0, sign * 3 * h), np.concatenate([th0, np.asarray(U, float)]), method="DOP853",
-                        rtol=1e-12, atol=1e-13, t_eval=sign * s_pts)
-        if not sol.success:
-            raise BlowupError(float(sol.t[-1]), "gaussian geodesic", sol.message)
-        for k in range(3):
-            vals[sign * (k + 1)] = gaussian_energy(*_theta_to_gaussian(sol.y[:N, k], d), A)
+    ys = _both_ways(f, np.concatenate([th0, np.asarray(U, float)]), np.concatenate([s_pts, -s_pts]), 1e-12, 1e-13,
+                    "gaussian geodesic")
+    for k, y in enumerate(ys):
+        vals[(k % 3 + 1) * (1 if k < 3 else -1)] = gaussian_energy(*_theta_to_gaussian(y[:N], d), A)
     e = [vals[k] for k in (-3, -2, -1, 0, 1, 2, 3)]
     d4 = (-e[5] + 16 * e[4] - 30 * e[3] + 16 * e[2] - e[1]) / (12 * h * h)
     d6 = (2 * e[6] - 27 * e[5] + 270 * e[4] - 490 * e[3] + 270 * e[2] - 27 * e[1] + 2 * e[0]) / (180 * h * h)

@@ -18,8 +18,10 @@
   ``ivp_method`` (default ``"dopri5"``, the package's Dormand-Prince 5(4); any ``solve_ivp`` name also works)
   and ``rtol, atol``.
 
-The fixed-step stages are those of the Butcher tableaus :data:`~symbolic_tpde.numerics.rk.EULER` and
-:data:`~symbolic_tpde.numerics.rk.RK4` (:func:`~symbolic_tpde.numerics.rk.rk_stages`, in the particles' dtype).
+The first three step through :class:`~symbolic_tpde.numerics.rk.RKSolver`, the package's one stepping
+routine and step-size controller (tableaus :data:`~symbolic_tpde.numerics.rk.EULER`,
+:data:`~symbolic_tpde.numerics.rk.RK4`, :data:`~symbolic_tpde.numerics.rk.DOPRI5`), with the cloud as one row
+in its own dtype (float32 stays float32; the error norm is accumulated in float64).
 
 Layers: the fixed-step methods split ``[0, T]`` at the layer breakpoints (``schedule.breakpoints(T)``) and
 take equal steps of size ``<= T/steps`` inside each segment, so every step lies inside one layer; inside a
@@ -168,11 +170,11 @@ def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: f
     dl = Deadline(max_seconds)
     try:
         if method == "rk4" and steps is None:
-            return _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl)
+            return _stepped(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl, None)
         if method == "adaptive":
             return _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block,
                              threads, dl)
-        return _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads, dl)
+        return _stepped(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl, method)
     finally:
         bar.close()
 
@@ -199,48 +201,6 @@ def _stopped(t, X, times, traj, method, steps, nfev, dt, **kw) -> ParticleRun:
                        method, steps, nfev, dt.name, status="time-limit", **kw)
 
 
-def _fixed(X, sched, T, n_steps, method, save_every, dt, bar, cache, block, threads, dl) -> ParticleRun:
-    """Fixed steps of the :mod:`.rk` tableau ``method`` (Euler or RK4), in the particles' dtype."""
-    tab = rk.tableau(method)
-    h_max = T / n_steps if T > 0 else 0.0
-    layered = sched.func is None
-    times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
-    t, k_step, nfev = 0.0, 0, 0
-    for a, b in segments(sched, T):
-        m = max(1, math.ceil((b - a) / h_max - 1e-9))
-        h = (b - a) / m
-        w_seg = sched(a) if layered else None
-        for j in range(m):
-            t = a + j * h
-            where = f"{method} step {k_step + 1}"
-
-            def G(s, Y):
-                return _eval(Y, w_seg if layered else sched(s), t, where, cache, block, threads)
-
-            f0 = G(t, X)
-            if k_step == 0:
-                bar.restart()  # the first evaluation may have built the fused kernel: not part of the estimate
-            with np.errstate(over="ignore", invalid="ignore"):
-                Xn, _ = rk.rk_stages(tab, G, t, X, h, f0)
-            nfev += tab.stages
-            if not np.isfinite(Xn).all():
-                raise BlowupError(t, where, "state overflowed")
-            X = Xn
-            k_step += 1
-            t_now = a + (j + 1) * h
-            if save_every and (k_step % save_every == 0):
-                times.append(t_now)
-                traj.append(X.copy())
-            bar.update(t_now)
-            if t_now < T and dl.expired():
-                return _stopped(t_now, X, times, traj, method, k_step, nfev, dt)
-    if save_every and times[-1] != T:
-        times.append(T)
-        traj.append(X.copy())
-    return ParticleRun(T, X, None if times is None else np.array(times),
-                       None if traj is None else np.stack(traj), method, k_step, nfev, dt.name)
-
-
 #: Error-controlled default: the tolerance is this fraction of the Monte-Carlo scale ``n^{-1/2}``.
 MC_FRACTION = 1e-3
 
@@ -258,91 +218,80 @@ def auto_tolerance(n: int, dtype=np.float64) -> float:
     return max(MC_FRACTION / math.sqrt(max(1, n)), floor)
 
 
-def _controlled(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl) -> ParticleRun:
-    """Dormand-Prince 5(4) with the standard step-size controller (Hairer I §II.4, as in :mod:`.rk`), on the
-    whole cloud at once, in its dtype; restarts (new first stage) at each layer breakpoint."""
-    tab = rk.DOPRI5
-    n = X.shape[0]
-    tol = auto_tolerance(n, dt)
-    q = min(tab.order, tab.error_order)
+def _stepped(X, sched, T, n_steps, save_every, dt, bar, cache, block, threads, dl, method) -> ParticleRun:
+    """The built-in particle methods on :class:`.rk.RKSolver` (the package's one stepping routine and step
+    controller), the whole cloud as one row in its own dtype (the error norm is accumulated in float64), a
+    new solver (first stage) at each layer breakpoint.  ``method`` ``"euler"``/``"rk4"``: fixed steps of size
+    ``<= T/n_steps`` per segment, saved every ``save_every`` steps; ``None``: Dormand-Prince 5(4) at
+    :func:`auto_tolerance`, the step size carried over breakpoints, saved on the nominal grid by its dense
+    output, ``error_estimate`` = Σ over accepted steps of ``max |embedded local error|``."""
+    adaptive = method is None
+    name = "dopri5" if adaptive else method
+    tab = rk.DOPRI5 if adaptive else rk.tableau(method)
+    n, d = X.shape
+    tol = auto_tolerance(n, dt) if adaptive else None
+    h_max = T / n_steps if T > 0 else 0.0
     layered = sched.func is None
     grid = None
-    if save_every:
+    if save_every and adaptive:
         grid = [k * T / n_steps for k in range(0, n_steps + 1, save_every)]
         if grid[-1] != T:
             grid.append(T)
     times, traj = ([0.0], [X.copy()]) if save_every else (None, None)
-    gi = 1
-    t, nacc, nrej, nfev, err_sum = 0.0, 0, 0, 0, 0.0
-    h = None
+    gi, k_step, nrej, nfev, err_sum, h = 1, 0, 0, 0, 0.0, None
     for a, b in segments(sched, T):
         w_seg = sched(a) if layered else None
-        t = a
 
-        def G(s, Y):
-            return _eval(Y, w_seg if layered else sched(s), t, f"dopri5 step {nacc + 1}", cache, block, threads)
-
-        f0 = G(t, X)
-        nfev += 1
-        if h is None:  # first segment: the first evaluation may have built the fused kernel (not estimated)
-            bar.restart()
-        if h is None:  # Hairer I §II.4 starting step (one Euler probe)
-            sc = tol + tol * np.abs(X)
-            d0, d1 = float(np.sqrt(np.mean((X / sc) ** 2))), float(np.sqrt(np.mean((f0 / sc) ** 2)))
-            h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-            h0 = min(h0, b - a)
-            f1 = G(t + h0, X + dt.type(h0) * f0)
-            nfev += 1
-            d2 = float(np.sqrt(np.mean(((f1 - f0) / sc) ** 2))) / h0
-            dm = max(d1, d2)
-            h = min(100 * h0, 1e-3 * h0 if dm <= 1e-15 else (0.01 / dm) ** (1 / (q + 1)))
-        rejected_last = False
-        while t < b:
-            h = min(h, b - t)
-            if b - t - h < 1e-12 * max(1.0, abs(b)):
-                h = b - t
+        def F(s, Y):
+            t = float(s[0])
             try:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    Xn, K = rk.rk_stages(tab, G, t, X, h, f0)
-                    E = dt.type(h) * rk._combine(tab.e, K)
-                    sc = tol + tol * np.maximum(np.abs(X), np.abs(Xn))
-                    err = float(np.sqrt(np.mean(np.square(E / sc, dtype=np.float64))))
-            except BlowupError:  # a stage overflowed: reject, shrink the step
-                err = np.inf
-            nfev += tab.stages - 1
-            if not np.isfinite(err):
-                err = np.inf
-            if err <= 1.0:
-                t_new = b if h == b - t else t + h
-                if grid is not None:
-                    while gi < len(grid) and grid[gi] <= t_new + 1e-12 * max(1.0, T):
-                        theta = (grid[gi] - t) / h
-                        traj.append(rk.dense_eval(tab, theta, X, Xn, K, h).astype(dt, copy=False))
-                        times.append(grid[gi])
-                        gi += 1
-                err_sum += float(np.max(np.abs(E)))
-                X, f0, t = Xn, K[-1], t_new
-                nacc += 1
-                fac = 0.9 * err ** (-1.0 / (q + 1)) if err > 0 else 10.0
-                h *= min(1.0 if rejected_last else 10.0, max(0.2, fac))
-                rejected_last = False
-                bar.update(t)
-                if t < T and dl.expired():
-                    return _stopped(t, X, times, traj, "dopri5", nacc, nfev, dt, error_estimate=err_sum,
-                                    tolerance=tol, rejected=nrej)
-            else:
-                nrej += 1
-                h *= 0.2 if not np.isfinite(err) else max(0.2, 0.9 * err ** (-1.0 / (q + 1)))
-                rejected_last = True
-                if h < 1e-12 * max(1.0, abs(t)):
-                    raise BlowupError(t, f"dopri5 step {nacc + 1}", "step size underflow: the error control "
-                                      "cannot be met (the state or field overflows)")
+                k = _eval(Y.reshape(n, d), w_seg if layered else sched(t), t, f"{name} step {k_step + 1}", cache,
+                          block, threads)
+            except BlowupError:  # a non-finite value: the solver rejects the step or stops the row
+                return np.full(Y.shape, np.nan, Y.dtype)
+            return k.reshape(1, -1)
+
+        steps = None if adaptive else max(1, math.ceil((b - a) / h_max - 1e-9))
+        s = rk.RKSolver(F, a, X.reshape(1, -1), b, method=tab, h0=h, steps=steps, max_steps=2**62, hmin_rel=1e-12,
+                        rhs_at_ends=False, **({} if tol is None else dict(rtol=tol, atol=tol)))
+        while s.status(0) == rk.Status.RUNNING:
+            acc = s.step()
+            if not acc.rows.size:
+                continue
+            k_step += 1
+            if k_step == 1:  # the first evaluation may have built the fused kernel: not part of the estimate
+                bar.restart()
+            t = float(acc.t1[0])
+            if grid is not None:
+                while gi < len(grid) and grid[gi] <= t + 1e-12 * max(1.0, T):
+                    y = acc.y1 if grid[gi] >= t else acc.at(tab, [grid[gi]])
+                    traj.append(y[0].reshape(n, d).astype(dt))
+                    times.append(grid[gi])
+                    gi += 1
+            elif save_every and k_step % save_every == 0:
+                times.append(t)
+                traj.append(acc.y1[0].reshape(n, d).copy())
+            if adaptive:
+                err_sum += float(np.max(np.abs(acc.h[0] * rk._combine(tab.e, acc.K[:, 0]))))
+            bar.update(t)
+            if t < T and dl.expired():
+                kw = dict(error_estimate=err_sum, tolerance=tol, rejected=nrej + int(s.n_rejected[0])) if adaptive \
+                    else {}
+                return _stopped(t, acc.y1[0].reshape(n, d), times, traj, name, k_step, nfev + s.nfev, dt, **kw)
+        if s.status(0) != rk.Status.OK:
+            raise BlowupError(float(s.t[0]), f"{name} step {k_step + 1}", "step size underflow: the error control "
+                              "cannot be met (the state or field overflows)" if adaptive else "state overflowed")
+        X, h = s.Y[0].reshape(n, d), (float(s.h[0]) if adaptive and s.n_steps[0] else None)
+        nrej, nfev = nrej + int(s.n_rejected[0]), nfev + s.nfev
     if grid is not None and gi < len(grid):  # T = 0
         times += grid[gi:]
         traj += [X.copy()] * (len(grid) - gi)
+    elif save_every and times[-1] != T:
+        times.append(T)
+        traj.append(X.copy())
+    kw = dict(error_estimate=err_sum, tolerance=tol, rejected=nrej) if adaptive else {}
     return ParticleRun(T, X, None if times is None else np.array(times),
-                       None if traj is None else np.stack(traj), "dopri5", nacc, nfev, dt.name,
-                       err_sum, tol, nrej)
+                       None if traj is None else np.stack(traj), name, k_step, nfev, dt.name, **kw)
 
 
 def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar, cache, block, threads, dl):

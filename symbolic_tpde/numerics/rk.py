@@ -18,20 +18,58 @@ size.  Adaptive mode (tableaus with an error estimate): error norm
 ``h ← h · clip(0.9 ‖e‖^{-1/(q+1)}, 0.2, 10)`` with ``q`` the lower of the two orders and no growth after a
 rejection (the standard controller, Hairer I §II.4); non-finite trial values are rejected (``h ← 0.2 h``).
 Fixed-step mode (``steps``): ``steps`` equal steps per row, the last one landing on ``T`` exactly.
+The error norm accumulates in float64 whatever the state's dtype (float32 particle clouds: a float32 sum
+of 10⁶ squares would carry its own round-off into the step control).
 :func:`rk_solve` loops the solver over all rows with a ``monitor`` hook and dense output at ``t_eval``.
-Row codes: :data:`RUNNING`, :data:`DONE`, :data:`NONFINITE` (non-finite state, or the step size fell below
-``hmin_rel·max(1, |t|)``: the error control cannot be met, typically a singularity), :data:`MAXSTEPS`.
+
+:class:`Status` is the package's one vocabulary for how an integration ended (rows of :class:`RKSolver`,
+:class:`~symbolic_tpde.numerics.solve.Solution`, the particle runs): a row is ``RUNNING`` until it is ``OK``
+(reached ``T``), ``NONFINITE`` (non-finite state, or the step size fell below ``hmin_rel·max(1, |t|)``: the
+error control cannot be met, typically a singularity) or ``STALLED`` (``max_steps`` used up), or a monitor
+stopped it with another member.  Whether a method needs a Jacobian is asked of the method
+(:attr:`Tableau.implicit`; :func:`symbolic_tpde.numerics.solve.wants_jacobian` for scipy's).
 No SymPy here (numerics layer).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Callable, Sequence
 
 import numpy as np
 
-RUNNING, DONE, BLOWUP, CONVERGED, NONFINITE, MAXSTEPS = 0, 1, 2, 3, 4, 5
+
+class Status(str, Enum):
+    """How an integration (or one row of a batch) ended; compares equal to its string value."""
+
+    RUNNING = "running"
+    OK = "ok"                  # reached T
+    BLOWUP = "blowup"          # a finite-time singularity signature (solve.BlowupMonitor)
+    EVENT = "event"            # a terminal event handed in by the caller (Solution.event names it)
+    OVERFLOW = "overflow"      # growth past the monitor's overflow size without a singularity signature
+    NONFINITE = "nonfinite"    # non-finite values or a collapsed step size (rows of RKSolver)
+    STALLED = "stalled"        # an evaluation/step budget was used up, or the step size collapsed
+    TIME_LIMIT = "time-limit"  # the wall-clock cap (solve.Deadline) expired
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# rows of RKSolver carry small integer codes (vectorised comparisons); results show them as Status members
+_STATUS = tuple(Status)
+_CODE = {s: i for i, s in enumerate(_STATUS)}
+_RUN, _OK, _NONFINITE, _STALLED = (_CODE[s] for s in (Status.RUNNING, Status.OK, Status.NONFINITE,
+                                                       Status.STALLED))
+
+
+def as_statuses(codes) -> np.ndarray:
+    """Integer row codes as an object array of :class:`Status` (``arr == Status.OK`` compares per row)."""
+    out = np.empty(len(codes), dtype=object)
+    out[:] = [_STATUS[int(c)] for c in codes]
+    return out
+
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +85,12 @@ class Tableau:
     error_order: int | None = None     # order of the embedded formula
     fsal: bool = False                 # last stage = f(t + h, y₁)
     P: np.ndarray | None = None        # (s, m): b_i(θ) = Σ_j P_ij θ^{j+1}
+
+    @property
+    def implicit(self) -> bool:
+        """Whether a stage depends on itself or a later one (a non-zero on or above the diagonal of ``a``):
+        only then would a step solve equations and want the Jacobian.  All built-in tableaus are explicit."""
+        return bool(np.any(np.triu(self.a) != 0))
 
     @property
     def stages(self) -> int:
@@ -173,7 +217,7 @@ class Accepted:
     y0: np.ndarray
     y1: np.ndarray
     K: np.ndarray
-    f1: np.ndarray
+    f1: np.ndarray | None
     h: np.ndarray
     err: np.ndarray | None = None
 
@@ -187,11 +231,15 @@ class Accepted:
 class RKSolver:
     """Batched explicit RK: rows of ``Y0 (N, n)`` from ``t0`` to ``T`` (scalar or per row), each with its own
     step.  ``steps`` (int or per row) selects fixed-step mode; otherwise the tableau must be adaptive.
-    ``F(t, Y, *args)``: ``t (m,)``, ``Y (m, n)`` for the ``m`` active rows; ``args`` are per-row arrays."""
+    ``F(t, Y, *args)``: ``t (m,)``, ``Y (m, n)`` for the ``m`` active rows; ``args`` are per-row arrays.
+    ``rhs_at_ends=False`` (fixed steps, a tableau without FSAL): the first stage of each step is evaluated at
+    its start instead of at the end of the step before, so no evaluation is spent past the last step (one per
+    solver: a particle layer of one Euler step costs one field); ``Accepted.f1`` is then ``None`` (no Hermite
+    dense output, no ``f`` for monitors)."""
 
     def __init__(self, F: Callable, t0, Y0, T, *, method: str | Tableau = "dopri5", rtol: float = 1e-8,
                  atol: float = 1e-10, args: Sequence = (), h0=None, steps=None, max_steps: int = 100_000,
-                 hmin_rel: float = 1e-14):
+                 hmin_rel: float = 1e-14, rhs_at_ends: bool = True):
         self.tab = tableau(method)
         self.F = F
         Y = np.array(Y0, copy=True)
@@ -210,32 +258,40 @@ class RKSolver:
         self.t = np.broadcast_to(np.asarray(t0, float), (N,)).copy()
         self.T = np.broadcast_to(np.asarray(T, float), (N,)).copy()
         self.t_start = self.t.copy()
-        self.status = np.zeros(N, dtype=int)
+        self.code = np.zeros(N, dtype=int)
         self.n_steps = np.zeros(N, dtype=int)
         self.n_rejected = np.zeros(N, dtype=int)
         self.max_steps, self.hmin_rel = max_steps, hmin_rel
         self.fixed = steps is not None
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.f = np.asarray(F(self.t, Y, *self.args), dtype=Y.dtype)
-        self.nfev = 1
-        self.status[~np.all(np.isfinite(self.f), axis=1)] = NONFINITE
+        self.lazy = self.fixed and not rhs_at_ends and not self.tab.fsal
+        self.f, self.nfev = None, 0
+        if not self.lazy:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self.f = np.asarray(F(self.t, Y, *self.args), dtype=Y.dtype)
+            self.nfev = 1
+            self.code[~np.all(np.isfinite(self.f), axis=1)] = _NONFINITE
         if self.fixed:
             self.steps = np.broadcast_to(np.asarray(steps, int), (N,)).copy()
             self.h = (self.T - self.t) / np.maximum(self.steps, 1)
         elif not self.tab.adaptive:
             raise ValueError(f"method {self.tab.name!r} has no error estimate: give steps= for fixed steps")
         elif h0 is None:
-            self.h = initial_step(F, self.t, Y, self.f, self.T, rtol, atol, self.tab.order, self.args)
+            self.h = np.asarray(initial_step(F, self.t, Y, self.f, self.T, rtol, atol, self.tab.order, self.args),
+                                float)
             self.nfev += 1
         else:
             self.h = np.minimum(np.broadcast_to(np.asarray(h0, float), (N,)).copy(), self.T - self.t)
-        self.status[(self.status == RUNNING) & (self.T <= self.t)] = DONE
+        self.rejected = np.zeros(N, dtype=bool)      # the row's last attempt was rejected: no growth next
+        self.code[(self.code == _RUN) & (self.T <= self.t)] = _OK
         if self.fixed:
-            self.status[(self.status == RUNNING) & (self.steps <= 0)] = DONE
+            self.code[(self.code == _RUN) & (self.steps <= 0)] = _OK
+
+    def status(self, i: int) -> Status:
+        return _STATUS[self.code[i]]
 
     @property
     def active(self) -> np.ndarray:
-        return np.nonzero(self.status == RUNNING)[0]
+        return np.nonzero(self.code == _RUN)[0]
 
     def step(self) -> Accepted:
         """One attempt for every running row; returns the rows whose step was accepted."""
@@ -246,50 +302,56 @@ class RKSolver:
         idx = self.active
         tab, F = self.tab, self.F
         y, tt, hh = self.Y[idx], self.t[idx], self.h[idx]
+        if not self.fixed:   # h keeps the controller's proposal; a step never passes T
+            hh = np.minimum(hh, self.T[idx] - tt)
         a = [x[idx] for x in self.args]
-        ynew, K = rk_stages(tab, F, tt, y, hh, self.f[idx], a)
-        f1 = K[-1] if tab.fsal else np.asarray(F(tt + hh, ynew, *a), dtype=y.dtype)
+        f0 = np.asarray(F(tt, y, *a), dtype=y.dtype) if self.lazy else self.f[idx]
+        ynew, K = rk_stages(tab, F, tt, y, hh, f0, a)
+        f1 = K[-1] if tab.fsal else (None if self.lazy else np.asarray(F(tt + hh, ynew, *a), dtype=y.dtype))
         self.nfev += tab.stages - 1 + (0 if tab.fsal else 1)
-        finite = np.isfinite(ynew).all(axis=1) & np.isfinite(f1).all(axis=1)
+        finite = np.isfinite(ynew).all(axis=1) & (True if f1 is None else np.isfinite(f1).all(axis=1))
         err = None
         if self.fixed:
             k = self.n_steps[idx] + 1
             last = k >= self.steps[idx]
             tnew = np.where(last, self.T[idx], self.t_start[idx] + k * hh)
             accept = finite
-            self.status[idx[~finite]] = NONFINITE
+            self.code[idx[~finite]] = _NONFINITE
         else:
             ev = hh[:, None] * _combine(tab.e, K)
             scale = self.atol + self.rtol * np.maximum(np.abs(y), np.abs(ynew))
-            err = np.sqrt(np.square(ev / scale).sum(axis=1) / ev.shape[1])
+            err = np.sqrt(np.square(ev / scale, dtype=np.float64).sum(axis=1) / ev.shape[1])
             finite &= np.isfinite(err)
             accept = finite & (err <= 1.0)
             q = min(tab.order, tab.error_order)
             fac = np.where(err > 0, 0.9 * np.where(finite, err, 1.0) ** (-1.0 / (q + 1)), 10.0)
             fac = np.clip(np.where(finite, fac, 0.2), 0.2, 10.0)
-            fac = np.where(accept, fac, np.minimum(fac, 1.0))
+            fac = np.where(accept & ~self.rejected[idx], fac, np.minimum(fac, 1.0))
+            self.rejected[idx] = ~accept
             tnew = np.where(hh >= self.T[idx] - tt, self.T[idx], tt + hh)
         ai = np.nonzero(accept)[0]
         gi = idx[ai]
-        out = Accepted(gi, tt[ai], tnew[ai], y[ai], ynew[ai], K[:, ai], f1[ai], hh[ai],
+        out = Accepted(gi, tt[ai], tnew[ai], y[ai], ynew[ai], K[:, ai], None if f1 is None else f1[ai], hh[ai],
                        None if err is None else err[ai])
-        self.Y[gi], self.t[gi], self.f[gi] = ynew[ai], tnew[ai], f1[ai]
+        self.Y[gi], self.t[gi] = ynew[ai], tnew[ai]
+        if f1 is not None:
+            self.f[gi] = f1[ai]
         self.n_steps[gi] += 1
         self.n_rejected[idx[~accept]] += 1
-        self.status[gi[self.t[gi] >= self.T[gi]]] = DONE
+        self.code[gi[self.t[gi] >= self.T[gi]]] = _OK
         if not self.fixed:
             hnew = hh * fac
-            self.h[idx] = np.minimum(hnew, self.T[idx] - self.t[idx])
-            run = self.status[idx] == RUNNING
-            self.status[idx[run & (self.n_steps[idx] >= self.max_steps)]] = MAXSTEPS
+            self.h[idx] = hnew
+            run = self.code[idx] == _RUN
+            self.code[idx[run & (self.n_steps[idx] >= self.max_steps)]] = _STALLED
             tiny = hnew < self.hmin_rel * np.maximum(1.0, np.abs(self.t[idx]))
-            self.status[idx[tiny & (self.status[idx] == RUNNING)]] = NONFINITE
+            self.code[idx[tiny & (self.code[idx] == _RUN)]] = _NONFINITE
         return out
 
 
 @dataclass
 class RKResult:
-    """End states of :func:`rk_solve`: ``t (N,)``, ``y (N, n)``, ``status`` codes, per-row ``n_steps`` /
+    """End states of :func:`rk_solve`: ``t (N,)``, ``y (N, n)``, ``status`` (:class:`Status` per row), per-row ``n_steps`` /
     ``n_rejected``, ``nfev`` (batched calls), dense output ``ys (len(t_eval), N, n)`` (NaN after a row
     stopped), ``f`` = right-hand side at the end states, ``err`` = sum over accepted steps of the local error
     norm (adaptive mode; a cheap global error indicator in units of the tolerance)."""
@@ -344,8 +406,8 @@ def rk_solve(F: Callable, t0, Y0, T, *, method: str | Tableau = "dopri5", rtol: 
              max_steps: int = 100_000, hmin_rel: float = 1e-14) -> RKResult:
     """Integrate every row of ``Y0`` with :class:`RKSolver` until each is done or stopped.
 
-    ``monitor(acc: Accepted) -> codes (len(acc.rows),)`` is called after each batch of accepted steps;
-    a non-zero code stops that row (its value is stored in ``status``)."""
+    ``monitor(acc: Accepted)`` is called after each batch of accepted steps and returns, per accepted row,
+    ``None`` (keep going) or the :class:`Status` that stops the row (or ``None`` for all)."""
     s = RKSolver(F, t0, Y0, T, method=method, rtol=rtol, atol=atol, args=args, h0=h0, steps=steps,
                  max_steps=max_steps, hmin_rel=hmin_rel)
     rec = Recorder(t_eval, s.Y, s.t)
@@ -356,8 +418,10 @@ def rk_solve(F: Callable, t0, Y0, T, *, method: str | Tableau = "dopri5", rtol: 
         if acc.err is not None:
             err[acc.rows] += acc.err
         if monitor is not None and acc.rows.size:
-            codes = np.asarray(monitor(acc), dtype=int)
-            stop = codes != RUNNING
-            s.status[acc.rows[stop]] = codes[stop]
-    return RKResult(s.t, s.Y, s.status, s.n_steps, s.n_rejected, s.nfev, rec.t_eval, rec.ys, s.f,
+            out = monitor(acc)
+            if out is not None:
+                out = np.asarray(out, dtype=object)
+                for j in np.nonzero(out != None)[0]:  # noqa: E711  (elementwise on an object array)
+                    s.code[acc.rows[j]] = _CODE[Status(out[j])]
+    return RKResult(s.t, s.Y, as_statuses(s.code), s.n_steps, s.n_rejected, s.nfev, rec.t_eval, rec.ys, s.f,
                     None if s.fixed else err)

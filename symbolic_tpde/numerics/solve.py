@@ -11,10 +11,21 @@ Breakpoints (layer boundaries): the integration restarts at each one; on a segme
 right-hand side is evaluated at ``min(t, b⁻)`` (``b⁻`` the float just below ``b``), i.e. as its left limit,
 so a rhs that jumps at ``b`` never sees the next layer inside the segment (a 1-ulp shift in ``t`` otherwise).
 
-Blow-up (the package's one criterion; ``blowup=`` a :class:`BlowupMonitor`).  Let ``r(t) = size(y(t)) > 0``.
+Events are objects handed in by the caller (``events=``); this module knows nothing of what they mean:
+
+* a :class:`BlowupMonitor` (at most one) watches a positive size for a finite-time singularity (below);
+* a :class:`StopCondition` names quantities that must stay > 0 (e.g. the Gaussian layer's tilt pivots) and
+  stops the run with status ``EVENT`` when one crosses 0 (``Solution.event`` is the :class:`Event`, its
+  ``kind`` the condition's name, the message the condition's).
+
+Blow-up (the package's one criterion, :class:`BlowupMonitor`).  Let ``r(t) = size(y(t)) > 0``.
 Near a power-law singularity ``r ≈ c (T* - t)^{-p}`` the quotient ``q = r / (dr/dt) = (T* - t)/p`` is affine in
 ``t``.  Crossings of ``r = r₀ L_k`` (levels ``L_k``, default ``10³ … 10¹⁰``) are located on the dense output
-(Brent's method) and ``q_k = r_k / dsize(y_k, f(t_k, y_k))`` is computed there from the rhs.  Consecutive pairs
+(Brent's method) and ``q_k = r_k / dsize(y_k, f(t_k, y_k))`` is computed there from the rhs.  Origin of the
+levels: the first, ``10³ r₀``, puts the samples in the singular regime ``τ ≪ T*`` (at ``r = 10³ r₀``, ``τ ≈ 10⁻³ T*`` for
+``p = 1``, so the ``O(τ)`` correction to ``q`` is ~10⁻³ relative); the last, ``10¹⁰ r₀``, makes the
+extrapolation error ``O(τ_k τ_{k+1}) ≈ 10⁻¹⁹ T*²`` negligible next to round-off while ``Σ`` keeps
+``cond ≲ 10¹⁰ cond Σ₀``, i.e. about six significant digits of its small eigenvalues in float64.  Consecutive pairs
 give ``p_k = -(t_{k+1} - t_k)/(q_{k+1} - q_k)`` and ``T_k = t_{k+1} + p_k q_{k+1}`` (:func:`extrapolate`).  For
 the softmax Riccati equation ``Σ = M/τ + N + O(τ)`` (``τ = T* - t``), ``p = 1`` and ``T_k - T* = O(τ_k τ_{k+1})``
 (arXiv 2501.18322, the Gaussian moment ODEs).  After the top level the run is declared ``BLOWUP`` if
@@ -26,11 +37,11 @@ the run continues, and ``OVERFLOW`` is reported (with its time) if ``r`` exceeds
 (default ``1e200``).  A step-size collapse after ≥ 3 levels with the signature (weak singularities such as
 ``(T* - t)^{-1/2}``) is also ``BLOWUP``.
 
-Other statuses.  ``TILT_CEASED``: a component of ``conditions(t, y)`` (quantities that must stay > 0, e.g. the
-LDLᵀ pivots of the Gaussian tilt) crossed 0; its time is the root of the component along the dense output,
-to round-off.  If instead the rhs became non-finite there first (the step size collapsed on non-finite trial
-values, or the step size collapsed as the ODE became singular) with a condition within ``1e-3`` of its start
-scale of 0, the time reached is reported as ``TILT_CEASED``.  ``STALLED``: more than ``max_nfev`` evaluations, or the step size collapsed without a
+Other statuses (:class:`~.rk.Status`, the package's one vocabulary).  ``EVENT``: a component of a
+:class:`StopCondition` crossed 0; its time is the root of the component along the dense output, to round-off.
+If instead the rhs became non-finite there first (the step size collapsed on non-finite trial values, or the
+step size collapsed as the ODE became singular) with a component within ``near_zero`` (default ``1e-3``) of
+its start scale of 0, the time reached is reported as that event.  ``STALLED``: more than ``max_nfev`` evaluations, or the step size collapsed without a
 blow-up signature; a non-finite rhs is an :class:`Event` ``"nonfinite"`` with its time, never silent NaNs.
 
 Bounded work.  Two caps, both reported as a status with the time reached, never a hang: ``max_nfev``
@@ -45,34 +56,35 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Callable, Sequence
 
 import numpy as np
 
 from . import rk
+from .rk import Status
 
-OWN_METHODS = ("euler", "rk4", "bs32", "dopri5")
+OWN_METHODS = tuple(rk.TABLEAUS)
 SCIPY_METHODS = ("RK45", "RK23", "DOP853", "LSODA", "BDF", "Radau")
-DEFAULT_LEVELS = tuple(10.0 ** np.arange(3, 11))
+DEFAULT_LEVELS = tuple(10.0 ** np.arange(3, 11))   # origin: module docstring, Blow-up
 
 
-class Status(str, Enum):
-    OK = "ok"
-    BLOWUP = "blowup"
-    TILT_CEASED = "tilt-ceased"
-    STALLED = "stalled"
-    OVERFLOW = "overflow"
-    TIME_LIMIT = "time-limit"
+def wants_jacobian(method: str) -> bool:
+    """Whether ``method`` uses a Jacobian, asked of the method itself: a tableau says whether it is implicit;
+    a scipy ``OdeSolver`` class whether its constructor takes ``jac``."""
+    if method in OWN_METHODS:
+        return rk.tableau(method).implicit
+    import inspect
 
-    def __str__(self) -> str:
-        return self.value
+    import scipy.integrate as si
+
+    return "jac" in inspect.signature(getattr(si, method)).parameters
 
 
 @dataclass(frozen=True)
 class Event:
-    """``kind``: ``"level"`` (size crossed level ``index``, ``value`` = size), ``"blowup"``, ``"tilt-ceased"``
-    (``index`` = condition component), ``"overflow"``, ``"nonfinite"``, ``"stalled"``, ``"time-limit"``."""
+    """``kind``: ``"level"`` (size crossed level ``index``, ``value`` = size), ``"blowup"``, the name of a
+    :class:`StopCondition` (``index`` = its component), ``"overflow"``, ``"nonfinite"``, ``"stalled"``,
+    ``"time-limit"``."""
 
     kind: str
     time: float
@@ -83,13 +95,88 @@ class Event:
 @dataclass(frozen=True)
 class BlowupMonitor:
     """Size ``r = size(y) > 0`` with its derivative ``dsize(y, f(t, y))``, levels, overflow factor, and
-    whether to make the second (100x looser) run for the error bar."""
+    whether to make the second (100x looser) run for the error bar.  :meth:`rows` applies the same criterion
+    to the rows of a batched :func:`.rk.rk_solve` (``size``/``dsize`` must then accept ``(m, n)`` arrays)."""
 
     size: Callable
     dsize: Callable
     levels: tuple = DEFAULT_LEVELS
     overflow: float = 1e200
     error_run: bool = True
+
+    def rows(self, Y0, t0=0.0) -> RowBlowup:
+        return RowBlowup(self, Y0, t0)
+
+
+class RowBlowup:
+    """:class:`BlowupMonitor` on the rows of a batch: the ``monitor`` of :func:`.rk.rk_solve`.
+
+    A row's sample ``(t, r, q)`` is taken at the end of the first accepted step past each level (``q = r/(dr/dt)``
+    from the step's own ``f``, no root finding: ``q = (T* - t)/p`` holds at any point of the trajectory, so
+    :func:`singularity_signature` applies unchanged; a step that passes several levels gives one sample).  After
+    the top level the signature stops the row with ``BLOWUP``; ``r ≥ r₀·overflow`` stops it with ``OVERFLOW``.
+    :meth:`settle` applies the signature to rows whose step size collapsed (``NONFINITE``), as :func:`integrate`
+    does.  Per row: ``blowup_time``, ``spread`` (extrapolation), ``exponent`` (NaN where no blow-up)."""
+
+    def __init__(self, mon: BlowupMonitor, Y0, t0=0.0):
+        self.mon = mon
+        r0 = np.asarray(mon.size(np.asarray(Y0)), float)
+        if not np.all(r0 > 0):
+            raise ValueError("the monitored size of every row of Y0 must be positive")
+        N = len(r0)
+        self.thresholds = r0[:, None] * np.asarray(mon.levels, float)[None, :]
+        self.r_overflow = r0 * mon.overflow
+        self.t0 = np.broadcast_to(np.asarray(t0, float), (N,))
+        self.k = np.zeros(N, dtype=int)
+        self.samples: list[list] = [[] for _ in range(N)]
+        self.blowup_time, self.spread, self.exponent = (np.full(N, np.nan) for _ in range(3))
+
+    def _signature(self, i: int) -> bool:
+        if len(self.samples[i]) < 3:
+            return False
+        ts, _, qs = zip(*self.samples[i])
+        sig, Tst, spread, p = singularity_signature(ts, qs, self.t0[i])
+        if sig:
+            self.blowup_time[i], self.spread[i], self.exponent[i] = Tst, spread, p
+        return sig
+
+    def __call__(self, acc):
+        rows, L = acc.rows, self.thresholds.shape[1]
+        r = np.asarray(self.mon.size(acc.y1), float)
+        out = np.full(len(rows), None, dtype=object)
+        k = self.k[rows]
+        hit = np.nonzero((k < L) & (r >= self.thresholds[rows, np.minimum(k, L - 1)]))[0]
+        if hit.size:
+            q = r[hit] / np.asarray(self.mon.dsize(acc.y1[hit], acc.f1[hit]), float)
+            for j, qj in zip(hit.tolist(), q.tolist()):
+                i = rows[j]
+                self.samples[i].append((float(acc.t1[j]), float(r[j]), qj))
+                self.k[i] = np.searchsorted(self.thresholds[i], r[j], side="right")
+                if self.k[i] == L and self._signature(i):
+                    out[j] = Status.BLOWUP
+        out[(r >= self.r_overflow[rows]) & (out == None)] = Status.OVERFLOW  # noqa: E711
+        return out
+
+    def settle(self, status: np.ndarray) -> np.ndarray:
+        """``status`` with ``NONFINITE`` rows that carry the singularity signature turned into ``BLOWUP``."""
+        status = status.copy()
+        for i in np.nonzero(status == Status.NONFINITE)[0]:
+            if self._signature(i):
+                status[i] = Status.BLOWUP
+        return status
+
+
+@dataclass(frozen=True)
+class StopCondition:
+    """A terminal event: ``g(t, y)`` are quantities that must stay > 0; the run stops (status ``EVENT``) when one
+    crosses 0.  ``name`` becomes the :class:`Event` kind; ``message`` is formatted with the time ``t``.
+    ``near_zero``: when the integration fails (step size collapse, non-finite rhs) with a component within
+    ``near_zero`` times its start scale of 0, the failure is this event (the ODE is singular where it fires)."""
+
+    g: Callable
+    name: str
+    message: str = "a stop condition failed at t = {t:.12g}"
+    near_zero: float = 1e-3
 
 
 @dataclass
@@ -102,6 +189,7 @@ class Solution:
     y: np.ndarray
     status: Status
     message: str
+    event: Event | None = None          # the terminal event when status is EVENT
     blowup_time: float | None = None
     blowup_time_error: float | None = None
     exponent: float | None = None
@@ -130,17 +218,18 @@ def singularity_signature(ts, qs, t0: float) -> tuple[bool, float, float, float]
     pK, pK1 = p[-1], p[-2]
     ok = (np.isfinite(pK) and np.isfinite(pK1) and 0 < pK < 20 and abs(pK - pK1) <= 0.1 * abs(pK)
           and np.isfinite(T[-1]) and T[-1] > ts[-1] and (T[-1] - ts[-1]) <= 1e-3 * (T[-1] - t0))
-    return bool(ok), float(T[-1]), float(abs(T[-1] - T[-2])), float(pK)
+    with np.errstate(invalid="ignore"):  # exponential growth: T_k may be ±inf (then ok is False)
+        return bool(ok), float(T[-1]), float(abs(T[-1] - T[-2])), float(pK)
 
 
-def as_monitor(blowup) -> BlowupMonitor | None:
-    """``None``, a :class:`BlowupMonitor`, a pair ``(size, dsize)`` or weights ``w`` of ``r = w·y``."""
-    if blowup is None or isinstance(blowup, BlowupMonitor):
+def as_monitor(blowup) -> BlowupMonitor:
+    """A :class:`BlowupMonitor`, a pair ``(size, dsize)`` or weights ``w`` of ``r = w·y``."""
+    if isinstance(blowup, BlowupMonitor):
         return blowup
     if isinstance(blowup, tuple) and len(blowup) == 2 and callable(blowup[0]):
         return BlowupMonitor(*blowup)
     w = np.asarray(blowup, float)
-    return BlowupMonitor(lambda y: float(w @ y), lambda y, fy: float(w @ fy))
+    return BlowupMonitor(lambda y: y @ w, lambda y, fy: fy @ w)
 
 
 class Deadline:
@@ -225,18 +314,18 @@ class _OwnStepper:
 
     def step(self):
         """``(t0, t1, y1, interp)`` of the next accepted step, ``None`` at the end, ``"failed"`` on collapse."""
-        while self.s.status[0] == rk.RUNNING:
+        while self.s.status(0) == Status.RUNNING:
             acc = self.s.step()
             if acc.rows.size:
                 return acc.t0[0], acc.t1[0], acc.y1[0].copy(), (lambda tq, acc=acc: acc.at(self.tab, [tq])[0])
-        return None if self.s.status[0] == rk.DONE else "failed"
+        return None if self.s.status(0) == Status.OK else "failed"
 
 
 class _ScipyStepper:
     def __init__(self, f, a, b, y, method, rtol, atol, jac):
         import scipy.integrate as si
 
-        kw = {"jac": jac} if (jac is not None and method in ("BDF", "Radau", "LSODA")) else {}
+        kw = {"jac": jac} if (jac is not None and wants_jacobian(method)) else {}
         self.s = getattr(si, method)(f, a, np.asarray(y, float), b, rtol=rtol, atol=atol, **kw)
 
     t = property(lambda self: float(self.s.t))
@@ -252,6 +341,10 @@ class _ScipyStepper:
         return t0, float(self.s.t), np.array(self.s.y, float), self.s.dense_output()
 
 
+def _values(cond: StopCondition, t, y) -> np.ndarray:
+    return np.asarray(cond.g(t, y), float).ravel()
+
+
 def _root(g, a, b):
     """Root of ``g`` in ``[a, b]`` to round-off (Brent); ``b`` if the signs do not bracket one."""
     from scipy.optimize import brentq
@@ -263,13 +356,15 @@ def _root(g, a, b):
 
 
 def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 1e-10, atol: float | None = None,
-              t_eval=None, breakpoints: Sequence[float] = (), blowup=None, conditions: Callable | None = None,
+              t_eval=None, breakpoints: Sequence[float] = (), events: Sequence = (),
               max_nfev: int = 1_000_000, progress: Callable | None = None, h: float | None = None,
               steps: int | None = None, jac: Callable | None = None, max_seconds=None) -> Solution:
     """Integrate ``y' = f(t, y)`` on ``t_span = (t0, T)`` (module docstring).
 
     ``atol`` default ``1e-14 max(1, |y0|_∞)``; ``h``/``steps`` for the fixed-step methods (default 100
-    steps per unit time, at least 10); ``jac`` is passed to scipy's implicit methods; ``progress(t, T)`` is
+    steps per unit time, at least 10); ``events``: :class:`BlowupMonitor` (at most one) and
+    :class:`StopCondition` objects; ``jac`` is used by the methods that want it (:func:`wants_jacobian`);
+    ``progress(t, T)`` is
     called after each accepted step; ``max_seconds`` (seconds, a :class:`Deadline`, or ``None``: no cap) the
     wall-clock cap, status ``TIME_LIMIT`` at the last accepted time when it is reached (the clock starts
     here, after the one-off import of scipy's steppers)."""
@@ -288,8 +383,12 @@ def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 
         t_eval = np.asarray(t_eval, dtype=float)
         if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or (t_eval.size and (t_eval[0] < t0 or t_eval[-1] > T)):
             raise ValueError("t_eval must be increasing times within t_span")
-    mon = as_monitor(blowup)
-    kw = dict(method=method, rtol=rtol, atol=atol, breakpoints=breakpoints, conditions=conditions,
+    mons = [e for e in events if isinstance(e, BlowupMonitor)]
+    conds = [e for e in events if isinstance(e, StopCondition)]
+    if len(mons) > 1 or len(mons) + len(conds) != len(events):
+        raise ValueError("events: at most one BlowupMonitor, and StopCondition objects")
+    mon = mons[0] if mons else None
+    kw = dict(method=method, rtol=rtol, atol=atol, breakpoints=breakpoints, conditions=conds,
               max_nfev=max_nfev, h=h, steps=steps, jac=jac, deadline=deadline)
     sol = _Run(f, y0, t0, T, mon, t_eval=t_eval, progress=progress, **kw).run()
     if sol.status == Status.BLOWUP and mon.error_run:
@@ -311,7 +410,7 @@ class _Run:
 
     def __init__(self, f, y0, t0, T, mon, *, method, rtol, atol, t_eval, breakpoints, conditions, max_nfev,
                  progress, h, steps, jac, deadline):
-        self.rhs = _Rhs(f, max_nfev, method in ("LSODA", "BDF", "Radau"), deadline)
+        self.rhs = _Rhs(f, max_nfev, wants_jacobian(method), deadline)
         self.deadline = deadline
         self.y0, self.t0, self.T, self.mon = y0, t0, T, mon
         self.method, self.rtol, self.atol, self.jac = method, rtol, atol, jac
@@ -368,14 +467,12 @@ class _Run:
             self.thresholds = [r0 * L for L in mon.levels]
             self.r_overflow = r0 * mon.overflow
         self.k_next = 0
-        self.c_scale = 1.0
-        if self.conditions is not None:
-            c = np.asarray(self.conditions(t, y), float).ravel()
+        self.c_scale = []
+        for cond in self.conditions:
+            c = _values(cond, t, y)
             if c.size and np.min(c) <= 0:
-                j = int(np.argmin(c))
-                self.events.append(Event("tilt-ceased", t, float(c[j]), j))
-                return self._finish(Status.TILT_CEASED, f"the tilt ceased to exist at t = {t:.12g}", t, y)
-            self.c_scale = max(1.0, float(np.max(np.abs(c), initial=0.0)))
+                return self._stop(cond, t, y, int(np.argmin(c)), float(np.min(c)))
+            self.c_scale.append(max(1.0, float(np.max(np.abs(c), initial=0.0))))
         try:
             for a, b in zip(self.edges[:-1], self.edges[1:]):
                 if b <= a:
@@ -397,7 +494,7 @@ class _Run:
         t, y = self.seg_start if cur is None else (cur.t, cur.y)
         self.events.append(Event("stalled", t))
         return self._finish(Status.STALLED, f"{why} at t = {t:.6g} (step size collapsed; the right-hand side may "
-                            "be ill-conditioned there, e.g. a nearly singular Σ)", t, y)
+                            "be ill-conditioned there)", t, y)
 
     def _time_limit(self):
         """The wall-clock cap expired: stop at the last accepted step (its state is exact, not interpolated)."""
@@ -437,16 +534,24 @@ class _Run:
             if self.progress is not None:
                 self.progress(t1, self.T)
 
+    def _stop(self, cond, t, y, j, value=None, detail=None):
+        """The run ends at the :class:`StopCondition` ``cond`` (component ``j``) at ``(t, y)``."""
+        ev = Event(cond.name, t, value, j)
+        self.events.append(ev)
+        msg = cond.message.format(t=t) + ("" if detail is None else f" (condition {j} {detail})")
+        sol = self._finish(Status.EVENT, msg, t, y)
+        sol.event = ev
+        return sol
+
     def _events(self, f, t0, t1, y1, interp):
-        """Tilt conditions, level crossings and overflow inside the accepted step ``[t0, t1]``."""
+        """Stop conditions, level crossings and overflow inside the accepted step ``[t0, t1]``."""
         t_stop, stop_kind, j = math.inf, None, None
-        if self.conditions is not None:
-            c1 = np.asarray(self.conditions(t1, y1), float).ravel()
-            if c1.size and np.min(c1) <= 0:
-                for jj in np.nonzero(c1 <= 0)[0]:
-                    tc = _root(lambda s: float(np.asarray(self.conditions(s, interp(s)), float).ravel()[jj]), t0, t1)
-                    if tc < t_stop:
-                        t_stop, stop_kind, j = tc, "tilt", int(jj)
+        for cond in self.conditions:
+            c1 = _values(cond, t1, y1)
+            for jj in np.nonzero(c1 <= 0)[0]:
+                tc = _root(lambda s: float(_values(cond, s, interp(s))[jj]), t0, t1)
+                if tc < t_stop:
+                    t_stop, stop_kind, j = tc, cond, int(jj)
         mon = self.mon
         if mon is not None:
             if mon.size(y1) >= self.r_overflow:
@@ -476,10 +581,8 @@ class _Run:
             return None
         ys = np.asarray(interp(t_stop), float) if t_stop < t1 else y1
         self._out(t0, t_stop, ys, interp, closed=False)
-        if stop_kind == "tilt":
-            self.events.append(Event("tilt-ceased", t_stop, None, j))
-            return self._finish(Status.TILT_CEASED, f"the tilt ceased to exist at t = {t_stop:.12g} (condition "
-                                f"{j} crossed 0)", t_stop, ys)
+        if stop_kind != "overflow":
+            return self._stop(stop_kind, t_stop, ys, j, detail="crossed 0")
         self.events.append(Event("overflow", t_stop, mon.size(ys)))
         return self._finish(Status.OVERFLOW, "diverges (no finite-time singularity signature); stopped at "
                             f"t = {t_stop:.6g} to stay finite", t_stop, ys)
@@ -496,16 +599,15 @@ class _Run:
                 self.events.append(Event("blowup", Tst, p))
                 return self._finish(Status.BLOWUP, "finite-time blow-up signature (step size collapsed "
                                     f"at t = {t:.6g})", t, y, blowup_time=Tst, blowup_time_error=spread, exponent=p)
-        if self.conditions is not None:
-            # the derived ODE is singular where the tilt ceases to exist (the tilted covariance blows up), so
-            # the step size collapses there, before or as the condition reaches 0
-            c = np.asarray(self.conditions(t, y), float).ravel()
-            if c.size and np.min(c) <= 1e-3 * self.c_scale:
+        for cond, scale in zip(self.conditions, self.c_scale):
+            # an ODE that is singular where the condition fails (e.g. the tilted covariance blows up as the
+            # tilt ceases to exist) collapses the step size there, before or as the condition reaches 0
+            c = _values(cond, t, y)
+            if c.size and np.min(c) <= cond.near_zero * scale:
                 j = int(np.argmin(c))
-                self.events.append(Event("tilt-ceased", t, float(c[j]), j))
                 where = "stopped being finite" if t_bad is not None else "became singular (step size collapsed)"
-                return self._finish(Status.TILT_CEASED, f"the tilt ceased to exist at t = {t:.12g} (condition {j} "
-                                    f"= {c[j]:.3g}, ~0, where the right-hand side {where})", t, y)
+                return self._stop(cond, t, y, j, float(c[j]), f"= {c[j]:.3g}, ~0, where the right-hand side "
+                                  f"{where}")
         why = ("the right-hand side became non-finite" if t_bad is not None else "the step size collapsed")
         return self._finish(Status.STALLED, f"integrator stopped at t = {t:.6g}: {why}" +
                             (f" (at t = {t_bad:.6g})" if t_bad is not None else ""), t, y)

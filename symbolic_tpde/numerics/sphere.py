@@ -209,13 +209,14 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
             if dl.expired() and s.active.size:
                 status = "time-limit"
                 break
-        bad = np.nonzero((s.status != rk.DONE) & (s.status != rk.RUNNING))[0]
+        ended = [s.status(i) for i in range(len(s.t))]
+        bad = np.nonzero([e not in (rk.Status.OK, rk.Status.RUNNING) for e in ended])[0]
         steps += int(s.n_steps.sum())
         rejected += int(s.n_rejected.sum())
         nfev += s.nfev
         if bad.size:
             i = bad[0]
-            why = "step limit reached" if s.status[i] == rk.MAXSTEPS else \
+            why = "step limit reached" if ended[i] == rk.Status.STALLED else \
                 "the state or the field left the finite floats, or the step size collapsed"
             raise BlowupError(float(s.t[i]), f"sphere {norm} (cloud {i})", why)
         if frames is not None:

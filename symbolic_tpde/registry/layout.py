@@ -95,13 +95,14 @@ def trace_weights(d: int, with_alpha: bool = True) -> np.ndarray:
 
 def gaussian_size(d: int) -> tuple[Callable, Callable]:
     """``r = tr Σ + |α|²`` and ``dr/dt = tr(dΣ/dt) + 2α·dα/dt`` for the Gaussian layout (covers linear
-    attention, where the mean can blow up together with the covariance)."""
+    attention, where the mean can blow up together with the covariance); one state ``(n,)`` or rows ``(m, n)``
+    (the batched blow-up monitor, :meth:`symbolic_tpde.numerics.solve.BlowupMonitor.rows`)."""
     w = trace_weights(d)
 
     def size(y):
-        return float(w @ y + y[:d] @ y[:d])
+        return y @ w + np.sum(y[..., :d] ** 2, axis=-1)
 
     def dsize(y, fy):
-        return float(w @ fy + 2 * y[:d] @ fy[:d])
+        return fy @ w + 2 * np.sum(y[..., :d] * fy[..., :d], axis=-1)
 
     return size, dsize
