@@ -16,7 +16,7 @@ A part is one of three things (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import sympy as sp
@@ -47,6 +47,20 @@ class SymbolicPart:
     entrywise_max_d: int | None = None   # above it the entrywise form needs a matrix square root
     steps: Callable | None = None
     matrix_definition: Callable | None = None
+    system_steps: Callable = field(default=None)
+
+    def __post_init__(self):
+        if self.system_steps is None:
+            object.__setattr__(self, "system_steps", entrywise_system_steps)
+
+
+def entrywise_system_steps(system) -> tuple:
+    """The derivation of a built-in entrywise system (:func:`.steps.entrywise_system_steps`), reached by
+    :mod:`.moments` through the registry (the steps module sits above moments); module-level, so that the
+    system pickles."""
+    from .steps import entrywise_system_steps as steps_of
+
+    return steps_of(system)
 
 
 def _kernel_steps(kind, syms, pre):

@@ -40,9 +40,9 @@ from ..errors import InputError
 from .energy import particle_energy, softmax_field
 from .hessian import curve_second_derivative, particle_hessian
 from .metric import _exact, exact_matrix, particle_symbols
-from .steps import Derivation, Shown
 from .steps_check import check_equal
-from .system import Step
+from .steps_eq import Derivation, Equation, Step
+from .steps_eq import Notation as Shown
 
 __all__ = ["energy_derivation", "checked_step"]
 
@@ -78,13 +78,17 @@ def checked_step(title: str, shown_lhs: Shown, shown_rhs: Shown, lhs, rhs, note:
     """A :class:`Step` displaying ``shown_lhs = shown_rhs`` and checked on the explicit instance ``lhs = rhs``
     (exponents in canonical form, then :func:`.steps_check.check_equal`: exact cancellation); ``where`` names the
     instance in the method."""
-    try:
-        ok, method = check_equal(_canon(lhs), _canon(rhs))
-    except Exception as exc:   # noqa: BLE001 - a check that cannot run is reported as not checked
-        ok, method = False, f"check could not be carried out ({type(exc).__name__})"
+    eq = Equation(shown_lhs, shown_rhs, instance=(lhs, rhs, _ascii(where)))
+    return Step(_ascii(title), eq, _ascii(note), how=_instance_check).check()
+
+
+def _instance_check(eq):
+    """The explicit instance carried by the equation, exponents in canonical form, by exact cancellation."""
+    lhs, rhs, where = eq.instance
+    ok, method, _ = check_equal(_canon(lhs), _canon(rhs), free=False)
     pre = f"{where}: " if where else ""
-    return Step(_ascii(title), shown_lhs, shown_rhs, _ascii(note), bool(ok),
-                _ascii(pre + ("exponents in canonical form; " if ok else "") + method))
+    return ok, _ascii(pre + ("exponents in canonical form; " if ok else "") + method), \
+        (where.split(",")[0] + ", " + where.split(",")[1].strip() if where.count(",") else where)
 
 
 def _symmetric_A(d: int) -> sp.Matrix:
