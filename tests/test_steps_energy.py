@@ -16,7 +16,8 @@ from symbolic_tpde.symbolic import steps_render
 from symbolic_tpde.symbolic.energy import particle_energy
 from symbolic_tpde.symbolic.hessian import particle_hessian
 from symbolic_tpde.symbolic.metric import particle_symbols
-from symbolic_tpde.symbolic.steps import Derivation, Shown
+from symbolic_tpde.symbolic.steps_eq import Derivation
+from symbolic_tpde.symbolic.steps_eq import Notation as Shown
 from symbolic_tpde.symbolic.steps_energy import checked_step, energy_derivation
 
 TOPICS = ["interaction energy", "Normalisation", "energy of a Gaussian", "point-mass limit", "First variation",

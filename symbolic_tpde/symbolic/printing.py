@@ -38,7 +38,6 @@ from typing import Any
 import sympy as sp
 
 from ..registry.layout import symmetric_rows
-from .system import OdeSystem
 
 _STATE_LATEX = {"alpha": r"\alpha", "Sigma": r"\Sigma"}
 
@@ -85,7 +84,7 @@ def paper_name(name: str, several_heads: bool, latex: bool = False) -> str | Non
     return base + (f"^({head})" if head else "") + (f"_{joined}" if joined else "")
 
 
-def latex_symbol_names(system: OdeSystem) -> dict[sp.Symbol, str]:
+def latex_symbol_names(system) -> dict[sp.Symbol, str]:
     """LaTeX names (:func:`paper_name`, 1-based) for every state and parameter symbol of ``system``."""
     structure = system.origin.get("structure")
     many = structure is None or len(structure.heads) > 1   # head superscripts unless there is a single head
@@ -132,7 +131,7 @@ def _cse(exprs: list, prefix: str = "u_") -> tuple[list, list]:
 ENTRYWISE_LATEX_MAX_TEMPS = 30
 
 
-def entrywise_unreadable(system: OdeSystem, max_temps: int = ENTRYWISE_LATEX_MAX_TEMPS) -> str | None:
+def entrywise_unreadable(system, max_temps: int = ENTRYWISE_LATEX_MAX_TEMPS) -> str | None:
     """``None`` when the LaTeX entrywise form of ``system`` stays readable, else the one-line note saying why
     it is not shown (more than ``max_temps`` common sub-expressions, :data:`ENTRYWISE_LATEX_MAX_TEMPS`).
     Systems small enough to print without CSE (:data:`CSE_THRESHOLD`) are readable."""
@@ -323,7 +322,7 @@ def _comment(text: str) -> str:
 
 
 
-def _state_label(system: OdeSystem, i: int, latex: bool) -> str:
+def _state_label(system, i: int, latex: bool) -> str:
     if latex:
         return r"\frac{d" + latex_symbol_names(system)[system.states[i]] + "}{dt}"
     return f"d{system.states[i].name}/dt"
@@ -334,7 +333,7 @@ EXACT_CONCLUSION = ("The field Gamma(x) = b + J x is affine in x, so the flow ma
                     "stays Gaussian: the moment ODE above is exact, not an approximation.")
 
 
-def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None, standalone: bool = False) -> str:
+def render_system(system, fmt: str = "text", cse: bool | None = None, standalone: bool = False) -> str:
     """Render an entrywise system as ``text``, ``latex`` or ``json`` (``standalone``: LaTeX as a complete
     document with the assumptions and conclusion as sentences, :func:`latex_document`)."""
     exprs = list(system.rhs)
@@ -391,7 +390,7 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None,
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def system_to_json(system: OdeSystem, cse: bool = False) -> dict[str, Any]:
+def system_to_json(system, cse: bool = False) -> dict[str, Any]:
     """JSON dict; with ``cse`` the expressions refer to ``definitions`` (``[[name, expr], ...]``, to be
     substituted in order); without, ``definitions`` is empty."""
     d = system.origin["d"]

@@ -192,7 +192,7 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
       an independent numeric root finder, e.g. :func:`symbolic_tpde.analysis.closed_forms.blowup_time_vi`
       with ``A = M/2``, passed in by the command so this layer does not import the analysis layer).
     """
-    from .steps import Shown, step
+    from .steps_eq import Notation as Shown, step
     from .steps_check import explicit
     from .printing import readable
     from .steps_special import blowup_failure
@@ -284,7 +284,7 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
     out.append(step("with the scenario's numbers: the blow-up time", Shown("T*", r"T^{*}"), T_star,
                     ("T* = 1/lambda_max, lambda_max = " + sp.sstr(lmax) + f" = {float(sp.N(lmax, 20)):.15g}, "
                      f"so T* = {float(sp.N(T_star, 20)):.15g}") if T_star != sp.oo else
-                    "no eigenvalue of Sigma_0 M is positive: no finite-time blow-up", check=blowup_check))
+                    "no eigenvalue of Sigma_0 M is positive: no finite-time blow-up", how=blowup_check))
     if T_star != sp.oo and horizon is not None:
         when = "before" if float(T_star) <= horizon else "after"
         concl.append(f"For this scenario the covariance blows up at T* = {float(T_star):.6g}, {when} its horizon "
