@@ -19,6 +19,18 @@ from .steps_eq import RELATIONS, json_side, tex, text
 __all__ = ["render", "to_text", "to_json", "to_latex", "standalone", "beamer", "tex", "text", "readable"]
 
 
+_UNI_TEX = {"∫": r"$\int$", "μ": r"$\mu$", "π": r"$\pi$", "σ": r"$\sigma$", "²": r"$^2$", "τ": r"$\tau$",
+            "≤": r"$\leq$", "ᵀ": r"$^{\top}$", "'": "'"}
+
+
+def _model_tex(m: str) -> str:
+    """A model sentence (the registry's field formulas carry Unicode) for pdflatex."""
+    out = words_tex(m)
+    for u, t in _UNI_TEX.items():
+        out = out.replace(u, t)
+    return out
+
+
 def _where_text(eq) -> str:
     return ("where " + ", ".join(f"{text(k)} = {text(v)}" for k, v in eq.where)) if eq.where else ""
 
@@ -140,7 +152,7 @@ def _check_line(s) -> str:
 
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
-    out = ["\\paragraph{The model.}", " ".join(words_tex(m) for m in dv.model)] if dv.model else []
+    out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
     out += ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
     out += ["\\end{itemize}", "\\paragraph{Derivation.}", "\\begin{enumerate}"]
     for s in dv.steps:
@@ -199,7 +211,7 @@ def beamer(dv) -> str:
     """Beamer slides: assumptions, one frame per step (``allowframebreaks``: a long step continues on the next
     slide), conclusions; no equation wider than the slide (:func:`_eq_beamer`)."""
     fr = ["\\begin{frame}[allowframebreaks]{The model, and what was checked}\n"
-          + " ".join(words_tex(m) for m in dv.model) + "\n\n" + words_tex(dv.summary()) + "\n\\end{frame}"]
+          + " ".join(_model_tex(m) for m in dv.model) + "\n\n" + words_tex(dv.summary()) + "\n\\end{frame}"]
     fr += ["\\begin{frame}[allowframebreaks]{Assumptions}\n\\begin{itemize}\n"
           + "\n".join(f"\\item {words_tex(a)}" for a in dv.assumptions) + "\n\\end{itemize}\n\\end{frame}"]
     for k, s in enumerate(dv.steps, 1):
