@@ -64,3 +64,40 @@ def test_summary_in_math_notation_not_sympy_syntax(kind):
     text, tex, js = w.summary("text"), w.summary("latex"), w.summary("json")
     assert "**" not in text and "**" not in tex and "**" not in js and "α" in text
     assert "\\alpha" in tex and "$" in tex and "NOT Gaussian-preserving" in text
+
+
+def test_cumulant_certificate_none_for_a_field_that_preserves_the_gaussian():
+    """J x |x|^2 (J a quarter turn) is not affine, yet leaves N(0, I) invariant (div(N(0,I) J x |x|^2) = 0): no
+    certificate; at N(e_1, I) it does move the law and a certificate is found."""
+    from symbolic_tpde.symbolic.witness import cumulant_certificate
+
+    x1, x2 = sp.symbols("x1 x2", real=True)
+    X = sp.Matrix([x1, x2])
+    field = sp.Matrix([[0, -1], [1, 0]]) * X * (x1 ** 2 + x2 ** 2)
+    dens = sp.exp(-(x1 ** 2 + x2 ** 2) / 2)
+    assert sp.simplify(sp.diff(dens * field[0], x1) + sp.diff(dens * field[1], x2)) == 0   # invariant
+    assert cumulant_certificate(field, [x1, x2], sp.zeros(2, 1), sp.eye(2)) is None
+    moved = cumulant_certificate(field, [x1, x2], sp.Matrix([1, 0]), sp.eye(2))
+    assert moved is not None and moved["value"] != 0
+
+
+def test_sigmoid_and_unnormalised_softmax_have_cumulant_certificates():
+    import mpmath as mp
+
+    from symbolic_tpde.symbolic.witness import sigmoid_certificate, softmax_unnormalized_certificate
+
+    sg = sigmoid_certificate()
+    lo, hi = sg["interval"]
+    assert sg["certified"] and (hi < 0 or lo > 0)
+    # independent: 3 E[Z^2 (Gamma(X) - E Gamma)] by 2-d mpmath quadrature at the same point lies in the interval
+    a, b = 1 / mp.mpf(20), 1
+
+    def gamma(x):
+        return mp.quad(lambda y: y / (1 + mp.exp(-(a * x * y + b))) * mp.npdf(y, 1, 1), [-mp.inf, 1, mp.inf])
+    EG = mp.quad(lambda x: gamma(x) * mp.npdf(x, 1, 1), [-mp.inf, 1, mp.inf])
+    k3 = 3 * mp.quad(lambda x: (x - 1) ** 2 * (gamma(x) - EG) * mp.npdf(x, 1, 1), [-mp.inf, 1, mp.inf])
+    assert lo <= k3 <= hi
+    su = softmax_unnormalized_certificate()
+    assert su["certified"] and sp.simplify(su["value"] - 8 * sp.sqrt(3) * sp.E) == 0
+    w = witness_for("sigmoid")
+    assert "Cumulant certificate" in w.summary("text") and "lemma" in w.summary("text")

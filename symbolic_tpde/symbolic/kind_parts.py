@@ -16,7 +16,7 @@ A part is one of three things (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import sympy as sp
@@ -47,7 +47,7 @@ class SymbolicPart:
     entrywise_max_d: int | None = None   # above it the entrywise form needs a matrix square root
     steps: Callable | None = None
     matrix_definition: Callable | None = None
-    system_steps: Callable = field(default=None)
+    system_steps: Callable | None = None
 
     def __post_init__(self):
         if self.system_steps is None:

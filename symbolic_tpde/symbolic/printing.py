@@ -490,10 +490,11 @@ def render_witness(w, fmt: str = "text", standalone: bool = False) -> str:
                         + r" \quad \text{at } " + point)
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
         if standalone:
-            concl = (f"{w.variant} attention is NOT Gaussian-preserving: the field is not affine in x (second "
-                     f"derivative {w.value:.15g} at the point above, independent quadrature {w.independent:.15g}, "
-                     f"sign certified: {w.certified}).")
-            return latex_document(body, [words_tex(w.description)], [words_tex(concl)],
+            dct = w.to_dict()     # the lemmas travel with the witness (no import of .witness here)
+            cert = dct.get("cumulant_certificate")
+            concl = [words_tex(w.conclusion()), words_tex(dct["lemma_d1"])] + ([words_tex(cert["lemma"])]
+                                                                               if cert else [])
+            return latex_document(body, [words_tex(w.description)], concl,
                                   words_tex(f"{w.variant}: a d = 1 witness of non-preservation"), "Setting")
         return f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n" + body
     raise ValueError(f"unknown format {fmt!r}")

@@ -65,7 +65,13 @@ class KernelWitness:
         at = "x = 0" if not x0 or all(v == 0 for v in x0) else f"x = x0 = {x0}"
         return (f"user kernel: NOT Gaussian-preserving. {self.reason} Witness: at {at} the field's second "
                 f"derivative along e, d^2 Gamma(x0 + t e)/dt^2 at t = 0, is {list(self.value)} (exact){ind}, at "
-                f"{pt}; it is non-zero, so Gamma is not affine in x and N(alpha, Sigma) is not preserved.")
+                f"{pt}; it is non-zero, so Gamma is not affine in x. " + (
+                    "In d = 1 this proves that N(alpha, Sigma) leaves the Gaussian family (a non-affine field moves "
+                    "a Gaussian out of the family at once: d rho/dt = rho q with q quadratic forces the flux of an "
+                    "affine field)." if len(self.point.get("alpha", [0, 0])) == 1 else
+                    "In d >= 2 a non-affine field alone does not prove that Gaussians leave the family (J x |x|^2, "
+                    "J a quarter turn, leaves N(0, I) invariant): the tilt is not Gaussian with an affine mean, "
+                    "so the moment ODE is not exact, but no certificate of non-preservation is given here."))
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": "user kernel", "gaussian_preserving": False, "reason": self.reason,
