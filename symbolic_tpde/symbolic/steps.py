@@ -105,8 +105,8 @@ def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list, Any, 
                     Nn, "the Hessian is taken entrywise", where=where))
     m = _mexpand(tilt.m0 + tilt.M * x)
     out.append(step(f"{pre}the tilted mean m(x) = N^-1 n", Nn.I * nn, m,
-                    "the right side is the tilt by matrix calculus (symbolic.tilt.tilt_matrix), an independent "
-                    "route", where=where))
+                    "the right side is the tilt computed by matrix calculus (the y-gradient and y-Hessian of the "
+                    "exponent), an independent route", where=where))
     V = syms["V"]
     b, J = _mexpand(V * tilt.m0), _mexpand(V * tilt.M)
     out.append(step(f"{pre}the affine field Gamma(x) = V m(x) = b + J x", V * Nn.I * nn, b + J * x, where=where))

@@ -348,10 +348,10 @@ def tex(e) -> str:
             nm = getattr(a, "name", "")
             m = _HEADED.match(nm)
             if m:
-                names[a] = f"{_TEX_GREEK.get(m.group(1), m.group(1))}^{{({m.group(2)})}}_{{{m.group(3)}}}"
+                names[a] = f"{{{_TEX_GREEK.get(m.group(1), m.group(1))}^{{({m.group(2)})}}_{{{m.group(3)}}}}}"
             m = re.fullmatch(r"([A-Za-z]+)\^\((\d+)\)", nm)
             if m:
-                names[a] = f"{_TEX_GREEK.get(m.group(1), m.group(1))}^{{({m.group(2)})}}"
+                names[a] = f"{{{_TEX_GREEK.get(m.group(1), m.group(1))}^{{({m.group(2)})}}}}"   # braced: A^(1) T
     s = _Tex({"symbol_names": names}).doprint(e)
     s = s.replace("^{T}", "^{\\top}").replace("\\epsilon", "\\varepsilon")
     s = re.sub(r"\\left\(\\tfrac\{(\d+)\}\{(\d+)\}\\right\)", r"\\tfrac{\1}{\2}", s)
