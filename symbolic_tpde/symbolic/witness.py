@@ -345,7 +345,7 @@ def softmax_unnormalized_certificate(a=sp.Rational(1, 2), v=1, al=1, s=1) -> dic
     gam = (_v * (_al + _s * _a * _x) * sp.exp(_a * _x * _al + _a ** 2 * _x ** 2 * _s / 2)).subs(pt).subs(_x, al + z)
     dens = sp.exp(-z ** 2 / (2 * s)) / sp.sqrt(2 * sp.pi * s)
     EG = sp.integrate(gam * dens, (z, -sp.oo, sp.oo))
-    val = sp.simplify(3 * (sp.integrate(z ** 2 * gam * dens, (z, -sp.oo, sp.oo)) - s * EG))
+    val = sp.simplify((3 * (sp.integrate(z ** 2 * gam * dens, (z, -sp.oo, sp.oo)) - s * EG)).rewrite(sp.erf))
     num = sp.N(val, 50)
     return {"order": 3, "u": [1], "value": val, "certified": bool(abs(num) > sp.Float("1e-40")),
             "interval": (float(num), float(num)), "point": {"a": a, "v": v, "alpha": al, "s": s},
