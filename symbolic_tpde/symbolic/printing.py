@@ -275,14 +275,20 @@ _GREEK_WORDS = {"Sigma": r"\Sigma", "Sigma_0": r"\Sigma_0", "alpha": r"\alpha", 
                 "eps": r"\varepsilon", "Gamma": r"\Gamma", "tau": r"\tau", "lambda_max": r"\lambda_{\max}",
                 "mu_t": r"\mu_t", "pi": r"\pi", "mu": r"\mu", "delta": r"\delta"}
 _MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|epsilon|tau|alpha|delta|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
-                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<ptop>\)\^T\b)")
+                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<le> ≤ )|(?P<tstar>\bT\*)|(?P<gmu>\bGamma_mu_t\b)|(?P<ptop>\)\^(?:T\b|-1\b|\{-1\}))")
 
 
 def _math_piece(m: re.Match) -> str:
     if m.group("ge"):
         return r"$\geq$"
     if m.group("ptop"):
-        return r")$^{\top}$"
+        return r")$^{\top}$" if m.group("ptop").endswith("T") else r")$^{-1}$"
+    if m.group("le"):
+        return r" $\leq$ "
+    if m.group("tstar"):
+        return r"$T^{*}$"
+    if m.group("gmu"):
+        return r"$\Gamma_{\mu_t}$"
     if m.group("word"):
         return "$" + _GREEK_WORDS[m.group("word")] + "$"
     base, exp = m.group("pow").split("^", 1)
@@ -291,9 +297,15 @@ def _math_piece(m: re.Match) -> str:
     return "$" + _GREEK_WORDS.get(base, base) + "^{" + exp + "}$"
 
 
+_WORD_FIX = [(re.compile(r"\bd(Sigma|alpha)\b"), r"d \1"), (re.compile(r"\bGamma_\{?mu(_t)?\}?"), "Gamma_mu_t"),
+             (re.compile(r"<=|≤"), " ≤ ")]
+
+
 def words_tex(s: str) -> str:
-    """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names) for LaTeX text mode:
-    formula pieces become inline math, the rest is escaped."""
+    """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names, ``T*``) for LaTeX text
+    mode: formula pieces become inline math, the rest is escaped."""
+    for pat, rep in _WORD_FIX:
+        s = pat.sub(rep, s)
     out, pos = [], 0
     esc = (lambda t: t.replace("\\", "").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#")
            .replace("_", "\\_").replace("^", "\\^{}").replace("~", "\\textasciitilde{}")
