@@ -186,6 +186,24 @@ def _tokens(e, tex, budget: int) -> list[tuple[str, str]]:
         return out
     if _breakable_factor(e):                               # (sum)^p, e.g. 1/(sum): \left( ... \right)^{p}
         return _paren_tokens(e, tex, budget)
+    if isinstance(e, sp.MatMul) and any(_mat_paren(a) for a in e.args):   # order kept: matrices do not commute
+        out = []
+        for a in e.args:
+            if _mat_paren(a):
+                base, sup = _mat_paren(a)
+                inner = _tokens(base, tex, budget)
+                out += ([(_TEXT, tex(a))] if len(inner) == 1 else
+                        [(_OPEN, r"\left(")] + inner + [(_CLOSE, r"\right)" + sup)])
+            else:
+                out.append((_TEXT, tex(a)))
+        merged: list = []
+        for kind, text in out:            # adjacent plain pieces stay together
+            if merged and kind == _TEXT and merged[-1][0] == _TEXT and \
+                    latex_width(merged[-1][1]) + latex_width(text) <= budget:
+                merged[-1] = (_TEXT, merged[-1][1] + " " + text)
+            else:
+                merged.append((kind, text))
+        return merged
     if isinstance(e, sp.Mul):
         sums = [a for a in e.args if _breakable_factor(a)]
         if sums:
@@ -213,6 +231,18 @@ def _breakable_factor(e) -> bool:
     may be broken, ``\\left( a + b \\right)^{-1}``, instead of an unbreakable fraction or root."""
     return isinstance(e, sp.Add) or (isinstance(e, sp.Pow) and isinstance(e.base, sp.Add)
                                      and e.exp.is_Rational and e.exp != 1)
+
+
+def _mat_paren(a):
+    """``(base, superscript)`` when the matrix factor ``a`` is a parenthesised sum (``(X + Y)``, ``(X + Y)^{-1}``,
+    ``(X + Y)^{\top}``) that may be broken, else None."""
+    if isinstance(a, sp.MatAdd):
+        return a, ""
+    if isinstance(a, sp.Inverse) and isinstance(a.arg, sp.MatAdd):
+        return a.arg, "^{-1}"
+    if isinstance(a, sp.Transpose) and isinstance(a.arg, sp.MatAdd):
+        return a.arg, r"^{\top}"
+    return None
 
 
 def _paren_tokens(f, tex, budget: int) -> list[tuple[str, str]]:

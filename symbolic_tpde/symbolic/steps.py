@@ -219,7 +219,8 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
     title = f"Gaussian moment ODE of {' + '.join(kinds_)} attention" + (" with a feed-forward term" if ffn else "")
     rate = constant_precision_rate(mf, V_identity, A_symmetric)[3] if V_identity or A_symmetric else None
     ass, concl = assumptions_in_words(tuple(kinds_), V_identity, A_symmetric, rate)
-    return Derivation(title, tuple(steps), ass, concl, model=model_statement(tuple(kinds_), ffn))
+    boxed = ((Notation("d alpha/dt", r"\frac{d\alpha}{dt}"), mf_a), (Notation("d Sigma/dt", r"\frac{d\Sigma}{dt}"), mf_S))
+    return Derivation(title, tuple(steps), ass, concl, model=model_statement(tuple(kinds_), ffn), boxed=boxed)
 
 
 # ------------------------------------------------------------------------------------ entrywise systems

@@ -76,6 +76,8 @@ def to_text(dv) -> str:
         if s.note:
             lines.append(f"    ({words_text(s.note)})")
         lines.append((f"    checked{_scope(s)}: " if s.checked else "    NOT CHECKED: ") + words_text(s.method))
+    if dv.boxed:
+        lines += ["", "Result:"] + [f"  {text(a)} = {text(b)}" for a, b in dv.boxed]
     lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
     lines += ([""] + [f"Note: {words_text(n)}" for n in dv.notes]) if dv.notes else []
     return "\n".join(lines)
@@ -113,8 +115,23 @@ def _eq(s) -> str:
     if isinstance(eq.rhs, sp.MatrixBase) and latex_width(rhs) > 2 * EQ_ONE_LINE:
         return _entry_rows(lhs, eq.rhs)
     if latex_width(lhs) + latex_width(rhs) > EQ_ONE_LINE:
-        return "\\begin{multline*}\n" + lhs + "\n\\\\ = " + rhs + "\n\\end{multline*}"
+        return _broken_eq(eq, lhs, rhs)
     return "\\[\n" + lhs + " = " + rhs + "\n\\]"
+
+
+def _broken_eq(eq, lhs: str, rhs: str) -> str:
+    """A wide equation over several ``align*`` lines: each side broken between the terms of its sums (also
+    inside parenthesised sums of matrices, :func:`.printing._latex_row`), the qualifier on a line of its own."""
+    from .printing import _latex_row, latex_width
+
+    if latex_width(lhs) <= EQ_ONE_LINE:
+        left = "& " + lhs
+    else:
+        left = _latex_row("", eq.lhs, tex, budget=ENTRY_ROW_WIDTH)[0].replace(" &= ", "& ", 1)
+    right = (_latex_row("", eq.rhs, tex, budget=ENTRY_ROW_WIDTH)[0] if isinstance(eq.rhs, sp.Basic)
+             else " &= " + rhs)
+    qual = (" \\\\\n&\\quad + \\text{(terms free of }" + ", ".join(eq.free_of) + "\\text{)}") if eq.free_of else ""
+    return "\\begin{align*}\n" + left + " \\\\\n" + right + qual + "\n\\end{align*}"
 
 
 def _entry_rows(lhs: str, M, budget: int | None = None) -> str:
@@ -150,6 +167,23 @@ def _check_line(s) -> str:
             "{\\small\\textbf{NOT checked:} " + words_tex(s.method) + ".}")
 
 
+def _boxed_tex(dv) -> list:
+    """The result (the right sides of the derivation's final moment equations), boxed when it fits the line,
+    else broken between terms."""
+    from .printing import _latex_row, latex_width
+
+    if not dv.boxed:
+        return []
+    out = ["\\paragraph{Result.} The moment ODE derived and checked above:"]
+    for lhs, rhs in dv.boxed:
+        body = tex(lhs) + " = " + tex(rhs)
+        if latex_width(body) <= EQ_ONE_LINE - 4:
+            out.append("\\[\n\\boxed{" + body + "}\n\\]")
+        else:
+            out.append("\\begin{align*}\n" + _latex_row(tex(lhs), rhs, tex, budget=ENTRY_ROW_WIDTH)[0] + "\n\\end{align*}")
+    return out
+
+
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
     out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
@@ -162,7 +196,7 @@ def to_latex(dv) -> str:
         if s.note:
             out.append(words_tex(_sentence(s.note)) + ".\\\\")
         out.append(_check_line(s))
-    out += ["\\end{enumerate}", "\\paragraph{Conclusions.}", "\\begin{itemize}"]
+    out += ["\\end{enumerate}"] + _boxed_tex(dv) + ["\\paragraph{Conclusions.}", "\\begin{itemize}"]
     out += [f"\\item {words_tex(c)}" for c in dv.conclusions] + ["\\end{itemize}"]
     out += [f"\\paragraph{{Note.}} {words_tex(n)}" for n in dv.notes]
     return "\n".join(out)
