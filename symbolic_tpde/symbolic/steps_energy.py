@@ -149,7 +149,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
           r"\frac{\partial}{\partial w_k} E\Big(\sum_i w_i\delta_{x_i}\Big)\Big|_{w=1/n}"),
         Shown("Z_μ(x_k) = (1/n) Σ_j exp(x_jᵀ A x_k)", r"Z_\mu(x_k) = \frac1n\sum_j e^{x_j^\top A x_k}"),
         dEw, sp.Matrix(pe.Z), "for A = Aᵀ the two slots of the kernel contribute equally; the right side is "
-        "particle_energy(...).Z", where))
+        "the package's Z", where))
     dE = sp.Matrix([sp.diff(pe.E, c) for c in pe.coords])          # ∂E in vec X order (SymPy diff)
     hand = sp.Matrix.vstack(*[sum((e[k][j] * (A * X[j, :].T) for j in range(n)), sp.zeros(d, 1)) / n ** 2
                               for k in range(n)])
@@ -167,7 +167,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         "G) against -A V⁻¹ computed here", where))
     steps.append(checked_step(
         "G is symmetric", Shown("Gᵀ", r"G^\top"), Shown("G", "G"), pe.G.T, pe.G,
-        "needed for g_X to be a metric; positive definiteness is an assumption (checked by twisted_G for "
+        "needed for g_X to be a metric; positive definiteness is an assumption (checked by the package for "
         "numeric A, V)", where))
     U, W = particle_symbols(n, d, "u"), particle_symbols(n, d, "w")
     vU, vW = U.reshape(N, 1), W.reshape(N, 1)
