@@ -304,15 +304,16 @@ _TEXT_SUBS = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon"
 _GREEK_WORDS = {"Sigma": r"\Sigma", "Sigma_0": r"\Sigma_0", "alpha": r"\alpha", "epsilon": r"\varepsilon",
                 "eps": r"\varepsilon", "Gamma": r"\Gamma", "tau": r"\tau", "lambda_max": r"\lambda_{\max}",
                 "mu_t": r"\mu_t", "pi": r"\pi", "mu": r"\mu", "delta": r"\delta"}
-_MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|epsilon|tau|alpha|delta|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
-                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<le> ≤ )|(?P<tstar>\bT\*)|(?P<gmu>\bGamma_mu_t\b)|(?P<ptop>\)\^(?:T\b|-1\b|\{-1\}))")
+_MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|epsilon|Gamma|tau|alpha|delta|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
+                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<le> ≤ )|(?P<tstar>\bT\*)|(?P<gmu>\bGamma_mu_t\b)|(?P<ptop>\)\^(?:T\b|-1\b|\{-1\}|\d\b))")
 
 
 def _math_piece(m: re.Match) -> str:
     if m.group("ge"):
         return r"$\geq$"
     if m.group("ptop"):
-        return r")$^{\top}$" if m.group("ptop").endswith("T") else r")$^{-1}$"
+        e = m.group("ptop")[2:].strip("{}")
+        return r")$^{" + (r"\top" if e == "T" else e) + "}$"
     if m.group("le"):
         return r" $\leq$ "
     if m.group("tstar"):

@@ -63,7 +63,7 @@ def _canon(e):
 _ASCII = [("‖Σ^½AΣ^½‖", "norm(Sigma^{1/2} A Sigma^{1/2})"), ("|a|", "abs(a)"), ("|v|²", "norm(v)^2"), ("dμ", "d mu"), ("Σ_i", "sum_i"), ("Σ_j", "sum_j"), ("ᵀ", "^T"), ("⁻¹", "^-1"),
           ("∬", "double integral of"), ("∫", "integral of"), ("½", "1/2"), ("μ", "mu"), ("δ₀", "delta_0"), ("δ", "delta"),
           ("Γ", "Gamma"), ("α", "alpha"), ("≤", "is at most"), ("≠", "!="), ("²", "^2"), ("⁰", "^0"), ("∂", "d"),
-          ("Ẋ", "dX/dt"), ("ẋ", "x'"), ("D²", "D^2"), ("×", "x"), ("§", "Sec. "), ("→", "->"),
+          ("Ẋ", "dX/dt"), ("ẋᵀ", "(dx/ds)^T"), ("ẋ", "(dx/ds)"), ("D²", "D^2"), ("×", "x"), ("§", "Sec. "), ("→", "->"),
           ("∇", "grad")]
 
 
@@ -118,7 +118,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
     X, N = pe.X, n * d
     where = (f"explicit n = {n}, d = {d}, symbolic coordinates x_i_a"
              + (", symbolic symmetric A" if any(not e.is_number for e in A) else f", A = {_fmt(A)}")
-             + (", V = I" if V == sp.eye(d) else f", V = -G0^-1 A, G0 = {_fmt(sp.Matrix(G0_DEFAULT[d]))}"
+             + (", V = I" if V == sp.eye(d) else f", V = -G^-1 A, G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}"
                 if any(not e.is_number for e in V) else f", V = {_fmt(V)}"))
     e = [[sp.exp((X[j, :] * A * X[i, :].T)[0, 0]) for j in range(n)] for i in range(n)]   # e_ij = e^{<Ax_i,x_j>}
     steps: list[Step] = []
@@ -216,7 +216,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
                f" with symbolic entries a_pq (the checks hold for every symmetric A; the rational-point Hessian "
                f"step at A = {_fmt(sp.Matrix(SAMPLE_A[d]))})" if "symbolic symmetric A" in where
                else f", A = {_fmt(A)}"),
-           ("V = I" if V == sp.eye(d) else (f"V = -G0⁻¹A with G0 = {_fmt(sp.Matrix(G0_DEFAULT[d]))}: a general V "
+           ("V = I" if V == sp.eye(d) else (f"V = -G⁻¹A with G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}: a general V "
                                            "(not I, not symmetric)" if any(not e.is_number for e in V)
                                            else f"V = {_fmt(V)}"))
            + "; G = -A V⁻¹ symmetric positive definite",
@@ -229,7 +229,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
              "twisted metric g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>, G = -A V⁻¹ (Castin et al., §5)",
              "dE_n/dt = -g_X(Γ, Γ) ≤ 0: the energy decreases along the particle flow",
              "Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E is the second variation along geodesics; at the "
-             "critical point X = 0 it equals (1/n²)(Σ_i u_i)ᵀA(Σ_i u_i), negative for A negative definite and "
+             "critical point X = 0 it equals (1/n²)(Σ_i u_i)ᵀ A (Σ_i u_i), negative for A negative definite and "
              "Σ_i u_i ≠ 0: E is not geodesically convex (tpde convexity certifies such signs at other points)")
     return Derivation(f"Softmax attention as the gradient flow of the interaction energy (n = {n}, d = {d})",
                       tuple(steps), tuple(map(_ascii, ass)), tuple(map(_ascii, concl)))
@@ -307,7 +307,7 @@ def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Ste
            r"g\,a = \tfrac12\nabla(U^\top g U) - (Dg[U])\,U"),
         hess_pt, D2 + (dE.T * acc)[0, 0],
         "a is the acceleration of the geodesic with velocity U (Euler-Lagrange equation of ½ ẋᵀ g ẋ); the left "
-        "side is the package's particle Hessian (Christoffel symbols of g_X); U symbolic",
+        "side is the package's particle Hessian (Christoffel symbols of g_X), with U as symbols",
         where.replace(", symbolic symmetric A", "") + f", at the rational point {pt}")]
     pe = ph.pe
     zero = {x: 0 for x in c}
