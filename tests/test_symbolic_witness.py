@@ -64,3 +64,44 @@ def test_summary_in_math_notation_not_sympy_syntax(kind):
     text, tex, js = w.summary("text"), w.summary("latex"), w.summary("json")
     assert "**" not in text and "**" not in tex and "**" not in js and "α" in text
     assert "\\alpha" in tex and "$" in tex and "NOT Gaussian-preserving" in text
+
+
+def test_cumulant_certificate_none_for_a_field_that_preserves_the_gaussian():
+    """J x |x|^2 (J a quarter turn) is not affine, yet leaves N(0, I) invariant (div(N(0,I) J x |x|^2) = 0): no
+    certificate; at N(e_1, I) it does move the law and a certificate is found."""
+    from symbolic_tpde.symbolic.witness import cumulant_certificate
+
+    x1, x2 = sp.symbols("x1 x2", real=True)
+    X = sp.Matrix([x1, x2])
+    field = sp.Matrix([[0, -1], [1, 0]]) * X * (x1 ** 2 + x2 ** 2)
+    dens = sp.exp(-(x1 ** 2 + x2 ** 2) / 2)
+    assert sp.simplify(sp.diff(dens * field[0], x1) + sp.diff(dens * field[1], x2)) == 0   # invariant
+    assert cumulant_certificate(field, [x1, x2], sp.zeros(2, 1), sp.eye(2)) is None
+    moved = cumulant_certificate(field, [x1, x2], sp.Matrix([1, 0]), sp.eye(2))
+    assert moved is not None and moved["value"] != 0
+
+
+def test_sigmoid_and_unnormalised_softmax_have_cumulant_certificates():
+    from symbolic_tpde.symbolic.witness import sigmoid_certificate, softmax_unnormalized_certificate
+
+    sg = sigmoid_certificate()
+    lo, hi = sg["interval"]
+    assert sg["certified"] and (hi < 0 or lo > 0)
+    # independent: 3 E[Z^2 (Gamma(X) - E Gamma)] by tensor Gauss-Hermite quadrature (80 nodes per axis: the
+    # integrands are smooth times a Gaussian, error far below the interval's width ~3e-3)
+    import numpy as np
+    z, w = np.polynomial.hermite_e.hermegauss(80)
+    w = w / w.sum()
+    X, Y = 1 + z[:, None], 1 + z[None, :]
+    gam = (Y / (1 + np.exp(-(X * Y / 20 + 1))) * w[None, :]).sum(axis=1)      # Gamma(x) at the nodes x
+    k3 = 3 * ((z ** 2) * (gam - (gam * w).sum()) * w).sum()
+    assert lo <= k3 <= hi
+    su = softmax_unnormalized_certificate()
+    assert su["certified"] and sp.simplify(su["value"] - 8 * sp.sqrt(3) * sp.E) == 0
+    import mpmath as mp     # independent 1-d quadrature of 3 E[Z^2 (Gamma(X) - E Gamma)] at a = 1/2, alpha = s = v = 1
+    g = lambda x: (1 + x / 2) * mp.exp(x / 2 + x ** 2 / 8)                                  # noqa: E731
+    EG = mp.quad(lambda x: g(x) * mp.npdf(x, 1, 1), [-mp.inf, 1, mp.inf])
+    k3u = 3 * mp.quad(lambda x: (x - 1) ** 2 * (g(x) - EG) * mp.npdf(x, 1, 1), [-mp.inf, 1, mp.inf])
+    assert abs(k3u - float(su["value"])) < 1e-10 * abs(k3u)
+    w = witness_for("sigmoid")
+    assert "Cumulant certificate" in w.summary("text") and "lemma" in w.summary("text")

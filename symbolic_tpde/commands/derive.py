@@ -78,6 +78,15 @@ def run(args) -> int:
     from ..symbolic.moments import canonical_form, derive_gaussian_system, matrix_form
     from ..symbolic.sinkhorn import MatrixSqrtRequired
 
+    stepsish = args.steps or args.beamer or args.V_structure or args.A_structure or args.energy \
+        or args.scenario is not None
+    if args.standalone and args.format != "latex":
+        raise InputError("--standalone", "needs --format latex (a LaTeX document)")
+    if args.standalone and args.beamer:
+        raise InputError("--standalone", "and --beamer are two document classes: give one")
+    if args.no_cse and stepsish:
+        raise InputError("--no-cse", "applies to the entrywise system, not to --steps/--beamer/--V/--A/--energy/"
+                         "--scenario")
     if args.sphere is not None:
         from .sphere import run_derive
 

@@ -119,3 +119,53 @@ def kernel_from_log(expr: sp.Expr, x: Sequence[sp.Symbol], y: Sequence[sp.Symbol
     p = sp.Matrix([c(i) for i in range(n)])
     r = sp.Matrix([c(n + j) for j in range(m)])
     return ExpQuadKernel(B=B, P=P, R=R, p=p, r=r, name=name)
+
+
+@dataclass(frozen=True)
+class TiltForm:
+    """``log k(x, y) = c(x) + yᵀRy + (Bᵀx + r)ᵀy`` read off a log-kernel (``B`` is ``d×d``: ``xᵀBy``)."""
+
+    B: sp.Matrix
+    R: sp.Matrix
+    r: sp.Matrix
+    dropped: sp.Expr          # c(x): the part that cancels in the normalisation
+
+    def kernel(self, name: str = "user") -> "ExpQuadKernel":
+        return ExpQuadKernel(B=self.B, R=None if self.R.is_zero_matrix else self.R,
+                             r=None if self.r.is_zero_matrix else self.r, name=name)
+
+
+# -------------------------------------------------------------------------------------------- analysis
+def analyse_log_kernel(log_kernel: sp.Expr, x: list, y: list) -> TiltForm | str:
+    """:class:`TiltForm` when ``log k - log k(x, 0)`` is ``yᵀRy + (Bᵀx + r)ᵀy`` (``R`` free of ``x``), else a
+    sentence saying why not."""
+    at0 = {yi: 0 for yi in y}
+    h = log_kernel - log_kernel.xreplace(at0)
+    try:
+        poly = sp.Poly(sp.expand(h), *y)
+    except sp.PolynomialError:
+        return "log k(x, y) - log k(x, 0) is not a polynomial in the key y"
+    if poly.total_degree() > 2:
+        return f"log k(x, y) has degree {poly.total_degree()} > 2 in the key y (the tilt is not Gaussian)"
+    d = len(y)
+    coeffs = dict(poly.terms())
+
+    def c(*idx: int) -> sp.Expr:
+        mon = [0] * d
+        for i in idx:
+            mon[i] += 1
+        return coeffs.get(tuple(mon), sp.S.Zero)
+
+    half = sp.Rational(1, 2)
+    R = sp.Matrix(d, d, lambda i, j: c(i, i) if i == j else half * c(i, j))
+    g = sp.Matrix([c(i) for i in range(d)])
+    if any(e.has(*x) for e in R):
+        return "the quadratic part of log k in the key y depends on the query x (the tilted covariance would " \
+               "depend on x, so the tilted mean is not affine in x)"
+    G = g.jacobian(x) if x else sp.zeros(d, 0)
+    if any(e.has(*x) for e in G):
+        return "the part of log k linear in the key y is not affine in the query x"
+    r = g.xreplace({xi: 0 for xi in x})
+    return TiltForm(B=G.T, R=R, r=r, dropped=log_kernel.xreplace(at0))
+
+

@@ -47,6 +47,20 @@ class SymbolicPart:
     entrywise_max_d: int | None = None   # above it the entrywise form needs a matrix square root
     steps: Callable | None = None
     matrix_definition: Callable | None = None
+    system_steps: Callable | None = None
+
+    def __post_init__(self):
+        if self.system_steps is None:
+            object.__setattr__(self, "system_steps", entrywise_system_steps)
+
+
+def entrywise_system_steps(system) -> tuple:
+    """The derivation of a built-in entrywise system (:func:`.steps.entrywise_system_steps`), reached by
+    :mod:`.moments` through the registry (the steps module sits above moments); module-level, so that the
+    system pickles."""
+    from .steps import entrywise_system_steps as steps_of
+
+    return steps_of(system)
 
 
 def _kernel_steps(kind, syms, pre):

@@ -127,7 +127,7 @@ def effective_params(kind: str, prm: dict[str, Any]) -> dict[str, Any]:
 
 def head_kernel(kind: str, prm: dict[str, Any], x: sp.Matrix, d: int) -> ExpQuadKernel:
     """Exponential-quadratic kernel of a softmax-normalised head, read off its registered log-kernel."""
-    from .user_kernel import analyse_log_kernel
+    from .kernels import analyse_log_kernel
 
     y = sym_vector("_ky", d)
     form = analyse_log_kernel(kinds.part(kind, "symbolic").log_kernel(prm, x, y), list(x), list(y))
@@ -227,7 +227,7 @@ def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: t
                     ffn: tuple | None = None, derivation=None) -> OdeSystem:
     """Sum head contributions (and an FFN ``Wx + c``) into the entrywise moment ODE ``dα/dt = b + Jα``,
     ``dΣ/dt = JΣ + ΣJᵀ`` (upper triangle).  ``derivation``: ``system -> checked steps`` (built on
-    first access of ``system.steps``); default for built-in structures: :func:`.steps.entrywise_system_steps`."""
+    first access of ``system.steps``); default for built-in structures: :func:`.steps.entrywise_system_steps` (through the kind's symbolic part)."""
     alpha, Sigma = gaussian_symbols(d)
     drift, JS = sp.zeros(d, 1), sp.zeros(d, d)
     assumptions, conditions, existence = [], [], []
@@ -253,17 +253,12 @@ def assemble_system(d: int, fields: list[HeadField], *, params: tuple, layout: t
               "time_dependence": "parameters may depend on t: refill p per layer, or substitute functions of the "
                                  "`time` symbol for parameter symbols"}
     if derivation is None and origin.get("structure") is not None:
-        derivation = _entrywise_steps
+        # the steps module sits above this one: its entry point is reached through the registry (the kind's
+        # symbolic part, symbolic.kind_parts), a module-level function, so that the system pickles
+        derivation = kinds.part(origin["structure"].heads[0][0], "symbolic").system_steps
     return OdeSystem(states=states, params=params, rhs=tuple(rhs), param_layout=tuple(layout),
                        time=time if time is not None else sp.Symbol("t", real=True), origin=origin,
                        conditions=tuple(conditions), existence=tuple(existence), derivation=derivation)
-
-
-def _entrywise_steps(system: OdeSystem) -> tuple:
-    """The derivation of a built-in system (a module-level function, so that the system pickles)."""
-    from .steps import entrywise_system_steps
-
-    return entrywise_system_steps(system)
 
 
 @lru_cache(maxsize=64)

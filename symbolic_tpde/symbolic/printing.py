@@ -38,7 +38,6 @@ from typing import Any
 import sympy as sp
 
 from ..registry.layout import symmetric_rows
-from .system import OdeSystem
 
 _STATE_LATEX = {"alpha": r"\alpha", "Sigma": r"\Sigma"}
 
@@ -85,7 +84,7 @@ def paper_name(name: str, several_heads: bool, latex: bool = False) -> str | Non
     return base + (f"^({head})" if head else "") + (f"_{joined}" if joined else "")
 
 
-def latex_symbol_names(system: OdeSystem) -> dict[sp.Symbol, str]:
+def latex_symbol_names(system) -> dict[sp.Symbol, str]:
     """LaTeX names (:func:`paper_name`, 1-based) for every state and parameter symbol of ``system``."""
     structure = system.origin.get("structure")
     many = structure is None or len(structure.heads) > 1   # head superscripts unless there is a single head
@@ -132,7 +131,7 @@ def _cse(exprs: list, prefix: str = "u_") -> tuple[list, list]:
 ENTRYWISE_LATEX_MAX_TEMPS = 30
 
 
-def entrywise_unreadable(system: OdeSystem, max_temps: int = ENTRYWISE_LATEX_MAX_TEMPS) -> str | None:
+def entrywise_unreadable(system, max_temps: int = ENTRYWISE_LATEX_MAX_TEMPS) -> str | None:
     """``None`` when the LaTeX entrywise form of ``system`` stays readable, else the one-line note saying why
     it is not shown (more than ``max_temps`` common sub-expressions, :data:`ENTRYWISE_LATEX_MAX_TEMPS`).
     Systems small enough to print without CSE (:data:`CSE_THRESHOLD`) are readable."""
@@ -187,6 +186,24 @@ def _tokens(e, tex, budget: int) -> list[tuple[str, str]]:
         return out
     if _breakable_factor(e):                               # (sum)^p, e.g. 1/(sum): \left( ... \right)^{p}
         return _paren_tokens(e, tex, budget)
+    if isinstance(e, sp.MatMul) and any(_mat_paren(a) for a in e.args):   # order kept: matrices do not commute
+        out = []
+        for a in e.args:
+            if _mat_paren(a):
+                base, sup = _mat_paren(a)
+                inner = _tokens(base, tex, budget)
+                out += ([(_TEXT, tex(a))] if len(inner) == 1 else
+                        [(_OPEN, r"\left(")] + inner + [(_CLOSE, r"\right)" + sup)])
+            else:
+                out.append((_TEXT, tex(a)))
+        merged: list = []
+        for kind, text in out:            # adjacent plain pieces stay together
+            if merged and kind == _TEXT and merged[-1][0] == _TEXT and \
+                    latex_width(merged[-1][1]) + latex_width(text) <= budget:
+                merged[-1] = (_TEXT, merged[-1][1] + " " + text)
+            else:
+                merged.append((kind, text))
+        return merged
     if isinstance(e, sp.Mul):
         sums = [a for a in e.args if _breakable_factor(a)]
         if sums:
@@ -214,6 +231,18 @@ def _breakable_factor(e) -> bool:
     may be broken, ``\\left( a + b \\right)^{-1}``, instead of an unbreakable fraction or root."""
     return isinstance(e, sp.Add) or (isinstance(e, sp.Pow) and isinstance(e.base, sp.Add)
                                      and e.exp.is_Rational and e.exp != 1)
+
+
+def _mat_paren(a):
+    """``(base, superscript)`` when the matrix factor ``a`` is a parenthesised sum (``(X + Y)``, ``(X + Y)^{-1}``,
+    ``(X + Y)^{\top}``) that may be broken, else None."""
+    if isinstance(a, sp.MatAdd):
+        return a, ""
+    if isinstance(a, sp.Inverse) and isinstance(a.arg, sp.MatAdd):
+        return a.arg, "^{-1}"
+    if isinstance(a, sp.Transpose) and isinstance(a.arg, sp.MatAdd):
+        return a.arg, r"^{\top}"
+    return None
 
 
 def _paren_tokens(f, tex, budget: int) -> list[tuple[str, str]]:
@@ -275,15 +304,22 @@ _TEXT_SUBS = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon"
 _GREEK_WORDS = {"Sigma": r"\Sigma", "Sigma_0": r"\Sigma_0", "alpha": r"\alpha", "epsilon": r"\varepsilon",
                 "eps": r"\varepsilon", "Gamma": r"\Gamma", "tau": r"\tau", "lambda_max": r"\lambda_{\max}",
                 "mu_t": r"\mu_t", "pi": r"\pi", "mu": r"\mu", "delta": r"\delta"}
-_MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|epsilon|tau|alpha|delta|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
-                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<ptop>\)\^T\b)")
+_MATH = re.compile(r"(?P<pow>\b(?:Sigma_0|Sigma|epsilon|Gamma|tau|alpha|delta|[A-Za-z])\^(?:\{[^}]*\}|-?\w+))|(?P<word>\b(?:"
+                   + "|".join(sorted(map(re.escape, _GREEK_WORDS), key=len, reverse=True)) + r")\b)|(?P<ge>>=)|(?P<le> ≤ )|(?P<tstar>\bT\*)|(?P<gmu>\bGamma_mu_t\b)|(?P<ptop>\)\^(?:T\b|-1\b|\{-1\}|\d\b))")
 
 
 def _math_piece(m: re.Match) -> str:
     if m.group("ge"):
         return r"$\geq$"
     if m.group("ptop"):
-        return r")$^{\top}$"
+        e = m.group("ptop")[2:].strip("{}")
+        return r")$^{" + (r"\top" if e == "T" else e) + "}$"
+    if m.group("le"):
+        return r" $\leq$ "
+    if m.group("tstar"):
+        return r"$T^{*}$"
+    if m.group("gmu"):
+        return r"$\Gamma_{\mu_t}$"
     if m.group("word"):
         return "$" + _GREEK_WORDS[m.group("word")] + "$"
     base, exp = m.group("pow").split("^", 1)
@@ -292,9 +328,15 @@ def _math_piece(m: re.Match) -> str:
     return "$" + _GREEK_WORDS.get(base, base) + "^{" + exp + "}$"
 
 
+_WORD_FIX = [(re.compile(r"\bd(Sigma|alpha)\b"), r"d \1"), (re.compile(r"\bGamma_\{?mu(_t)?\}?"), "Gamma_mu_t"),
+             (re.compile(r"<=|≤"), " ≤ ")]
+
+
 def words_tex(s: str) -> str:
-    """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names) for LaTeX text mode:
-    formula pieces become inline math, the rest is escaped."""
+    """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names, ``T*``) for LaTeX text
+    mode: formula pieces become inline math, the rest is escaped."""
+    for pat, rep in _WORD_FIX:
+        s = pat.sub(rep, s)
     out, pos = [], 0
     esc = (lambda t: t.replace("\\", "").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#")
            .replace("_", "\\_").replace("^", "\\^{}").replace("~", "\\textasciitilde{}")
@@ -323,7 +365,7 @@ def _comment(text: str) -> str:
 
 
 
-def _state_label(system: OdeSystem, i: int, latex: bool) -> str:
+def _state_label(system, i: int, latex: bool) -> str:
     if latex:
         return r"\frac{d" + latex_symbol_names(system)[system.states[i]] + "}{dt}"
     return f"d{system.states[i].name}/dt"
@@ -334,7 +376,7 @@ EXACT_CONCLUSION = ("The field Gamma(x) = b + J x is affine in x, so the flow ma
                     "stays Gaussian: the moment ODE above is exact, not an approximation.")
 
 
-def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None, standalone: bool = False) -> str:
+def render_system(system, fmt: str = "text", cse: bool | None = None, standalone: bool = False) -> str:
     """Render an entrywise system as ``text``, ``latex`` or ``json`` (``standalone``: LaTeX as a complete
     document with the assumptions and conclusion as sentences, :func:`latex_document`)."""
     exprs = list(system.rhs)
@@ -391,7 +433,7 @@ def render_system(system: OdeSystem, fmt: str = "text", cse: bool | None = None,
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def system_to_json(system: OdeSystem, cse: bool = False) -> dict[str, Any]:
+def system_to_json(system, cse: bool = False) -> dict[str, Any]:
     """JSON dict; with ``cse`` the expressions refer to ``definitions`` (``[[name, expr], ...]``, to be
     substituted in order); without, ``definitions`` is empty."""
     d = system.origin["d"]
@@ -491,10 +533,11 @@ def render_witness(w, fmt: str = "text", standalone: bool = False) -> str:
                         + r" \quad \text{at } " + point)
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
         if standalone:
-            concl = (f"{w.variant} attention is NOT Gaussian-preserving: the field is not affine in x (second "
-                     f"derivative {w.value:.15g} at the point above, independent quadrature {w.independent:.15g}, "
-                     f"sign certified: {w.certified}).")
-            return latex_document(body, [words_tex(w.description)], [words_tex(concl)],
+            dct = w.to_dict()     # the lemmas travel with the witness (no import of .witness here)
+            cert = dct.get("cumulant_certificate")
+            concl = [words_tex(w.conclusion()), words_tex(dct["lemma_d1"])] + ([words_tex(cert["lemma"])]
+                                                                               if cert else [])
+            return latex_document(body, [words_tex(w.description)], concl,
                                   words_tex(f"{w.variant}: a d = 1 witness of non-preservation"), "Setting")
         return f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n" + body
     raise ValueError(f"unknown format {fmt!r}")

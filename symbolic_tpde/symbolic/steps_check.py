@@ -1,6 +1,6 @@
 """Checking one derivation step ``lhs = rhs`` with SymPy (README, "What is derived, and how it is checked").
 
-A step of a derivation (:class:`~.system.Step`) is an equation between SymPy objects: scalars, explicit
+A step of a derivation (:class:`~.steps_eq.Step`) is an equation between SymPy objects: scalars, explicit
 ``Matrix``es or matrix expressions in ``MatrixSymbol``s of general size ``d`` (Castin, Ablin, Carrillo, Peyré,
 arXiv 2501.18322, §3).  A general-``d`` identity cannot be reduced to zero by SymPy's matrix-expression
 algebra in general, so it is checked on explicit instances (the method says which):
@@ -50,6 +50,8 @@ def explicit(e, env: dict, dims: dict):
         return e.applyfunc(lambda v: _scalar(v, env, memo))
     if isinstance(e, sp.MatrixSymbol):
         return env[e.name]
+    if hasattr(e, "explicit_value"):      # an operator of the derivations (steps_eq): E[...], Hessian, ...
+        return e.explicit_value(env, dims, explicit)
     if isinstance(e, sp.Identity):
         return sp.eye(_dim(e.shape[0], dims))
     if isinstance(e, sp.ZeroMatrix):
@@ -73,8 +75,7 @@ def explicit(e, env: dict, dims: dict):
     if isinstance(e, sp.MatPow):
         M = explicit(e.base, env, dims)
         if e.exp == sp.S.Half:
-            from .sinkhorn import sqrtm_explicit
-            return sqrtm_explicit(M)
+            return _sqrtm(M)
         if e.exp == -1:
             return M.inv(method="LU")
         return M ** int(e.exp)
@@ -87,6 +88,21 @@ def explicit(e, env: dict, dims: dict):
     if getattr(e, "is_Matrix", False):
         raise TypeError(f"cannot evaluate matrix expression of type {type(e).__name__}")
     return _scalar(e, env, {})
+
+
+def _sqrtm(M: sp.Matrix) -> sp.Matrix:
+    """Principal square root: exact surds for ``d <= 2`` (:func:`.sinkhorn.sqrtm_explicit`); for a matrix of
+    floats (the 60-digit checks) ``mpmath.sqrtm`` at 60 digits, any ``d``."""
+    from .sinkhorn import sqrtm_explicit
+
+    if M.shape[0] > 2 and all(v.is_Float or v.is_Rational for v in M):
+        import mpmath as mp
+        with mp.workdps(60):
+            R = mp.sqrtm(mp.matrix([[mp.mpf(str(sp.Float(v, 60))) for v in row] for row in M.tolist()]))
+            if any(abs(mp.im(v)) > mp.mpf(10) ** -45 for v in R):
+                raise ValueError("the matrix has no real principal square root")
+            return sp.Matrix(M.rows, M.cols, lambda i, j: sp.Float(mp.nstr(mp.re(R[i, j]), 60), 60))
+    return sqrtm_explicit(M)
 
 
 def _scalar(e, env: dict, memo: dict):
@@ -172,11 +188,31 @@ def _entries(v):
 
 def check_equal(lhs, rhs, *, exact_d: tuple | str = "auto", random_d: tuple = (2, 3), points: int = 2,
                 numeric: bool = False, modulo: tuple = (), symmetric: tuple = (), seed: int = 0,
-                dims_extra: dict | None = None) -> tuple[bool, str]:
-    """``(True, method)`` when ``lhs - rhs`` vanishes by every requested method (module docstring), else
-    ``(False, reason)``.  ``modulo``: names of matrix symbols the difference may not depend on (e.g. ``y``);
-    ``symmetric``: names of matrix symbols symmetric by assumption; ``numeric``: 50-digit evaluation instead
-    of exact cancellation (square roots)."""
+                dims_extra: dict | None = None, free: bool = True) -> tuple[bool, str, str]:
+    """``(True, method, scope)`` when ``lhs - rhs`` vanishes (module docstring), else ``(False, reason, "")``.
+    First the free algebra of matrix symbols (:mod:`.steps_free`; scope ``"every d"``, a proof for every size);
+    when that proves nothing, the explicit checks at the stated ``d`` (scope ``"d = 2, 3"`` etc.).
+    ``modulo``: names of matrix symbols the difference may not depend on (e.g. ``y``); ``symmetric``: names of
+    matrix symbols symmetric by assumption; ``numeric``: 60-digit evaluation instead of exact cancellation
+    (square roots)."""
+    from .steps_free import free_equal
+
+    if free and all(getattr(o, "is_Matrix", False) and not isinstance(o, sp.MatrixBase) for o in (lhs, rhs)) \
+            and free_equal(lhs, rhs, tuple(SPD_NAMES) + tuple(symmetric), modulo):
+        what = "lhs - rhs" if not modulo else f"every term of lhs - rhs that contains {', '.join(modulo)}"
+        sym = ", ".join(sorted(set(SPD_NAMES) | set(symmetric)))
+        return True, (f"proved for every d: {what} has normal form 0 in the free algebra of non-commuting matrix "
+                      f"symbols ((XY)^T = Y^T X^T, X X^-1 = I, {sym} symmetric)"), "every d"
+    ok, method = _check_explicit(lhs, rhs, exact_d=exact_d, random_d=random_d, points=points, numeric=numeric,
+                                 modulo=modulo, symmetric=symmetric, seed=seed, dims_extra=dims_extra)
+    if not ok:
+        return False, method, ""
+    mats, _ = _atoms([lhs, rhs])
+    ds = sorted(set((exact_d if isinstance(exact_d, tuple) else ()) + tuple(random_d)))
+    return True, method, (f"d = {', '.join(map(str, ds))}" if mats else "exact")
+
+
+def _check_explicit(lhs, rhs, *, exact_d, random_d, points, numeric, modulo, symmetric, seed, dims_extra):
     mats, scal = _atoms([lhs, rhs])
     if exact_d == "auto":   # symbolic inverses of sums nest into large rational functions: points only
         n_inv = sum(len(o.atoms(sp.Inverse)) for o in (lhs, rhs) if isinstance(o, sp.Basic))

@@ -40,9 +40,9 @@ from ..errors import InputError
 from .energy import particle_energy, softmax_field
 from .hessian import curve_second_derivative, particle_hessian
 from .metric import _exact, exact_matrix, particle_symbols
-from .steps import Derivation, Shown
 from .steps_check import check_equal
-from .system import Step
+from .steps_eq import Derivation, Equation, Step
+from .steps_eq import Notation as Shown
 
 __all__ = ["energy_derivation", "checked_step"]
 
@@ -61,9 +61,9 @@ def _canon(e):
 #: (``A^T``, ``V^-1``, Greek names spelled out), so that the LaTeX renderings compile with pdflatex; the
 #: displayed equations carry their own LaTeX (:class:`.steps.Shown`)
 _ASCII = [("‖Σ^½AΣ^½‖", "norm(Sigma^{1/2} A Sigma^{1/2})"), ("|a|", "abs(a)"), ("|v|²", "norm(v)^2"), ("dμ", "d mu"), ("Σ_i", "sum_i"), ("Σ_j", "sum_j"), ("ᵀ", "^T"), ("⁻¹", "^-1"),
-          ("∬", "int int"), ("∫", "int"), ("½", "1/2"), ("μ", "mu"), ("δ₀", "delta_0"), ("δ", "delta"),
-          ("Γ", "Gamma"), ("α", "alpha"), ("≤", "<="), ("≠", "!="), ("²", "^2"), ("⁰", "^0"), ("∂", "d"),
-          ("Ẋ", "dX/dt"), ("ẋ", "x'"), ("D²", "D^2"), ("×", "x"), ("§", "Sec. "), ("→", "->"),
+          ("∬", "double integral of"), ("∫", "integral of"), ("½", "1/2"), ("μ", "mu"), ("δ₀", "delta_0"), ("δ", "delta"),
+          ("Γ", "Gamma"), ("α", "alpha"), ("≤", "is at most"), ("≠", "!="), ("²", "^2"), ("⁰", "^0"), ("∂", "d"),
+          ("Ẋ", "dX/dt"), ("ẋᵀ", "(dx/ds)^T"), ("ẋ", "(dx/ds)"), ("D²", "D^2"), ("×", "x"), ("§", "Sec. "), ("→", "->"),
           ("∇", "grad")]
 
 
@@ -78,13 +78,17 @@ def checked_step(title: str, shown_lhs: Shown, shown_rhs: Shown, lhs, rhs, note:
     """A :class:`Step` displaying ``shown_lhs = shown_rhs`` and checked on the explicit instance ``lhs = rhs``
     (exponents in canonical form, then :func:`.steps_check.check_equal`: exact cancellation); ``where`` names the
     instance in the method."""
-    try:
-        ok, method = check_equal(_canon(lhs), _canon(rhs))
-    except Exception as exc:   # noqa: BLE001 - a check that cannot run is reported as not checked
-        ok, method = False, f"check could not be carried out ({type(exc).__name__})"
+    eq = Equation(shown_lhs, shown_rhs, instance=(lhs, rhs, _ascii(where)))
+    return Step(_ascii(title), eq, _ascii(note), how=_instance_check).check()
+
+
+def _instance_check(eq):
+    """The explicit instance carried by the equation, exponents in canonical form, by exact cancellation."""
+    lhs, rhs, where = eq.instance
+    ok, method, _ = check_equal(_canon(lhs), _canon(rhs), free=False)
     pre = f"{where}: " if where else ""
-    return Step(_ascii(title), shown_lhs, shown_rhs, _ascii(note), bool(ok),
-                _ascii(pre + ("exponents in canonical form; " if ok else "") + method))
+    return ok, _ascii(pre + ("exponents in canonical form; " if ok else "") + method), \
+        (where.split(",")[0] + ", " + where.split(",")[1].strip() if where.count(",") else where)
 
 
 def _symmetric_A(d: int) -> sp.Matrix:
@@ -105,14 +109,17 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
     if not isinstance(n, int) or not 1 <= n <= 3 or not isinstance(d, int) or not 1 <= d <= 2:
         raise InputError("n/d", f"the explicit energy derivation is built for n in 1..3, d in 1..2, got {n}, {d}")
     A = _symmetric_A(d) if A is None else exact_matrix(A, "A", d)
-    V = sp.eye(d) if V is None else exact_matrix(V, "V", d)
+    # default V: general (neither I nor symmetric), V = -G0^-1 A, so that G = -A V^-1 = G0 is symmetric positive
+    # definite for every invertible symmetric A
+    V = -sp.Matrix(G0_DEFAULT[d]).inv() * A if V is None else exact_matrix(V, "V", d)
     if not (A - A.T).is_zero_matrix:
         raise InputError("A", "must be symmetric (the gradient-flow structure needs A = Aᵀ)")
     pe = particle_energy(n, d, A, V)          # the package's construction (module route)
     X, N = pe.X, n * d
     where = (f"explicit n = {n}, d = {d}, symbolic coordinates x_i_a"
              + (", symbolic symmetric A" if any(not e.is_number for e in A) else f", A = {_fmt(A)}")
-             + (", V = I" if V == sp.eye(d) else f", V = {_fmt(V)}"))
+             + (", V = I" if V == sp.eye(d) else f", V = -G^-1 A, G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}"
+                if any(not e.is_number for e in V) else f", V = {_fmt(V)}"))
     e = [[sp.exp((X[j, :] * A * X[i, :].T)[0, 0]) for j in range(n)] for i in range(n)]   # e_ij = e^{<Ax_i,x_j>}
     steps: list[Step] = []
 
@@ -124,8 +131,8 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         "The interaction energy of the empirical measure",
         Shown("E(μ_X), μ_X = (1/n) Σ_i δ_{x_i}", r"E(\mu_X),\ \mu_X = \tfrac1n \sum_i \delta_{x_i}"),
         Shown("(1/(2n²)) Σ_i Σ_j exp(x_jᵀ A x_i)", r"\frac{1}{2n^2}\sum_{i,j} e^{x_j^\top A x_i}"),
-        E_w.subs(at), pe.E, "E(μ) = ½ ∬ exp(<Ax, y>) dμ(x) dμ(y), <Ax, y> = yᵀAx; the right side is "
-        "symbolic.energy.particle_energy", where))
+        E_w.subs(at), pe.E, "E(μ) = ½ ∬ exp(<Ax, y>) dμ(x) dμ(y), <Ax, y> = yᵀAx; the right side is the "
+        "package's particle energy", where))
     zero = {x: 0 for x in pe.coords}
     steps.append(checked_step(
         "Normalisation: all particles at the origin",
@@ -142,7 +149,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
           r"\frac{\partial}{\partial w_k} E\Big(\sum_i w_i\delta_{x_i}\Big)\Big|_{w=1/n}"),
         Shown("Z_μ(x_k) = (1/n) Σ_j exp(x_jᵀ A x_k)", r"Z_\mu(x_k) = \frac1n\sum_j e^{x_j^\top A x_k}"),
         dEw, sp.Matrix(pe.Z), "for A = Aᵀ the two slots of the kernel contribute equally; the right side is "
-        "particle_energy(...).Z", where))
+        "the package's Z", where))
     dE = sp.Matrix([sp.diff(pe.E, c) for c in pe.coords])          # ∂E in vec X order (SymPy diff)
     hand = sp.Matrix.vstack(*[sum((e[k][j] * (A * X[j, :].T) for j in range(n)), sp.zeros(d, 1)) / n ** 2
                               for k in range(n)])
@@ -156,11 +163,11 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
     G_hand = -A * V.inv()
     steps.append(checked_step(
         "The twisted matrix", Shown("G", "G"), Shown("-A V⁻¹", r"-A V^{-1}"), pe.G, G_hand,
-        "G from symbolic.metric.twisted_G (which refuses a non-symmetric or, for numbers, non-positive-definite "
+        "G as the package builds it (it refuses a non-symmetric or, for numbers, non-positive-definite "
         "G) against -A V⁻¹ computed here", where))
     steps.append(checked_step(
         "G is symmetric", Shown("Gᵀ", r"G^\top"), Shown("G", "G"), pe.G.T, pe.G,
-        "needed for g_X to be a metric; positive definiteness is an assumption (checked by twisted_G for "
+        "needed for g_X to be a metric; positive definiteness is an assumption (checked by the package for "
         "numeric A, V)", where))
     U, W = particle_symbols(n, d, "u"), particle_symbols(n, d, "w")
     vU, vW = U.reshape(N, 1), W.reshape(N, 1)
@@ -170,7 +177,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         Shown("vec(U)ᵀ g_X vec(W)", r"\operatorname{vec}(U)^\top g_X \operatorname{vec}(W)"),
         Shown("(1/n) Σ_i Z_i <u_i, G w_i>", r"\frac1n \sum_i Z_i \langle u_i, G w_i\rangle"),
         (vU.T * pe.g * vW)[0, 0], g_form, "the n-particle restriction of g_μ(v, w) = ∫ Z_μ <v, G w> dμ; the "
-        "left side is symbolic.metric.particle_metric in vec X (row-major) coordinates", where))
+        "left side is the package's particle metric in vec X (row-major) coordinates", where))
     steps.append(checked_step(
         "The inverse metric", Shown("g_X⁻¹ g_X, g_X⁻¹ = n diag(1/Z_i) ⊗ G⁻¹",
                                 r"g_X^{-1} g_X,\ g_X^{-1} = n\,\mathrm{diag}(1/Z_i)\otimes G^{-1}"),
@@ -186,7 +193,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         Shown("-Γ, Γ_i = Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)",
           r"-\Gamma,\ \Gamma_i = \frac{\sum_j e^{x_j^\top A x_i} V x_j}{\sum_j e^{x_j^\top A x_i}}"),
         grad, -Gam, "G⁻¹ A = -V cancels A: (n/Z_k)(-V A⁻¹)(1/n²) Σ_j e_kj A x_j = -Γ_k; the softmax field is "
-        "also symbolic.energy.softmax_field", where))
+        "also the package's softmax field", where))
     vG = Gam.reshape(N, 1)
     steps.append(checked_step(
         "Energy dissipation along the softmax flow",
@@ -196,7 +203,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         (dE.T * vG)[0, 0], -(vG.T * pe.g * vG)[0, 0], "≤ 0 when G is positive definite: E_n is a Lyapunov "
         "function of the particle system", where))
     steps.append(checked_step(
-        "The package's softmax field", Shown("Γ (symbolic.energy.softmax_field)", r"\Gamma"),
+        "The package's softmax field", Shown("Γ (the package's field)", r"\Gamma"),
         Shown("Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)", r"\frac{\sum_j e^{x_j^\top A x_i} V x_j}"
           r"{\sum_j e^{x_j^\top A x_i}}"), softmax_field(pe), Gam,
         "the field written above is the one the package integrates", where))
@@ -209,8 +216,10 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
                f" with symbolic entries a_pq (the checks hold for every symmetric A; the rational-point Hessian "
                f"step at A = {_fmt(sp.Matrix(SAMPLE_A[d]))})" if "symbolic symmetric A" in where
                else f", A = {_fmt(A)}"),
-           ("V = I" if V == sp.eye(d) else f"V = {_fmt(V)}")
-           + "; G = -A V⁻¹ symmetric positive definite (e.g. A = -I, V = I)",
+           ("V = I" if V == sp.eye(d) else (f"V = -G⁻¹A with G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}: a general V "
+                                           "(not I, not symmetric)" if any(not e.is_number for e in V)
+                                           else f"V = {_fmt(V)}"))
+           + "; G = -A V⁻¹ symmetric positive definite",
            "energy E(μ) = ½ ∬ exp(<Ax, y>) dμ dμ on probability measures; particles carry weight 1/n",
            "each equation is shown for general n, d and checked on this explicit instance: exponent arguments "
            "brought to canonical form, every entry of lhs - rhs reduced to 0 by sympy.cancel (a proof for this "
@@ -220,7 +229,7 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
              "twisted metric g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>, G = -A V⁻¹ (Castin et al., §5)",
              "dE_n/dt = -g_X(Γ, Γ) ≤ 0: the energy decreases along the particle flow",
              "Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E is the second variation along geodesics; at the "
-             "critical point X = 0 it equals (1/n²)(Σ_i u_i)ᵀA(Σ_i u_i), negative for A negative definite and "
+             "critical point X = 0 it equals (1/n²)(Σ_i u_i)ᵀ A (Σ_i u_i), negative for A negative definite and "
              "Σ_i u_i ≠ 0: E is not geodesically convex (tpde convexity certifies such signs at other points)")
     return Derivation(f"Softmax attention as the gradient flow of the interaction energy (n = {n}, d = {d})",
                       tuple(steps), tuple(map(_ascii, ass)), tuple(map(_ascii, concl)))
@@ -229,6 +238,8 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
 #: the symmetric ``A`` of the rational-point Hessian step when ``A`` is symbolic (negative definite, not
 #: diagonal): with symbolic ``a_pq`` that one cancellation takes ~10 s at ``d = 2``, the rest of the chain ~2 s
 SAMPLE_A = {1: [[-1]], 2: [[-1, sp.Rational(1, 4)], [sp.Rational(1, 4), -sp.Rational(1, 2)]]}
+#: the twisted matrix G of the default (general) value matrix V = -G0^-1 A
+G0_DEFAULT = {1: [[2]], 2: [[2, sp.Rational(1, 2)], [sp.Rational(1, 2), 1]]}
 
 
 def _gaussian_steps() -> list[Step]:
@@ -246,8 +257,8 @@ def _gaussian_steps() -> list[Step]:
         Shown("E(N(α, s)) = ½ E[exp(a x y)], integrating y then x", r"E(\mathcal N(\alpha, s))"),
         Shown("the same, completing the square in (x, y) at once", r"\tfrac12\,\mathbb E\,e^{a x y},\ "
               r"(x, y)\sim\mathcal N(\alpha, s)^{\otimes 2}"),
-        E1, gaussian_energy_joint(A1, alpha, Sigma).E, "symbolic.gaussian_energy.gaussian_energy against "
-        "gaussian_energy_joint; finite iff |a| s < 1 (‖Σ^½AΣ^½‖ < 1)", where)]
+        E1, gaussian_energy_joint(A1, alpha, Sigma).E, "the package's Gaussian energy (y integrated, then x) against "
+        "the joint square completion; finite iff |a| s < 1 (‖Σ^½AΣ^½‖ < 1)", where)]
     out.append(checked_step(
         "Normalisation on Gaussians: the point-mass limit",
         Shown("lim_{s → 0+} E(N(α, s))", r"\lim_{s\to 0^+} E(\mathcal N(\alpha, s))"),
@@ -264,7 +275,8 @@ def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Ste
     ph = particle_hessian(n, d, A, V)
     symbolic_A = any(not e.is_number for e in A)
     A_pt = sp.Matrix(SAMPLE_A[d]) if symbolic_A else A
-    ph_pt = particle_hessian(n, d, A_pt, V) if symbolic_A else ph
+    V_pt = V.xreplace(dict(zip(A, A_pt))) if symbolic_A else V
+    ph_pt = particle_hessian(n, d, A_pt, V_pt) if symbolic_A else ph
     pe, N = ph_pt.pe, n * d
     if point is None:
         point = [[sp.Rational(i + 1, 2)] + [sp.Rational(-1, 3)] * (d - 1) for i in range(n)]
@@ -295,7 +307,7 @@ def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Ste
            r"g\,a = \tfrac12\nabla(U^\top g U) - (Dg[U])\,U"),
         hess_pt, D2 + (dE.T * acc)[0, 0],
         "a is the acceleration of the geodesic with velocity U (Euler-Lagrange equation of ½ ẋᵀ g ẋ); the left "
-        "side is symbolic.hessian.particle_hessian (Christoffel symbols of g_X); U symbolic",
+        "side is the package's particle Hessian (Christoffel symbols of g_X), with U as symbols",
         where.replace(", symbolic symmetric A", "") + f", at the rational point {pt}")]
     pe = ph.pe
     zero = {x: 0 for x in c}
@@ -312,6 +324,6 @@ def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Ste
         "At a critical point the second variation is intrinsic",
         Shown("d²/ds² E_n(sU) at s = 0", r"\frac{d^2}{ds^2}E_n(sU)\big|_{s=0}"),
         Shown("Hess E(U, U) at X = 0", r"\operatorname{Hess}E(U,U)\big|_{X=0}"), total, hess_0,
-        "along the straight line, not a geodesic (symbolic.hessian.curve_second_derivative); for A = -I and "
+        "along the straight line, not a geodesic (the package's curve second derivative); for A = -I and "
         "u_i = v: -|v|², E(δ_{sv}) = ½ exp(-s²|v|²)", where))
     return out

@@ -10,57 +10,76 @@ in the document body, not comments.
 from __future__ import annotations
 
 import json
-import re
 
 import sympy as sp
 
-from .printing import _GREEK_WORDS, _TEXT_SUBS, readable, words_tex, words_text  # noqa: F401 (re-exported)
-from .steps import Shown
+from .printing import readable, words_tex, words_text
+from .steps_eq import RELATIONS, json_side, tex, text
 
-_HEADED = re.compile(r"^([A-Za-z]+)\^\((\d+)\)_([\d,]+)$")
-_WORDS = [(r"Sigma\^-1", r"$\\Sigma^{-1}$"), (r"Sigma_0\^-1", r"$\\Sigma_0^{-1}$")]
-
-
-def tex(e) -> str:
-    """LaTeX of one side, with the house notation (``^\\top``, ``\\varepsilon``)."""
-    if isinstance(e, Shown):
-        return e.tex
-    names = {sp.Symbol("lambda_max", positive=True): r"\lambda_{\max}"}
-    if isinstance(e, sp.Basic):                 # 1-based entrywise names with a head index: A^(1)_12
-        for a in e.free_symbols:
-            m = _HEADED.match(getattr(a, "name", ""))
-            if m:
-                names[a] = f"{_GREEK_WORDS.get(m.group(1), m.group(1))}^{{({m.group(2)})}}_{{{m.group(3)}}}"
-    s = sp.latex(e, symbol_names=names)
-    s = s.replace("^{T}", "^{\\top}").replace("\\epsilon", "\\varepsilon")
-    s = re.sub(r"\\mathbb\{I\}", "I", s)
-    return s
+__all__ = ["render", "to_text", "to_json", "to_latex", "standalone", "beamer", "tex", "text", "readable"]
 
 
-def text_side(e) -> str:
-    """One line: an explicit matrix as its rows ``[[a, b], [c, d]]``, not SymPy's multi-line ``Matrix(...)``."""
-    if isinstance(e, Shown):
-        return e.text
-    return sp.sstr(e.tolist()) if isinstance(e, sp.MatrixBase) else sp.sstr(e)
+_UNI_TEX = {"∫": r"$\int$", "μ": r"$\mu$", "π": r"$\pi$", "σ": r"$\sigma$", "²": r"$^2$", "τ": r"$\tau$",
+            "≤": r"$\leq$", "ᵀ": r"$^{\top}$", "'": "'"}
+
+
+def _model_tex(m: str) -> str:
+    """A model sentence (the registry's field formulas carry Unicode) for pdflatex."""
+    out = words_tex(m)
+    for u, t in _UNI_TEX.items():
+        out = out.replace(u, t)
+    return out
+
+
+def _where_text(eq) -> str:
+    return ("where " + ", ".join(f"{text(k)} = {text(v)}" for k, v in eq.where)) if eq.where else ""
+
+
+def _free_text(eq) -> str:
+    return f" + (terms free of {', '.join(eq.free_of)})" if eq.free_of else ""
+
+
+def eq_text(eq) -> str:
+    """The equation in one line, exactly the object: ``lhs rel rhs [+ (terms free of y)]``."""
+    rel = RELATIONS[eq.rel][0]
+    if eq.rhs is None:
+        return f"{text(eq.lhs)} {rel}"
+    return f"{text(eq.lhs)}  {rel}  {text(eq.rhs)}{_free_text(eq)}"
+
+
+def _scope(s) -> str:
+    return f" [{s.scope}]" if s.checked and s.scope else ""
 
 
 def to_json(dv) -> dict:
-    return {"title": dv.title, "assumptions": list(dv.assumptions), "conclusions": list(dv.conclusions),
-            "all_checked": dv.all_checked, "expr_format": "sympy-str", "notes": list(dv.notes),
-            "steps": [{"title": s.title, "lhs": text_side(s.lhs), "rhs": text_side(s.rhs), "checked": s.checked,
-                       "method": s.method, "note": s.note} for s in dv.steps]}
+    return {"title": dv.title, "model": list(dv.model), "assumptions": list(dv.assumptions),
+            "conclusions": list(dv.conclusions), "all_checked": dv.all_checked, "summary": dv.summary(),
+            "expr_format": "sympy-str", "notes": list(dv.notes),
+            "steps": [{"title": s.title, "lhs": json_side(s.eq.lhs), "relation": s.eq.rel,
+                       "rhs": json_side(s.eq.rhs) if s.eq.rhs is not None else None,
+                       "qualifier": (f"+ (terms free of {', '.join(s.eq.free_of)})" if s.eq.free_of else ""),
+                       "where": [[json_side(k), json_side(v)] for k, v in s.eq.where],
+                       "checked": s.checked, "scope": s.scope, "method": s.method, "note": s.note}
+                      for s in dv.steps]}
 
 
 def to_text(dv) -> str:
-    lines = [dv.title, "", "Assumptions:"] + [f"  - {a}" for a in dv.assumptions] + [""]
+    lines = [dv.title, "", dv.summary(), ""]
+    if dv.model:
+        lines += ["The model:"] + [f"  {words_text(m)}" for m in dv.model] + [""]
+    lines += ["Assumptions:"] + [f"  - {words_text(a)}" for a in dv.assumptions] + [""]
     for k, s in enumerate(dv.steps, 1):
-        lines.append(f"Step {k}. {s.title}")
-        lines.append(f"    {text_side(s.lhs)}  =  {text_side(s.rhs)}")
+        lines.append(f"Step {k}. {words_text(s.title)}")
+        lines.append(f"    {eq_text(s.eq)}")
+        if s.eq.where:
+            lines.append(f"    {_where_text(s.eq)}")
         if s.note:
-            lines.append(f"    ({s.note})")
-        lines.append(("    checked: " if s.checked else "    NOT CHECKED: ") + s.method)
-    lines += ["", "Conclusions:"] + [f"  - {c}" for c in dv.conclusions]
-    lines += ([""] + [f"Note: {n}" for n in dv.notes]) if dv.notes else []
+            lines.append(f"    ({words_text(s.note)})")
+        lines.append((f"    checked{_scope(s)}: " if s.checked else "    NOT CHECKED: ") + words_text(s.method))
+    if dv.boxed:
+        lines += ["", "Result:"] + [f"  {text(a)} = {text(b)}" for a, b in dv.boxed]
+    lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
+    lines += ([""] + [f"Note: {words_text(n)}" for n in dv.notes]) if dv.notes else []
     return "\n".join(lines)
 
 
@@ -69,15 +88,50 @@ def to_text(dv) -> str:
 EQ_ONE_LINE = 66
 
 
+def _rhs_tex(eq) -> str:
+    """The right side with the relation's qualifier (``+ (terms free of y)``)."""
+    if eq.rhs is None:
+        return ""
+    return tex(eq.rhs) + (r" + \text{(terms free of }" + ", ".join(eq.free_of) + r"\text{)}" if eq.free_of else "")
+
+
+def _where_tex(eq) -> str:
+    """The named blocks of the equation, as a sentence under it (what the check substituted)."""
+    if not eq.where:
+        return ""
+    return "where " + ", ".join(f"${tex(k)} = {tex(v)}$" for k, v in eq.where) + ".\\\n"
+
+
 def _eq(s) -> str:
     from .printing import latex_width
 
-    lhs, rhs = tex(s.lhs), tex(s.rhs)
-    if isinstance(s.rhs, sp.MatrixBase) and latex_width(rhs) > 2 * EQ_ONE_LINE:
-        return _entry_rows(lhs, s.rhs)
+    eq = s.eq
+    rel = RELATIONS[eq.rel][1]
+    lhs, rhs = tex(eq.lhs), _rhs_tex(eq)
+    if eq.rhs is None:
+        return "\\[\n" + lhs + " " + rel + "\n\\]"
+    if rel != "=":
+        return "\\[\n" + lhs + " " + rel + " " + rhs + "\n\\]"
+    if isinstance(eq.rhs, sp.MatrixBase) and latex_width(rhs) > 2 * EQ_ONE_LINE:
+        return _entry_rows(lhs, eq.rhs)
     if latex_width(lhs) + latex_width(rhs) > EQ_ONE_LINE:
-        return "\\begin{multline*}\n" + lhs + "\n\\\\ = " + rhs + "\n\\end{multline*}"
+        return _broken_eq(eq, lhs, rhs)
     return "\\[\n" + lhs + " = " + rhs + "\n\\]"
+
+
+def _broken_eq(eq, lhs: str, rhs: str) -> str:
+    """A wide equation over several ``align*`` lines: each side broken between the terms of its sums (also
+    inside parenthesised sums of matrices, :func:`.printing._latex_row`), the qualifier on a line of its own."""
+    from .printing import _latex_row, latex_width
+
+    if latex_width(lhs) <= EQ_ONE_LINE:
+        left = "& " + lhs
+    else:
+        left = _latex_row("", eq.lhs, tex, budget=ENTRY_ROW_WIDTH)[0].replace(" &= ", "& ", 1)
+    right = (_latex_row("", eq.rhs, tex, budget=ENTRY_ROW_WIDTH)[0] if isinstance(eq.rhs, sp.Basic)
+             else " &= " + rhs)
+    qual = (" \\\\\n&\\quad + \\text{(terms free of }" + ", ".join(eq.free_of) + "\\text{)}") if eq.free_of else ""
+    return "\\begin{align*}\n" + left + " \\\\\n" + right + qual + "\n\\end{align*}"
 
 
 def _entry_rows(lhs: str, M, budget: int | None = None) -> str:
@@ -102,27 +156,47 @@ ENTRY_ROW_WIDTH = 56
 def _sentence(note: str) -> str:
     """A note as a sentence: capitalised unless it starts with a formula (``c(x) = ...``, ``log N(...)``)."""
     first = note.split(" ", 1)[0]
-    if "(" in first or "_" in first or first in ("log", "exp") or first in _GREEK_WORDS or len(first) == 1:
+    if "(" in first or "_" in first or first in ("log", "exp", "alpha", "Sigma") or len(first) == 1:
         return note
     return note[:1].upper() + note[1:]
 
 
 def _check_line(s) -> str:
-    return ("{\\small\\emph{Checked by SymPy:} " + words_tex(s.method) + ".}" if s.checked else
+    scope = f" ({words_tex(s.scope)})" if s.scope else ""
+    return ("{\\small\\emph{Checked by SymPy" + scope + ":} " + words_tex(s.method) + ".}" if s.checked else
             "{\\small\\textbf{NOT checked:} " + words_tex(s.method) + ".}")
+
+
+def _boxed_tex(dv) -> list:
+    """The result (the right sides of the derivation's final moment equations), boxed when it fits the line,
+    else broken between terms."""
+    from .printing import _latex_row, latex_width
+
+    if not dv.boxed:
+        return []
+    out = ["\\paragraph{Result.} The moment ODE derived and checked above:"]
+    for lhs, rhs in dv.boxed:
+        body = tex(lhs) + " = " + tex(rhs)
+        if latex_width(body) <= EQ_ONE_LINE - 4:
+            out.append("\\[\n\\boxed{" + body + "}\n\\]")
+        else:
+            out.append("\\begin{align*}\n" + _latex_row(tex(lhs), rhs, tex, budget=ENTRY_ROW_WIDTH)[0] + "\n\\end{align*}")
+    return out
 
 
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
-    out = ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
+    out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
+    out += ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
     out += ["\\end{itemize}", "\\paragraph{Derivation.}", "\\begin{enumerate}"]
     for s in dv.steps:
         out.append(f"\\item \\textbf{{{words_tex(s.title)}.}}")
         out.append(_eq(s))
+        out.append(_where_tex(s.eq))
         if s.note:
             out.append(words_tex(_sentence(s.note)) + ".\\\\")
         out.append(_check_line(s))
-    out += ["\\end{enumerate}", "\\paragraph{Conclusions.}", "\\begin{itemize}"]
+    out += ["\\end{enumerate}"] + _boxed_tex(dv) + ["\\paragraph{Conclusions.}", "\\begin{itemize}"]
     out += [f"\\item {words_tex(c)}" for c in dv.conclusions] + ["\\end{itemize}"]
     out += [f"\\paragraph{{Note.}} {words_tex(n)}" for n in dv.notes]
     return "\n".join(out)
@@ -135,8 +209,7 @@ def standalone(dv) -> str:
     """An A4 portrait article (compiles with pdflatex)."""
     return ("\\documentclass[11pt,a4paper]{article}\n" + _PREAMBLE + "\\usepackage[margin=2.2cm]{geometry}\n"
             "\\allowdisplaybreaks\n\\begin{document}\n\\section*{" + words_tex(dv.title) + "}\n"
-            "Castin, Ablin, Carrillo, Peyr\\'e, arXiv 2501.18322, \\S3; every step below was checked by SymPy "
-            "with the method stated under it.\n" + to_latex(dv) + "\n\\end{document}\n")
+            "Castin, Ablin, Carrillo, Peyr\\'e, arXiv 2501.18322. " + words_tex(dv.summary()) + "\n" + to_latex(dv) + "\n\\end{document}\n")
 
 
 #: Beamer (16:9, 11pt) glyph budgets: one equation line, and one entry row of a wide matrix (the A4 budgets
@@ -154,13 +227,15 @@ def _eq_beamer(s) -> str:
     (:func:`.printing._latex_row`), as one ``aligned`` block shrunk to the line width if still wider."""
     from .printing import _latex_row, latex_width
 
-    lhs, rhs = tex(s.lhs), tex(s.rhs)
-    if isinstance(s.rhs, sp.MatrixBase) and latex_width(rhs) > 2 * BEAMER_LINE:
-        return _entry_rows(lhs, s.rhs, BEAMER_ENTRY_ROW)
-    if latex_width(lhs) + latex_width(rhs) <= BEAMER_LINE:
-        return "\\[\n\\tpdefit{" + lhs + " = " + rhs + "}\n\\]"
-    if isinstance(s.rhs, sp.Basic) and not isinstance(s.rhs, sp.MatrixBase):
-        body = _latex_row("", s.rhs, tex, budget=BEAMER_LINE)[0]
+    eq = s.eq
+    lhs, rhs = tex(eq.lhs), _rhs_tex(eq)
+    rel = RELATIONS[eq.rel][1]
+    if isinstance(eq.rhs, sp.MatrixBase) and latex_width(rhs) > 2 * BEAMER_LINE:
+        return _entry_rows(lhs, eq.rhs, BEAMER_ENTRY_ROW)
+    if latex_width(lhs) + latex_width(rhs) <= BEAMER_LINE or rel != "=":
+        return "\\[\n\\tpdefit{" + lhs + " " + rel + " " + rhs + "}\n\\]"
+    if isinstance(eq.rhs, sp.Basic) and not isinstance(eq.rhs, sp.MatrixBase) and not eq.free_of:
+        body = _latex_row("", eq.rhs, tex, budget=BEAMER_LINE)[0]
     else:
         body = "&= " + rhs
     return "\\[\n\\tpdefit{\\begin{aligned}\n&" + lhs + " \\\\\n" + body + "\n\\end{aligned}}\n\\]"
@@ -169,11 +244,13 @@ def _eq_beamer(s) -> str:
 def beamer(dv) -> str:
     """Beamer slides: assumptions, one frame per step (``allowframebreaks``: a long step continues on the next
     slide), conclusions; no equation wider than the slide (:func:`_eq_beamer`)."""
-    fr = ["\\begin{frame}[allowframebreaks]{Assumptions}\n\\begin{itemize}\n"
+    fr = ["\\begin{frame}[allowframebreaks]{The model, and what was checked}\n"
+          + " ".join(_model_tex(m) for m in dv.model) + "\n\n" + words_tex(dv.summary()) + "\n\\end{frame}"]
+    fr += ["\\begin{frame}[allowframebreaks]{Assumptions}\n\\begin{itemize}\n"
           + "\n".join(f"\\item {words_tex(a)}" for a in dv.assumptions) + "\n\\end{itemize}\n\\end{frame}"]
     for k, s in enumerate(dv.steps, 1):
         fr.append(f"\\begin{{frame}}[allowframebreaks]{{Step {k}}}\n\\textbf{{{words_tex(s.title)}}}\n{_eq_beamer(s)}\n"
-                  + (words_tex(s.note) + "\\\\[1ex]\n" if s.note else "") + _check_line(s) + "\n\\end{frame}")
+                  + _where_tex(s.eq) + (words_tex(s.note) + "\\\\[1ex]\n" if s.note else "") + _check_line(s) + "\n\\end{frame}")
     fr.append("\\begin{frame}[allowframebreaks]{Conclusions}\n\\begin{itemize}\n"
               + "\n".join(f"\\item {words_tex(c)}" for c in dv.conclusions + dv.notes)
               + "\n\\end{itemize}\n\\end{frame}")

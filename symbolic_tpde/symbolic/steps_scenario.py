@@ -120,7 +120,8 @@ def _ode_with_numbers(mf, env: dict, dims: dict, system, subs: dict, numeric: bo
     rational states (``Sigma`` SPD; exact); a one-line note instead when a matrix square root appears or it
     is larger than :data:`.steps.ENTRYWISE_MAX_NODES` nodes per equation."""
     from .printing import tree_size
-    from .steps import ENTRYWISE_MAX_NODES, Shown, step
+    from .steps import ENTRYWISE_MAX_NODES
+    from .steps_eq import Notation as Shown, step
     from .steps_check import _rand, explicit
 
     d = dims["d"]
@@ -147,25 +148,28 @@ def _ode_with_numbers(mf, env: dict, dims: dict, system, subs: dict, numeric: bo
     sys_free = list(explicit(sp.ImmutableMatrix(system.rhs), {**subs, **states}, dims))
     mine = list(a_dot) + [S_dot[i, j] for i in range(d) for j in range(i, d)]
 
-    def check(points: int = 3, seed: int = 5):
+    def check(eq, points: int = 3, seed: int = 5):
         import random
         rng = random.Random(seed)
+        M = sp.Matrix(eq.rhs)
+        mine = list(M) if M.cols == 1 else [M[i, j] for i in range(d) for j in range(i, d)]
+        ref = sys_free[:d] if M.cols == 1 else sys_free[d:]
         for _ in range(points):
             L = sp.Matrix(d, d, lambda i, j: _rand(rng, True) if i == j else (_rand(rng) if i > j else 0))
             P = L * L.T
             at = {**{al[i]: _rand(rng) for i in range(d)}, **{Sg[i, j]: P[i, j] for i in range(d)
                                                                 for j in range(i, d)}}
-            for a, b in zip(mine, sys_free):
+            for a, b in zip(mine, ref):
                 v = (a - b).xreplace(at)
                 if sp.cancel(v) != 0:
-                    return False, "the two routes differ at a random state"
+                    return False, "the two routes differ at a random state", ""
         return True, (f"equals the independently derived entrywise system with the same weights at {points} "
-                      "seeded random rational states (Sigma SPD), exact rational arithmetic")
+                      "seeded random rational states (Sigma SPD), exact rational arithmetic"), f"d = {d}"
     note = "the scenario's weights put in, the state (alpha, Sigma) free; 1-based indices as in the paper"
     return [step("with the scenario's weights: the mean equation", Shown("d alpha/dt", r"\frac{d\alpha}{dt}"),
-                 sp.ImmutableMatrix(a_dot), note, check=check),
+                 sp.ImmutableMatrix(a_dot), note, how=check),
             step("with the scenario's weights: the covariance equation", Shown("d Sigma/dt", r"\frac{d\Sigma}{dt}"),
-                 sp.ImmutableMatrix(S_dot), note, check=check)]
+                 sp.ImmutableMatrix(S_dot), note, how=check)]
 
 
 def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blowup_reference=None,
@@ -188,9 +192,9 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
       an independent numeric root finder, e.g. :func:`symbolic_tpde.analysis.closed_forms.blowup_time_vi`
       with ``A = M/2``, passed in by the command so this layer does not import the analysis layer).
     """
-    from .steps import Shown, step
+    from .steps_eq import Notation as Shown, step
     from .steps_check import explicit
-    from .steps_render import readable, text_side
+    from .printing import readable
     from .steps_special import blowup_failure
 
     system, subs = system_subs
@@ -201,10 +205,15 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
     S_mf = explicit(mf.Sigma_dot, env, dims)
     rhs_sys = list(explicit(sp.ImmutableMatrix(system.rhs), subs, dims))     # memoised on the DAG
 
-    def cmp(lhs_vals, rhs_vals):
-        def run():
+    def cmp(which, rhs_vals):
+        def run(eq):
+            M = sp.Matrix(eq.rhs)
+            lhs_vals = list(M) if which == "mean" else [M[i, j] for i in range(d) for j in range(i, d)]
             diff = [a - b for a, b in zip(lhs_vals, rhs_vals)]
-            if numeric:     # principal square roots: 50-digit evaluation of exact surds, |diff| < 1e-40
+            if any(isinstance(v, sp.Float) or v.has(sp.Float) for v in lhs_vals):   # shown to 15 digits
+                ok = all(abs(sp.N(a - b, 30)) <= 1e-13 * max(1, abs(sp.N(b, 30))) for a, b in zip(lhs_vals, rhs_vals))
+                how = "the 15-digit values shown agree with the exact values to 1e-13 (relative)"
+            elif numeric:     # principal square roots: 50-digit evaluation of exact surds, |diff| < 1e-40
                 ok = all(abs(sp.N(v, 50)) < sp.Float("1e-40", 50) for v in diff)
                 how = "50-digit evaluation of the exact values, |difference| < 1e-40"
             else:
@@ -212,7 +221,7 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
                 how = "exact rational arithmetic, difference 0"
             return ok, ("the matrix form evaluated at the scenario's numbers equals the independently derived "
                         f"entrywise system (explicit tilt, LDL^T pivots) at the same numbers ({how})"
-                        if ok else "the two routes differ at the scenario's numbers")
+                        if ok else "the two routes differ at the scenario's numbers"), "the scenario's numbers"
         return run
     out += _ode_with_numbers(mf, env, dims, system, subs, numeric, notes)
     a_show, la = _shown_number(sp.Matrix(a_mf))
@@ -221,11 +230,11 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
     out.append(step("with the scenario's numbers: the mean velocity at t = 0", Shown(
         "d alpha/dt (t = 0)", r"\left.\frac{d\alpha}{dt}\right|_{t=0}"), a_show,
         "at the initial data alpha(0) and Sigma_0 of the scenario, with its weights" + digits,
-        check=cmp(list(a_mf), rhs_sys[:d])))
+        how=cmp("mean", rhs_sys[:d])))
     up = [S_mf[i, j] for i in range(d) for j in range(i, d)]
     out.append(step("with the scenario's numbers: the covariance velocity at t = 0", Shown(
         "d Sigma/dt (t = 0)", r"\left.\frac{d\Sigma}{dt}\right|_{t=0}"), S_show, digits.strip(" ()"),
-        check=cmp(up, rhs_sys[d:])))
+        how=cmp("cov", rhs_sys[d:])))
     if rate is None:
         return out, concl, notes
     S0 = env["Sigma"]
@@ -233,21 +242,23 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
     t = sp.Symbol("t", real=True)
     sol = (S0.inv() - t * S).inv().applyfunc(sp.factor)
 
-    def ode_check():
+    def ode_check(eq):
+        sol = sp.Matrix(eq.rhs)
         r = (sol.diff(t) - sol * S * sol).applyfunc(lambda e: sp.cancel(sp.together(e)))
         ok = r.is_zero_matrix and (sol.subs(t, 0) - S0).applyfunc(sp.cancel).is_zero_matrix
         return ok, ("substituted back: dSigma(t)/dt - Sigma(t) M Sigma(t) cancels to 0 as a rational "
                     "function of t with the scenario's numbers, and Sigma(0) = Sigma_0 (exact)" if ok else
-                    "the closed form does not solve the ODE at the scenario's numbers")
+                    "the closed form does not solve the ODE at the scenario's numbers"), "the scenario's numbers"
     out.append(step("with the scenario's numbers: the closed-form covariance", Shown("Sigma(t)", r"\Sigma(t)"),
-                    sol, f"Sigma(t) = (Sigma_0^-1 - t M)^-1, M = {readable(text_side(rate))}, entries as rational functions of t",
-                    check=ode_check))
+                    sol, f"Sigma(t) = (Sigma_0^-1 - t M)^-1, M = {readable(sp.sstr(rate))}, entries as rational functions of t",
+                    how=ode_check))
     lam = sp.Symbol("lambda")
     roots = sp.Poly((S0 * S - lam * sp.eye(d)).det(), lam).real_roots()
     lmax = max(roots, key=lambda v: sp.N(v, 50)) if roots else None
     T_star = sp.oo if lmax is None or sp.N(lmax, 50) <= 0 else sp.radsimp(1 / lmax)
 
-    def blowup_check():
+    def blowup_check(eq):
+        T_star = eq.rhs
         ref = None
         if blowup_reference is not None:
             ref = float(blowup_reference(np.asarray(Sigma0_float, float), np.array(S.tolist(), dtype=float)))
@@ -270,10 +281,10 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
             how += (f"; the independent numeric route (first positive root of the determinant in doubles, "
                     f"{route}) gives {ref:.15g}, relative difference <= 1e-9")
         return True, how
-    out.append(step("with the scenario's numbers: the blow-up time", Shown("T*", r"T^\ast"), T_star,
+    out.append(step("with the scenario's numbers: the blow-up time", Shown("T*", r"T^{*}"), T_star,
                     ("T* = 1/lambda_max, lambda_max = " + sp.sstr(lmax) + f" = {float(sp.N(lmax, 20)):.15g}, "
                      f"so T* = {float(sp.N(T_star, 20)):.15g}") if T_star != sp.oo else
-                    "no eigenvalue of Sigma_0 M is positive: no finite-time blow-up", check=blowup_check))
+                    "no eigenvalue of Sigma_0 M is positive: no finite-time blow-up", how=blowup_check))
     if T_star != sp.oo and horizon is not None:
         when = "before" if float(T_star) <= horizon else "after"
         concl.append(f"For this scenario the covariance blows up at T* = {float(T_star):.6g}, {when} its horizon "

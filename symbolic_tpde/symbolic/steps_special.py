@@ -15,7 +15,7 @@ import random
 
 import sympy as sp
 
-from .steps_check import SPD_NAMES, _rand, check_equal
+from .steps_check import SPD_NAMES, _rand, check_equal, explicit
 
 D = sp.Symbol("d", integer=True, positive=True)
 
@@ -72,70 +72,88 @@ def blowup_failure(S0m, Sm, T, t) -> str | None:
 
 def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
     """Steps that simplify the moment ODE with the user's structure and, when the precision equation is then
-    constant (:func:`constant_precision_rate`), its closed-form solution and blow-up time."""
-    from .steps import Shown, _lect, step
-    from .steps_check import explicit
-    from .steps_render import readable, tex as _tex, text_side
+    constant (:func:`constant_precision_rate`), its closed-form solution and blow-up time.  The closed form and
+    the blow-up time are checked by procedures that read the displayed equation (``Σ(t)`` substituted back
+    into the ODE; ``det(Σ₀⁻¹ - T*M) = 0``)."""
+    from .steps_eq import Notation, at, step
 
     Sigma = mf.Sigma
     S_dot, rep, sym, S = constant_precision_rate(mf, V_identity, A_symmetric)
     out = []
     words = " and ".join(w for w, on in (("V = I", V_identity), ("A = A^T", A_symmetric)) if on)
-    general = mf.Sigma_dot                 # shown with the structure as a substitution; checked substituted
-    shown = Shown(f"({text_side(general)}) at {words}",
-                  r"\left(" + _tex(general) + r"\right)\Big|_{" + words.replace("^T", "^\\top").replace(" and ", r",\ ") + "}")
-    out.append(step(f"with {words}: the covariance equation", shown, S_dot,
-                    f"the user's structure ({words}) substituted and simplified",
-                    check=lambda: check_equal(general.xreplace(rep), S_dot, symmetric=sym)))
+    reps = dict(rep)
+    if sym:
+        reps.update({sp.Transpose(sp.MatrixSymbol(n, D, D)): sp.MatrixSymbol(n, D, D) for n in sym})
+    out.append(step(f"with {words}: the covariance equation", at(mf.Sigma_dot, reps, words), S_dot,
+                    f"the user's structure ({words}) substituted and simplified", symmetric=sym))
     if S is None:
         return out
-    Mt = readable(text_side(S))
     out.append(step("precision: d(Sigma^-1)/dt = -Sigma^-1 (dSigma/dt) Sigma^-1", -Sigma.I * S_dot * Sigma.I, -S,
                     "no alpha and no Sigma are left: the precision moves on a straight line", symmetric=sym))
     S0 = sp.MatrixSymbol("Sigma_0", D, D)
     t = sp.Symbol("t", real=True)
-    sol = (S0.I - t * S).I
+    Mn = sp.MatrixSymbol("M", D, D)
+    where = ((Mn, S),)
 
-    def ode_check(points: int = 3, seed: int = 1):
+    def ode_check(eq, points: int = 3, seed: int = 1):
         rng = random.Random(seed)
+        sol = eq.substituted(eq.rhs)
+        M = eq.substituted(Mn)
         for _ in range(points):
-            env = _random_env(S, A_symmetric, rng)
-            St, Sm = explicit(sol, env, {"d": 2}), explicit(S, env, {"d": 2})
+            env = _random_env(M, A_symmetric, rng)
+            St, Sm = explicit(sol, env, {"d": 2}), explicit(M, env, {"d": 2})
             r1 = (sp.diff(St, t) - St * Sm * St).applyfunc(lambda e: sp.cancel(sp.together(e)))
             if not (r1.is_zero_matrix and (St.subs(t, 0) - env["Sigma_0"]).is_zero_matrix):
-                return False, "the candidate does not solve the ODE"
-        return True, (f"substituted back: dSigma(t)/dt - Sigma(t)({Mt})Sigma(t) cancels to 0 as a rational "
-                      f"function of t, and Sigma(0) = Sigma_0, at {points} seeded random rational weights and "
-                      "Sigma_0 for d = 2 (exact arithmetic)")
-    shown_sol = _lect(("(", r"\bigl("), S0.I, (" - t ", r" - t\,"), (S, True), (")^-1", r"\bigr)^{-1}"))
-    out.append(step("closed-form solution (integrate the precision equation)", Shown("Sigma(t)", r"\Sigma(t)"),
-                    shown_sol, f"valid while Sigma_0^-1 - t({Mt}) stays positive definite", check=ode_check))
+                return False, "the right side does not solve dSigma/dt = Sigma M Sigma with Sigma(0) = Sigma_0", ""
+        return True, (f"substituted back: dSigma(t)/dt - Sigma(t) M Sigma(t) cancels to 0 as a rational function of "
+                      f"t, and Sigma(0) = Sigma_0, at {points} seeded random rational weights and Sigma_0 for d = 2 "
+                      "(exact arithmetic)"), "d = 2"
+    out.append(step("closed-form solution (integrate the precision equation)", Notation("Sigma(t)", r"\Sigma(t)"),
+                    (S0.I - t * Mn).I, "valid while Sigma_0^-1 - t M stays positive definite", how=ode_check,
+                    where=where))
+    lam = sp.Symbol("lambda_max", positive=True)
 
-    def blowup_check(points: int = 3, seed: int = 0):
+    def blowup_check(eq, points: int = 3, seed: int = 0):
         rng = random.Random(seed)
+        M = eq.substituted(Mn)
         tested = 0
         for _ in range(40):
-            env = _random_env(S, A_symmetric, rng)
-            S0m, Sm = env["Sigma_0"], explicit(S, env, {"d": 2})
-            lam = [v for v in (S0m * Sm).eigenvals() if v.is_real]
-            lmax = max(lam, key=lambda v: sp.N(v, 50))
+            env = _random_env(M, A_symmetric, rng)
+            S0m, Sm = env["Sigma_0"], explicit(M, env, {"d": 2})
+            ev = [v for v in (S0m * Sm).eigenvals() if v.is_real]
+            lmax = max(ev, key=lambda v: sp.N(v, 50))
             if sp.N(lmax, 50) <= 0:
                 continue
-            bad = blowup_failure(S0m, Sm, 1 / lmax, t)
+            bad = blowup_failure(S0m, Sm, eq.rhs.subs(lam, lmax), t)
             if bad:
-                return False, bad
+                return False, bad, ""
             tested += 1
             if tested == points:
                 return True, (f"{points} seeded random rational (weights, Sigma_0) at d = 2 with lambda_max > 0: "
-                              f"det(Sigma_0^-1 - t({Mt})) vanishes at t = T* (50 digits, < 1e-40) and is "
-                              "positive at t = k T*/8, k = 0..7")
-        return False, "no random point with a positive eigenvalue"
-    lam = sp.Symbol("lambda_max", positive=True)
-    out.append(step(f"blow-up time (first t where Sigma_0^-1 - t({Mt}) is singular)", Shown("T*", r"T^\ast"),
-                    1 / lam, f"lambda_max: the largest eigenvalue of Sigma_0 ({Mt}) (equivalently of "
-                    f"Sigma_0^{{1/2}}({Mt})Sigma_0^{{1/2}}); finite-time blow-up iff lambda_max > 0",
-                    check=blowup_check))
+                              "det(Sigma_0^-1 - t M) vanishes at t = T* (50 digits, < 1e-40) and is positive at "
+                              "t = k T*/8, k = 0..7"), "d = 2"
+        return False, "no random point with a positive eigenvalue", ""
+    out.append(step("blow-up time (first t where Sigma_0^-1 - t M is singular)", Notation("T*", r"T^{*}"),
+                    1 / lam, "lambda_max: the largest eigenvalue of Sigma_0 M (equivalently of Sigma_0^{1/2} M "
+                    "Sigma_0^{1/2}); finite-time blow-up iff lambda_max > 0", how=blowup_check, where=where))
     return out
+
+
+def model_statement(kinds_: tuple, ffn: bool = False) -> tuple:
+    """The model, stated first in every document: the Transformer PDE and the field of each kind (from the
+    registry's own description), as sentences."""
+    from ..registry import kinds as registry
+
+    out = ["Tokens x in R^d evolve with the depth t by dx/dt = Gamma_{mu_t}(x); their law mu_t solves the "
+           "continuity equation d mu_t/dt + div(mu_t Gamma_{mu_t}) = 0 (Castin, Ablin, Carrillo, Peyre, arXiv "
+           "2501.18322)."]
+    for k in dict.fromkeys(kinds_):
+        out.append(f"{k} attention: Gamma_mu(x) = {registry.get(k).field}.")
+    if len(kinds_) > 1:
+        out.append("Several heads: Gamma is the sum of the heads' fields.")
+    if ffn:
+        out.append("Feed-forward term: W x + c is added to Gamma.")
+    return tuple(out)
 
 
 def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: bool = False, rate=None):
@@ -157,8 +175,8 @@ def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: b
     concl = ["The field Gamma(x) = b + J x is affine in x, so the flow map is affine and N(alpha, Sigma) stays "
              "Gaussian: the moment ODE is exact, not an approximation."]
     if rate is not None:
-        from .steps_render import readable, text_side
-        Mt = readable(text_side(rate))
+        from .printing import readable
+        Mt = readable(sp.sstr(rate))
         concl.append(f"With this structure the precision decreases linearly, Sigma(t)^-1 = Sigma_0^-1 - t({Mt}): "
                      f"the covariance blows up in finite time T* = 1/lambda_max, lambda_max the largest eigenvalue of "
                      f"Sigma_0 ({Mt}), iff {Mt} has a positive eigenvalue (Sigma_0 ({Mt}) is similar to "

@@ -43,21 +43,6 @@ class ParamBlock:
         return n
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of a derivation: ``lhs = rhs`` under a title (SymPy objects; ``note`` in words).
-
-    ``checked`` is True only when SymPy verified the equation (:func:`.steps_check.check_equal`), and
-    ``method`` says how (exact cancellation, explicit ``d``, rational points, 50 digits) or why not."""
-
-    title: str
-    lhs: Any
-    rhs: Any
-    note: str = ""
-    checked: bool = False
-    method: str = "not checked"
-
-
 @dataclass(frozen=True, eq=False)
 class OdeSystem:
     """``dy/dt = rhs(t, y, p)`` (module docstring).  Compared and hashed by identity: the right-hand sides
@@ -66,7 +51,7 @@ class OdeSystem:
     ``conditions``: SymPy relations in the states and parameters under which the derivation holds (the
     Gaussian tilt exists: ``LDLᵀ`` pivots of ``N = Σ - Σ(R + Rᵀ)Σ`` positive, i.e. ``Σ⁻¹ - R - Rᵀ ≻ 0``).
     ``existence``: per head with a key-quadratic block, the symmetric matrix ``R + Rᵀ`` (in the parameters and
-    time) for numerical checks.  ``steps``: the derivation as checked :class:`Step` objects, built on first
+    time) for numerical checks.  ``steps``: the derivation as checked :class:`~.steps_eq.Step` objects, built on first
     access from ``derivation(system)`` (checking takes seconds; code that never asks does not pay).
 
     Pickles and deep-copies (to a worker process, a Dask cluster) when ``derivation`` is a module-level

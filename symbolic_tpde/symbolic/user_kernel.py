@@ -37,24 +37,10 @@ from typing import Any
 import sympy as sp
 
 from ..errors import InputError, NotGaussianPreserving
-from .kernels import ExpQuadKernel
+from .kernels import TiltForm, analyse_log_kernel
 from .system import OdeSystem
 
 __all__ = ["derive_kernel", "KernelWitness", "analyse_log_kernel", "TiltForm"]
-
-
-@dataclass(frozen=True)
-class TiltForm:
-    """``log k(x, y) = c(x) + yᵀRy + (Bᵀx + r)ᵀy`` read off a log-kernel (``B`` is ``d×d``: ``xᵀBy``)."""
-
-    B: sp.Matrix
-    R: sp.Matrix
-    r: sp.Matrix
-    dropped: sp.Expr          # c(x): the part that cancels in the normalisation
-
-    def kernel(self, name: str = "user") -> ExpQuadKernel:
-        return ExpQuadKernel(B=self.B, R=None if self.R.is_zero_matrix else self.R,
-                             r=None if self.r.is_zero_matrix else self.r, name=name)
 
 
 @dataclass(frozen=True)
@@ -79,7 +65,13 @@ class KernelWitness:
         at = "x = 0" if not x0 or all(v == 0 for v in x0) else f"x = x0 = {x0}"
         return (f"user kernel: NOT Gaussian-preserving. {self.reason} Witness: at {at} the field's second "
                 f"derivative along e, d^2 Gamma(x0 + t e)/dt^2 at t = 0, is {list(self.value)} (exact){ind}, at "
-                f"{pt}; it is non-zero, so Gamma is not affine in x and N(alpha, Sigma) is not preserved.")
+                f"{pt}; it is non-zero, so Gamma is not affine in x. " + (
+                    "In d = 1 this proves that N(alpha, Sigma) leaves the Gaussian family (a non-affine field moves "
+                    "a Gaussian out of the family at once: d rho/dt = rho q with q quadratic forces the flux of an "
+                    "affine field)." if len(self.point.get("alpha", [0, 0])) == 1 else
+                    "In d >= 2 a non-affine field alone does not prove that Gaussians leave the family (J x |x|^2, "
+                    "J a quarter turn, leaves N(0, I) invariant): the tilt is not Gaussian with an affine mean, "
+                    "so the moment ODE is not exact, but no certificate of non-preservation is given here."))
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": "user kernel", "gaussian_preserving": False, "reason": self.reason,
@@ -109,40 +101,6 @@ def _expr(obj, name: str) -> sp.Expr:
             return obj[0, 0]
         raise InputError(name, f"must be a scalar SymPy expression, got {type(obj).__name__}")
     return obj
-
-
-# -------------------------------------------------------------------------------------------- analysis
-def analyse_log_kernel(log_kernel: sp.Expr, x: list, y: list) -> TiltForm | str:
-    """:class:`TiltForm` when ``log k - log k(x, 0)`` is ``yᵀRy + (Bᵀx + r)ᵀy`` (``R`` free of ``x``), else a
-    sentence saying why not."""
-    at0 = {yi: 0 for yi in y}
-    h = log_kernel - log_kernel.xreplace(at0)
-    try:
-        poly = sp.Poly(sp.expand(h), *y)
-    except sp.PolynomialError:
-        return "log k(x, y) - log k(x, 0) is not a polynomial in the key y"
-    if poly.total_degree() > 2:
-        return f"log k(x, y) has degree {poly.total_degree()} > 2 in the key y (the tilt is not Gaussian)"
-    d = len(y)
-    coeffs = dict(poly.terms())
-
-    def c(*idx: int) -> sp.Expr:
-        mon = [0] * d
-        for i in idx:
-            mon[i] += 1
-        return coeffs.get(tuple(mon), sp.S.Zero)
-
-    half = sp.Rational(1, 2)
-    R = sp.Matrix(d, d, lambda i, j: c(i, i) if i == j else half * c(i, j))
-    g = sp.Matrix([c(i) for i in range(d)])
-    if any(e.has(*x) for e in R):
-        return "the quadratic part of log k in the key y depends on the query x (the tilted covariance would " \
-               "depend on x, so the tilted mean is not affine in x)"
-    G = g.jacobian(x) if x else sp.zeros(d, 0)
-    if any(e.has(*x) for e in G):
-        return "the part of log k linear in the key y is not affine in the query x"
-    r = g.xreplace({xi: 0 for xi in x})
-    return TiltForm(B=G.T, R=R, r=r, dropped=log_kernel.xreplace(at0))
 
 
 def _witness(log_kernel, x, y, V, params, time, seed: int = 0, tries: int = 12) -> KernelWitness:
