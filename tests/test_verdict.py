@@ -98,29 +98,27 @@ def test_l2_is_never_a_blowup_and_its_bound_holds():
 
 
 def test_growth_bound_with_cond_K_holds_where_the_old_one_failed():
-    """‖Σ(t)‖ ≤ ‖Σ₀‖e^{2Lt}, L = ‖V‖cond(K)‖K⁻¹Q‖ (theorems.py): checked along a d = 2 trajectory with an
-    ill-conditioned K; the old exponent without cond(K) is also evaluated, to show the difference matters."""
+    """‖Σ(t)‖ ≤ ‖Σ₀‖e^{2Lt}, L = ‖V‖cond(K)‖K⁻¹Q‖ (theorems.py): checked along d = 2 trajectories with an
+    ill-conditioned K (cond 10).  (The old exponent ‖V‖‖K⁻¹Q‖, without cond(K), was exceeded by 2 % on a d = 2
+    trajectory, issue 20.)"""
     from symbolic_tpde.analysis.theorems import facts_for
     from symbolic_tpde.numerics.solve import integrate
     from symbolic_tpde.registry import layout
 
     rng = np.random.default_rng(3)
-    worst_new, worst_old = 0.0, 0.0
-    for _ in range(20):
+    worst_new = 0.0
+    for _ in range(8):
         Q, K, V = rng.normal(size=(3, 2, 2))
         K = K @ np.diag([1.0, 0.1])
         w = make_weights([make_head("l2", Q=Q, K=K, V=V, tau=1.0)])
         L = facts_for(w, np.eye(2)).growth.values["L"]
-        L_old = np.linalg.norm(V, 2) * np.linalg.norm(np.linalg.solve(K, Q), 2)
         ode = GaussianODE.from_weights(w)
-        ts = np.linspace(0, 2.0, 41)
-        sol = integrate(ode.rhs, layout.pack(np.zeros(2), np.eye(2)), (0, 2.0), method="DOP853", rtol=1e-11,
+        ts = np.linspace(0, 1.0, 21)
+        sol = integrate(ode.rhs, layout.pack(np.zeros(2), np.eye(2)), (0, 1.0), method="DOP853", rtol=1e-11,
                         t_eval=ts)
         n = np.array([np.linalg.norm(layout.unpack(y, 2)[1], 2) for y in sol.y])
         worst_new = max(worst_new, float(np.max(n / np.exp(2 * L * sol.t))))
-        worst_old = max(worst_old, float(np.max(n / np.exp(2 * L_old * sol.t))))
     assert worst_new <= 1 + 1e-9                  # integration error 1e-11 relative, generous
-    print("old bound exceeded by a factor", worst_old)
 
 
 def test_bursting_l2_is_never_called_convergent():
@@ -134,7 +132,8 @@ def test_bursting_l2_is_never_called_convergent():
     assert v.outcome in ("oscillating", "undetermined"), v.label
 
 
-@pytest.mark.parametrize("kind,skew", [("softmax", 0.0), ("l2", 1.0), ("sinkhorn", 0.5)])
+@pytest.mark.parametrize("kind,skew", [("softmax", 0.0), ("l2", 1.0),
+                                       pytest.param("sinkhorn", 0.5, marks=pytest.mark.slow)])
 def test_sweep_and_classify_agree_point_by_point(kind, skew, tmp_path, capsys):
     """The sweep's counts at every grid point are the `tpde classify` outcomes of its Σ₀ sample (the same
     classifier, called through the CLI here), and no ℓ2 or Sinkhorn point is ever a blow-up."""
