@@ -114,11 +114,30 @@ def _rhs(ode, f, T: float):
     return lambda t, y: f(t, y, ps[bisect_right(bps, t)])
 
 
+def _conditions(ode, p, n: int):
+    """The tilt-existence quantities of :meth:`GaussianODE.condition_values` at a given parameter vector."""
+    mats = ode._existence_mats()
+    if mats is None:
+        return None
+
+    def cond(t, y):
+        _, S = layout.unpack(y[:n], ode.d)
+        out = []
+        for M in mats(t, p):
+            N = S - S @ np.asarray(M, float) @ S
+            out.append(float(np.linalg.eigvalsh(0.5 * (N + N.T))[0]))
+        return np.array(out)
+    return cond
+
+
 def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, method: str = "DOP853",
                             rtol: float = 1e-12, atol: float | None = None, t_eval=None, blowup: bool = True,
                             max_nfev: int = 1_000_000, max_seconds: float | None = None,
-                            backend: str | None = None) -> SensitivitySolution:
-    """Integrate the moment ODE of ``ode`` together with its forward sensitivities (module docstring)."""
+                            backend: str | None = None, params=None) -> SensitivitySolution:
+    """Integrate the moment ODE of ``ode`` together with its forward sensitivities (module docstring).
+
+    ``params``: a flat parameter vector (the system's layout) used at all times instead of the model's
+    schedule (what a fit varies)."""
     from ..numerics.solve import BlowupMonitor, integrate
 
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, ode.d)
@@ -131,10 +150,18 @@ def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, met
     if blowup:
         size, dsize = layout.gaussian_size(d)
         mon = BlowupMonitor(lambda y: size(y[:n]), lambda y, fy: dsize(y[:n], fy[:n]))
-    cond = getattr(ode, "condition_values", None)
-    conditions = None if cond is None else (lambda t, y: cond(t, y[:n]))
+    if params is None:
+        cond = getattr(ode, "condition_values", None)
+        conditions = None if cond is None else (lambda t, y: cond(t, y[:n]))
+        F = _rhs(ode, crhs.f, T)
+    else:
+        p = np.ascontiguousarray(params, dtype=float)
+        if p.shape != (crhs.n_params,):
+            raise InputError("params", f"expected a vector of {crhs.n_params} parameters, got shape {p.shape}")
+        conditions = _conditions(ode, p, n)
+        F = lambda t, y: crhs.f(t, y, p)  # noqa: E731
     try:
-        sol = integrate(_rhs(ode, crhs.f, T), y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol,
+        sol = integrate(F, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol,
                         t_eval=t_eval, breakpoints=ode.schedule.breakpoints(T), blowup=mon, conditions=conditions,
                         max_nfev=max_nfev, max_seconds=max_seconds)
     except ValueError as exc:
