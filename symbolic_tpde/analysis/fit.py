@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..registry import layout
+from ..weights import check_gaussian
 
 #: relative singular value at or below which a direction is reported as not identifiable (module docstring)
 NULL_REL = 1e-6
@@ -179,7 +180,7 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     p_base = ode.params(0.0).copy()
     pidx = {s.name: i for i, s in enumerate(ode.system.params)}
     snames = layout.state_names(d)
-    y0_base = layout.pack(*_checked(alpha0, Sigma0, d))
+    y0_base = layout.pack(*check_gaussian(alpha0, Sigma0, d))
     slots = []
     for nm in names:
         if nm in pidx:
@@ -192,28 +193,26 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     sel = np.concatenate(sel)
     cache: dict = {}
 
+    def run(theta, dirs):
+        """The sensitivity run at ``theta`` (``None`` when it does not reach the last time)."""
+        p, y0 = p_base.copy(), y0_base.copy()
+        for (w, i), v in zip(slots, theta):
+            (p if w == "p" else y0)[i] = v
+        try:
+            sol = integrate_sensitivities(ode, *layout.unpack(y0, d), float(times[-1]), dirs, rtol=rtol,
+                                          t_eval=times, params=p)
+        except InputError:
+            return None
+        return sol if sol.status == "ok" and len(sol.t) == K else None
+
     def evaluate(theta):
         key = theta.tobytes()
         if key not in cache:
-            p, y0 = p_base.copy(), y0_base.copy()
-            for (w, i), v in zip(slots, theta):
-                (p if w == "p" else y0)[i] = v
-            a0, Sg0 = layout.unpack(y0, d)
-            try:
-                sol = integrate_sensitivities(ode, a0, Sg0, float(times[-1]), directions, rtol=rtol, t_eval=times,
-                                              blowup=True, params=p)
-            except InputError:
-                cache.clear()
-                cache[key] = None
-                return None
-            if sol.status != "ok" or len(sol.t) != K:
-                cache.clear()
-                cache[key] = None
-                return None
-            pred = np.concatenate([sol.y[k][sel] for k in range(K)])
-            Jm = np.concatenate([sol.S[k][:, sel].T for k in range(K)])
+            sol = run(theta, directions)
             cache.clear()
-            cache[key] = (np.linalg.solve(Lw[0], pred - obs), np.linalg.solve(Lw[0], Jm))
+            cache[key] = None if sol is None else (
+                np.linalg.solve(Lw[0], np.concatenate([sol.y[k][sel] for k in range(K)]) - obs),
+                np.linalg.solve(Lw[0], np.concatenate([sol.S[k][:, sel].T for k in range(K)])))
         return cache[key]
 
     def fun(theta):
@@ -226,23 +225,15 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
 
     def propagated(theta):
         """Block-diagonal ``Φ_k C₀ Φ_kᵀ/n_k`` at ``theta`` (module docstring)."""
-        p, y0 = p_base.copy(), y0_base.copy()
-        for (w, i), v in zip(slots, theta):
-            (p if w == "p" else y0)[i] = v
-        sol = integrate_sensitivities(ode, *layout.unpack(y0, d), float(times[-1]), ["alpha0", "Sigma0"],
-                                      rtol=rtol, t_eval=times, params=p)
-        if sol.status != "ok" or len(sol.t) != K:
-            raise InputError("model", f"the moment ODE does not reach t = {times[-1]} ({sol.status})")
         from scipy.linalg import block_diag
 
+        sol = run(theta, ["alpha0", "Sigma0"])
+        if sol is None:
+            raise InputError("model", f"the moment ODE does not reach t = {times[-1]} from these parameters")
         return block_diag(*[sol.S[k].T @ C0 @ sol.S[k] / ns[k] for k in range(K)])
 
-    Lw = [None]
-    passes = 1
-    if clouds is not None:
-        Lw[0], passes = _cholesky(propagated(theta0)), 2
-    else:
-        Lw[0] = L
+    Lw = [_cholesky(propagated(theta0)) if clouds is not None else L]
+    passes = 2 if clouds is not None else 1
     if evaluate(theta0) is None:
         raise InputError("model", "the moment ODE does not reach the last observation time from the start values "
                          "(blow-up or ceased tilt)")
@@ -283,9 +274,3 @@ def _cholesky(C):
     except np.linalg.LinAlgError:
         raise InputError("noise", "the observation covariance is not positive definite (too few tokens for "
                          "the number of moments?)") from None
-
-
-def _checked(alpha0, Sigma0, d):
-    from ..weights import check_gaussian
-
-    return check_gaussian(alpha0, Sigma0, d)
