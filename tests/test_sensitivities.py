@@ -43,7 +43,7 @@ def _init(d: int, rng):
 
 def _endpoint(ode, y0, p):
     sol = integrate(lambda t, y: ode.compiled.f(t, y, p), y0, (0.0, T), method="DOP853", rtol=1e-13,
-                    atol=1e-15, t_eval=[T], blowup=None)
+                    atol=1e-15, t_eval=[T])
     assert sol.status == "ok"
     return sol.y[-1]
 
@@ -111,7 +111,7 @@ def test_block_names_layers_and_c_backend():
             for p in ps:
                 p[ode.system.params.index(sp.Symbol(sol.names[k], real=True))] += sign * H
             r = integrate(lambda t, y: ode.compiled.f(t, y, ps[int(t >= 0.2)]), y0, (0, T), method="DOP853",
-                          rtol=1e-13, atol=1e-15, breakpoints=[0.2], t_eval=[T], blowup=None)
+                          rtol=1e-13, atol=1e-15, breakpoints=[0.2], t_eval=[T])
             return r.y[-1]
         ref = (end(1) - end(-1)) / (2 * H)
         assert np.max(np.abs(sol.S[-1, k] - ref)) <= 2e-6 * max(1.0, np.abs(ref).max())

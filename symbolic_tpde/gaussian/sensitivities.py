@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import InputError
 from ..registry import layout
 from ..weights import check_gaussian
-from .integrate import GaussianSolution
+from .integrate import GaussianSolution, reported_status, tilt_stops
 
 
 @dataclass(frozen=True)
@@ -161,8 +161,8 @@ def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, met
         conditions = _conditions(ode, p, n)
         F = lambda t, y: crhs.f(t, y, p)  # noqa: E731
     try:
-        sol = integrate(F, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol,
-                        t_eval=t_eval, breakpoints=ode.schedule.breakpoints(T), blowup=mon, conditions=conditions,
+        sol = integrate(F, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol, t_eval=t_eval,
+                        breakpoints=ode.schedule.breakpoints(T), events=([mon] if mon else []) + tilt_stops(conditions),
                         max_nfev=max_nfev, max_seconds=max_seconds)
     except ValueError as exc:
         raise InputError("method", str(exc)) from None
@@ -170,6 +170,6 @@ def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, met
     alpha, Sigma = layout.unpack(Y[:, :n], d)
     S = Y[:, n:].reshape(len(Y), k, n)
     dalpha, dSigma = layout.unpack(S, d)
-    base = GaussianSolution(sol.t, alpha, Sigma, sol.status, sol.blowup_time, sol.message, crhs.backend,
+    base = GaussianSolution(sol.t, alpha, Sigma, reported_status(sol), sol.blowup_time, sol.message, crhs.backend,
                             sol.blowup_time_error, sol.exponent, sol.events, Y[:, :n], sol.nfev)
     return SensitivitySolution(base, names, dalpha, dSigma, S, sol)

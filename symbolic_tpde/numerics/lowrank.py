@@ -95,4 +95,4 @@ def integrate_moments(alpha0, Sigma0, layers, tau: float = 1.0, *, method: str =
                             lambda y, fy: float(diag @ fy + 2 * y[:d] @ fy[:d]), error_run=False)
     y0 = np.concatenate([alpha0, np.asarray(Sigma0, float).reshape(-1)])
     return integrate(f, y0, (0.0, tau * L), method=method, rtol=rtol, breakpoints=ends[:-1],
-                     t_eval=[0.0] + ends, blowup=mon, steps=steps_per_layer * L if method == "rk4" else None)
+                     t_eval=[0.0] + ends, events=[mon] if mon else [], steps=steps_per_layer * L if method == "rk4" else None)
