@@ -28,7 +28,7 @@ import sys
 from .errors import InputError
 
 COMMANDS = ("verify", "particles", "derive", "rhs", "gaussian", "classify", "plot", "figures", "sweep", "convexity",
-            "meanfield", "kinds", "pde")
+            "meanfield", "kinds", "pde", "fit")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from .errors import InputError
 
 __all__ = ["finite_array", "check_shape", "positive_int", "positive_number", "spd", "read_json", "parse_json",
            "number_tree", "field_name", "one_line", "strict_json", "horizon", "MAX_ENTRY", "T_MAX",
-           "MAX_BYTES", "MAX_DEPTH", "MAX_DIM"]
+           "MAX_BYTES", "MAX_DEPTH", "MAX_DIM", "MAX_DIM_NUMERIC"]
 
 #: Largest magnitude of an entry of a user-given parameter or initial datum.  The moment right-hand sides are
 #: polynomials of degree up to 4 in the entries (``V Σ A Σ``, README Mathematics §3), so entries below
@@ -37,6 +37,10 @@ MAX_DEPTH = 32
 #: Largest dimension ``d`` (and head dimension): the symbolic derivation of the entrywise moment ODE grows like
 #: ``d⁶``; 64 is far beyond what it can do in reasonable time, and keeps arrays read from files small.
 MAX_DIM = 64
+#: Largest ``d`` where no entrywise symbolic form is needed (weights read from model files; particles through
+#: BLAS and the matrix-form moment ODE numerically, :mod:`symbolic_tpde.numerics.lowrank`): a ``d × d``
+#: covariance of float64 is 8 MB at 1024.
+MAX_DIM_NUMERIC = 1024
 
 _KIND = {0: "a number", 1: "a vector", 2: "a matrix"}
 

@@ -384,8 +384,13 @@ class GaussianODE:
                              "not apply")
 
     # -- integration ----------------------------------------------------------------------------------
-    def integrate(self, alpha0, Sigma0, T: float, **kwargs):
-        """Integrate the moment ODE on ``[0, T]``: see :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian`."""
+    def integrate(self, alpha0, Sigma0, T: float, sensitivities=None, **kwargs):
+        """Integrate the moment ODE on ``[0, T]``: see :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian`.
+        ``sensitivities=[names]``: also ``∂α(t)/∂θ``, ``∂Σ(t)/∂θ`` (:mod:`symbolic_tpde.gaussian.sensitivities`)."""
+        if sensitivities is not None:
+            from .sensitivities import integrate_sensitivities
+
+            return integrate_sensitivities(self, alpha0, Sigma0, T, sensitivities, **kwargs)
         from .integrate import integrate_gaussian
 
         return integrate_gaussian(self, alpha0, Sigma0, T, **kwargs)

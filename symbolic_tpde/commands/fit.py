@@ -1,0 +1,82 @@
+"""``tpde fit``: least-squares fit of a scenario's parameters to observed moments or token clouds.
+
+``tpde fit --scenario S --data D.npz --params h0_A,h0_V [--level 0.95] [--json]``
+
+The scenario gives the model (its weights are the start values of the fitted parameters and the values of
+all others; constant weights only) and the initial Gaussian ``alpha0``, ``Sigma0``.  ``D.npz`` (read with
+``allow_pickle=False``) holds ``times`` ``(K,)`` and either ``clouds`` ``(K, n, d)`` (tokens at each time; the
+moments and their sampling error are taken from them) or ``alpha`` ``(K, d)`` and/or ``Sigma`` ``(K, d, d)``
+with optional ``noise`` (``m`` standard deviations or an ``(m, m)`` covariance of the stacked observations;
+absent: estimated from the residuals).  ``--params``: comma-separated names (a parameter such as ``h0_A_0_1``,
+a block such as ``h0_A``, initial data ``alpha0_0``/``Sigma0_0_1``).
+
+Prints the estimates with their confidence intervals and the identifiability report
+(:func:`symbolic_tpde.analysis.fit.fit`): the rank of the whitened sensitivity matrix at the fit, its singular
+values, and the null directions as combinations of the names; an unidentifiable parameter is printed as
+``not identifiable`` with no number.  Exit 0; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fit", help="fit parameters to observed moments or token clouds, with identifiability")
+    p.add_argument("--scenario", required=True, help="scenario file or built-in name (model and start values)")
+    p.add_argument("--data", required=True, help=".npz with times and clouds, or alpha / Sigma (/ noise)")
+    p.add_argument("--params", required=True, help="comma-separated directions, e.g. h0_A,h0_V_0_1,Sigma0_0_0")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def _load(path: str) -> dict:
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: np.asarray(z[k]) for k in z.files}
+    except (ValueError, OSError) as exc:
+        raise InputError("data", f"cannot read {path!r} as .npz: {exc}") from None
+    if "times" not in data:
+        raise InputError("data", "the .npz has no 'times'")
+    unknown = set(data) - {"times", "clouds", "alpha", "Sigma", "noise"}
+    if unknown:
+        raise InputError("data", f"unknown arrays {sorted(unknown)}; expected times, clouds, alpha, Sigma, noise")
+    for k, v in data.items():
+        if v.dtype.kind not in "fiu":
+            raise InputError(f"data.{k}", f"must be numeric, got dtype {v.dtype}")
+    return data
+
+
+def run(args) -> int:
+    from ..analysis.fit import fit
+    from ..gaussian import GaussianODE
+    from ..scenario import load_scenario
+    from ..validation import strict_json
+
+    if not 0 < args.level < 1:
+        raise InputError("level", f"must be in (0, 1), got {args.level}")
+    scn = load_scenario(args.scenario, need_T=False)
+    data = _load(args.data)
+    names = [s.strip() for s in args.params.split(",") if s.strip()]
+    ode = GaussianODE.from_scenario(scn)
+    kw = {k: data[k] for k in ("clouds", "alpha", "Sigma", "noise") if k in data}
+    res = fit(ode, data["times"], names, alpha0=scn.alpha0, Sigma0=scn.Sigma0, level=args.level, **kw)
+    rep = res.report()
+    if args.json:
+        print(strict_json(rep))
+        return 0
+    print(f"fit of {len(res.names)} parameters to {res.n_obs} observations ({res.noise}); "
+          f"{'converged' if res.converged else 'NOT converged'}: {res.message}")
+    for nm, e, lo, hi, ok in zip(res.names, res.estimate, res.lower, res.upper, res.identifiable):
+        print(f"  {nm:>14} = " + (f"{e:.6g}  [{lo:.6g}, {hi:.6g}] ({100 * res.level:g}%)" if ok else
+                                  "not identifiable from these observations"))
+    print(f"identifiability: rank {res.rank} of {len(res.names)}; singular values "
+          + json.dumps([float(f"{s:.3g}") for s in res.singular_values]))
+    for text in res.describe_null():
+        print(f"  null direction (no effect on the observations): {text}")
+    return 0

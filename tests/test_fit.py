@@ -1,0 +1,125 @@
+"""Fitting: recovery of planted parameters (exact moments; particle runs within the reported intervals) and
+the identifiability report computed from the sensitivity matrix (V = I: only A + Aᵀ from covariances;
+(A, V) ~ (A/c, cV) from covariances)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from symbolic_tpde import make_head, make_weights
+from symbolic_tpde.analysis.fit import fit
+from symbolic_tpde.cli import main
+from symbolic_tpde.gaussian import GaussianODE
+from symbolic_tpde.numerics.integrate import simulate
+
+A = np.array([[0.4, -0.3], [0.2, -0.5]])
+V = np.array([[1.0, 0.3], [-0.2, 0.8]])
+S0 = np.array([[0.5, 0.1], [0.1, 0.3]])
+
+
+def _ode(A_, V_):
+    return GaussianODE.from_weights(make_weights([make_head("softmax", 2, A=A_, V=V_)]), backend="numpy")
+
+
+def _exact(A_, V_, a0, times):
+    sol = _ode(A_, V_).integrate(a0, S0, times[-1], t_eval=times)
+    return sol.alpha, sol.Sigma
+
+
+def test_exact_moments_recover_A_and_V():
+    """Noise-free moments: the fit returns the planted values to the optimiser/integration accuracy
+    (rtol 1e-10 on O(1) moments, Jacobian condition ~1e3 -> ~1e-7)."""
+    a0, times = np.array([1.5, -1.0]), np.linspace(0, 2, 4)
+    al, Sg = _exact(A, V, a0, times)
+    r = fit(_ode(np.zeros((2, 2)), np.eye(2)), times, ["h0_A", "h0_V"], alpha=al, Sigma=Sg, alpha0=a0,
+            Sigma0=S0, noise=np.full(20, 1e-3))
+    assert r.converged and r.rank == 8 and r.identifiable.all()
+    np.testing.assert_allclose(r.estimate, np.concatenate([A.ravel(), V.ravel()]), atol=1e-7)
+
+
+def test_V_identity_covariances_determine_only_the_symmetric_part():
+    a0, times = np.array([0.5, -0.3]), np.linspace(0, 1, 4)
+    _, Sg = _exact(A, np.eye(2), a0, times)
+    r = fit(_ode(np.zeros((2, 2)), np.eye(2)), times, ["h0_A"], Sigma=Sg, alpha0=a0, Sigma0=S0)
+    assert r.rank == 3
+    assert list(r.identifiable) == [True, False, False, True]
+    assert np.isnan(r.estimate[1]) and np.isnan(r.estimate[2]) and np.isnan(r.upper[1])
+    u = r.null_directions[0]
+    assert abs(abs(u @ np.array([0, 1, -1, 0])) / np.sqrt(2) - 1) < 1e-6       # the skew direction A01 - A10
+    np.testing.assert_allclose(r.estimate[[0, 3]], A[[0, 1], [0, 1]], atol=1e-8)
+    # the symmetric part is determined: the optimiser's point has the planted A01 + A10
+    assert abs(r.point[1] + r.point[2] - (A[0, 1] + A[1, 0])) < 1e-8
+    assert "h0_A_0_1" in r.describe_null()[0] and "h0_A_1_0" in r.describe_null()[0]
+
+
+def test_scaling_A_V_is_a_null_direction_of_covariances():
+    """dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ is invariant under (A, V) -> (A/c, cV): from covariances alone the direction
+    d/dc (A/c, cV) at c = 1, i.e. (-A, V), must be found null by the rank computation."""
+    a0, times = np.array([0.5, -0.3]), np.linspace(0, 1, 5)
+    _, Sg = _exact(A, V, a0, times)
+    r = fit(_ode(A, V), times, ["h0_A", "h0_V"], Sigma=Sg, alpha0=a0, Sigma0=S0)
+    u = np.concatenate([-A.ravel(), V.ravel()])
+    u /= np.linalg.norm(u)
+    assert r.rank < 8
+    assert np.linalg.norm(r.null_directions @ u) > 1 - 1e-6     # u lies in the null space
+    assert not r.identifiable.any()                             # every entry moves along (-A, V)
+
+
+AC = np.array([[-0.6, 0.2], [0.1, -0.4]])     # contracting (A + Aᵀ ≺ 0): no blow-up on [0, 2]
+
+
+def _clouds(seed, n=1000, times=np.linspace(0, 2, 5), a0=np.array([1.5, -1.0])):
+    """One independent particle run per observation time, each from n fresh draws of N(a0, S0)."""
+    rng = np.random.default_rng(seed)
+    w = make_weights([make_head("softmax", 2, A=AC, V=V)])
+    out = []
+    for t in times:
+        X0 = rng.multivariate_normal(a0, S0, size=n)
+        out.append(X0 if t == 0 else simulate(X0, w, t, steps=int(20 * t), progress=False).X)
+    return times, out, a0
+
+
+def _particle_fit(seed):
+    times, clouds, a0 = _clouds(seed)
+    r = fit(_ode(np.zeros((2, 2)), V), times, ["h0_A"], clouds=clouds, alpha0=a0, Sigma0=S0)
+    return r, (r.estimate - AC.ravel()) / r.stderr
+
+
+def test_particle_run_recovers_planted_parameters():
+    """A from particle clouds (n = 1000 per time, V known).  The 95% intervals under-cover at this n: the
+    particle system differs from the mean-field ODE by an O(1/n) bias (self-interaction), measured at up to
+    3.5 standard errors on A_00 over seeds (README, Fitting); so the check is |error| <= 5 standard errors,
+    with informative intervals (standard errors < 0.1)."""
+    r, z = _particle_fit(0)
+    assert r.converged and r.rank == 4 and r.identifiable.all()
+    assert np.all(np.abs(z) <= 5), z
+    assert np.all(r.stderr < 0.1)
+
+
+@pytest.mark.slow
+def test_particle_coverage_over_seeds():
+    """Coverage of the 95% intervals over 10 seeds x 4 entries of A, measured (README, Fitting): a regression
+    guard: measured 0.925 over seeds 0-9 (37 of 40 inside, A_00 biased upwards by the finite-n effect)."""
+    z = np.concatenate([_particle_fit(s)[1] for s in range(1, 11)])
+    assert np.mean(np.abs(z) <= 1.96) >= 0.85, z
+
+
+def test_cli_fit_reports_null_direction(tmp_path, capsys):
+    a0, times = np.array([0.5, -0.3]), np.linspace(0, 1, 4)
+    _, Sg = _exact(A, np.eye(2), a0, times)
+    scn = {"attention": "softmax", "d": 2, "A": [[0, 0], [0, 0]], "V": [[1, 0], [0, 1]],
+           "alpha0": a0.tolist(), "Sigma0": S0.tolist()}
+    (tmp_path / "s.json").write_text(json.dumps(scn))
+    np.savez(tmp_path / "d.npz", times=times, Sigma=Sg)
+    code = main(["fit", "--scenario", str(tmp_path / "s.json"), "--data", str(tmp_path / "d.npz"),
+                 "--params", "h0_A", "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert code == 0 and rep["rank"] == 3 and rep["estimate"][1] is None
+    assert rep["null_directions"][0].replace(" ", "") in ("0.707h0_A_0_1-0.707h0_A_1_0",
+                                                          "-0.707h0_A_0_1+0.707h0_A_1_0")
+    np.savez(tmp_path / "bad.npz", times=times, sigma=Sg)
+    assert main(["fit", "--scenario", str(tmp_path / "s.json"), "--data", str(tmp_path / "bad.npz"),
+                 "--params", "h0_A"]) == 2
