@@ -176,12 +176,3 @@ def test_softmax_d2_against_mpmath_central_differences():
         plus, minus = endpoint(mp.mpf("-0.2") + h), endpoint(mp.mpf("-0.2") - h)
         ref = np.array([float((a - b) / (2 * h)) for a, b in zip(plus, minus)])
     np.testing.assert_allclose(sol.S[-1, 0], ref, rtol=0, atol=1e-9 * max(1.0, np.abs(ref).max()))
-
-
-@pytest.mark.slow
-def test_softmax_d8_subset():
-    rng = np.random.default_rng(8)
-    d = 8
-    ode = GaussianODE.from_weights(make_weights([_head("softmax", d, rng)]), backend="numpy")
-    alpha0, Sigma0 = _init(d, rng)
-    _check(ode, alpha0, Sigma0, ["h0_A_0_1", "h0_A_7_3", "h0_V_2_5", "Sigma0_3_4"])
