@@ -153,7 +153,7 @@ typedef struct {
 #endif
 #define TPDE_VA_C(u, c) double a##u##_##c = TPDE_VRED(u, 1 + c);
 #define TPDE_VFINISH(u) \
-    const T m##u = mrow[u]; TPDE_VSL(u) \
+    const T m##u = mrow[u]; (void)m##u; TPDE_VSL(u) \
     double den##u = TPDE_VRED(u, 0); \
     TPDE_FOR_C(D, TPDE_VA_C, TPDE_VA_C, u) \
     TPDE_FINISH(u)
