@@ -243,14 +243,17 @@ def structure_key(structure: Structure, backend: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def source_fingerprint() -> str:
-    """Digest of (name, size, mtime) of the derivation and code-generation sources: an edited working tree
-    (same package version) never gets a warm entry derived by older code.  One ``stat`` per file."""
+    """Digest of (name, size, mtime) of every Python source of the package: an edited working tree (same
+    package version) never gets a warm entry derived by older code.  One ``stat`` per file (about 150).
+
+    Every module counts, not only ``symbolic/`` and ``codegen/``: the registry, the weights' parameter layout
+    and the Gaussian layer shape what a manifest means (an entry written by a sibling checkout whose registry
+    differed gave all-zero sensitivities here before this covered the whole package)."""
     pkg = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for sub in ("symbolic", "codegen", "spec"):
-        for f in sorted((pkg / sub).glob("*.py")):
-            st = f.stat()
-            h.update(f"{sub}/{f.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for f in sorted(pkg.rglob("*.py")):
+        st = f.stat()
+        h.update(f"{f.relative_to(pkg).as_posix()}:{st.st_size}:{st.st_mtime_ns};".encode())
     return h.hexdigest()[:16]
 
 
