@@ -315,7 +315,9 @@ def _ordered(args):
     return sorted(args, key=lambda a: bool(a.could_extract_minus_sign()))
 
 
-class _Tex(LatexPrinter):
+class _SignedSum:
+    """A matrix sum printed with its positive terms first and a true minus (one rule for both printers)."""
+
     def _print_MatAdd(self, e):
         out = ""
         for k, a in enumerate(_ordered(e.args)):
@@ -324,6 +326,9 @@ class _Tex(LatexPrinter):
             else:
                 out += (" + " if k else "") + self._print(a)
         return out
+
+
+class _Tex(_SignedSum, LatexPrinter):
 
     def _print_Transpose(self, e):
         base = self._print(e.arg)
@@ -363,15 +368,7 @@ _UNI = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon", "ε"
         ("tau", "τ"), ("mu", "μ"), ("pi", "π")]
 
 
-class _Text(StrPrinter):
-    def _print_MatAdd(self, e):
-        out = ""
-        for k, a in enumerate(_ordered(e.args)):
-            if a.could_extract_minus_sign():
-                out += " - " + self._print(-a) if k else "-" + self._print(-a)
-            else:
-                out += (" + " if k else "") + self._print(a)
-        return out
+class _Text(_SignedSum, StrPrinter):
 
     def _print_Transpose(self, e):
         base = self._print(e.arg)
