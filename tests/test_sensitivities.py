@@ -145,6 +145,18 @@ def test_dag_diff_equals_sympy_diff():
             assert abs(sp.N(mine.xreplace(point) - ref, 30)) < sp.Float(1e-25)
 
 
+def test_dag_diff_sees_equal_symbols_that_are_distinct_objects():
+    """SymPy's symbol cache is an LRU: after a long session, or for a system read back from the disk cache, the
+    symbol in the rhs and the one asked for can be equal but distinct objects.  This failed in CI (all-zero
+    sensitivities after ~1000 tests) when ``dag_diff`` compared symbols by identity."""
+    x = sp.Symbol("x", real=True)
+    twin = sp.Symbol.__xnew__(sp.Symbol, "x", real=True)   # bypasses the cache: equal, not identical
+    assert twin == x and twin is not x
+    y = sp.Symbol("y", real=True)
+    assert dag_diff([twin ** 2 * y + sp.exp(twin)], x) == [2 * x * y + sp.exp(x)]
+    assert dag_diff([twin * y], y) == [x]
+
+
 def test_softmax_d2_against_mpmath_central_differences():
     """Round-off-free reference: the softmax moment ODE integrated by mpmath's Taylor method at 30 digits,
     central difference with h = 1e-12 (truncation ~1e-24, integration error ~1e-25/1e-12): agreement to 1e-9

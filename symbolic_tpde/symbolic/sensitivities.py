@@ -39,8 +39,10 @@ def dag_diff(exprs, var: sp.Symbol) -> list:
         hit = memo.get(id(e))
         if hit is not None:
             return hit
-        if e is var:
-            out = sp.S.One
+        if e.is_Symbol:
+            # equality, not identity: SymPy's symbol cache is an LRU (SYMPY_CACHE_SIZE), so after a long
+            # session — or a system read back from the disk cache — the same symbol can be two objects
+            out = sp.S.One if e == var else sp.S.Zero
         elif not e.args or e.is_number:
             out = sp.S.Zero
         else:
