@@ -280,3 +280,13 @@ def test_mixture_particles_vs_grid_error_model():
             w = wasserstein_1d_exact(("points", X[:, 0]), runs[N], 1)
             e_p, e_g = math.exp(la) * n ** -q, math.exp(lb) * ((hi - lo) / N) ** p
             assert abs(e_p - e_g) / 3 <= w <= 3 * (e_p + e_g), (n, N, w, e_p, e_g)
+
+
+def test_verify_row_reference_is_the_moment_ode():
+    """The closed form used by the `tpde verify` grid row against the package's Gaussian moment ODE."""
+    from symbolic_tpde.validate.checks_grid import gaussian_1d_reference
+
+    scn = _scn({"type": "gaussian", "alpha": [0.3], "Sigma": [[0.5]]}, [[0.5]], [[1.0]])
+    sol = GaussianODE(scn.schedule).integrate(scn.alpha0, scn.Sigma0, 1.0, rtol=1e-12)
+    a, S = gaussian_1d_reference(1.0)
+    assert abs(sol.alpha[-1][0] - a) <= 1e-9 * abs(a) and abs(sol.Sigma[-1][0, 0] - S) <= 1e-9 * S

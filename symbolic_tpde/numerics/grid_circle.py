@@ -1,22 +1,29 @@
-"""Spectral solver of the Transformer PDE on the circle (normalised tokens, d = 2, Q = K = V = I).
+"""Spectral solver of the Transformer PDE on the circle: the sphere kinds of the registry in d = 2.
 
-A minimal circle field of its own (the sphere kinds of the "Normalised tokens" issue are built elsewhere; the
-lead wires them together): tokens ``θ ∈ [0, 2π)``, Post-LN dynamics ``θ̇ = P⊥_θ A(θ)``, in angle
+Tokens ``θ ∈ [0, 2π)``, written as unit complex numbers ``e^{iθ}``.  A head of kind ``sphere_sa`` or
+``sphere_usa`` (registry; parameters ``beta``, ``A``, ``V`` as in :mod:`.sphere`) whose ``A`` and ``V`` commute
+with rotations, ``A = a I + b J`` (``J`` the quarter turn) ↔ the complex number ``α = a + ib`` and likewise
+``V`` ↔ ``ν``, has the attention vector (complex) of the probability density ``ρ``
 
-    v(θ) = -(S * ρ)(θ) / Z(θ),   S(θ) = e^{β cos θ} sin θ,   (f * ρ)(θ) = ∫ f(θ - φ) ρ(φ) dφ,
+    A(θ) = ν N(θ) / Z(θ),   N = K * (e^{iφ} ρ),   Z = K * ρ (SA) or 1 (USA),
+    K(x) = e^{β Re(α e^{ix})} = e^{β|α| cos(x + arg α)},   (f * g)(θ) = ∫ f(θ - φ) g(φ) dφ,
 
-with ``Z = (K * ρ)``, ``K = e^{β cos θ}`` for SA (softmax-normalised) and ``Z = 1`` for USA (unnormalised;
-``ρ`` a probability density), and the PDE ``∂ₜρ + ∂_θ(ρ v) = ν ∂²_θ ρ`` (``noise = ν ≥ 0``: the mean field of
-independent Brownian angles of variance ``2ν t``).
+(``<Aθ, θ'> = Re(α e^{iθ} e^{-iθ'})``: the kernel depends on ``θ - θ'`` only, a convolution; a general ``A``
+or ``V`` is not, and is refused), summed over the heads.  Post-LN moves the angle at the tangential component
+``v = Im(e^{-iθ} A)``; nGPT at ``v = a_n Im(e^{-iθ} A)/|A|`` (``a_n`` the scenario's ``alpha``); the PDE is
+``∂ₜρ + ∂_θ(ρ v) = σ ∂²_θ ρ`` (``noise = σ ≥ 0``: the mean field of independent Brownian angles of variance
+``2σ t``; the particle simulator has no noise, so the comparison with particles is at ``σ = 0``).  Pre- and
+Peri-LN move radii too and the causal kind has a position axis: refused, with the reason.
 
-Convolutions are exact in the kernel: ``K̂_k = I_k(β)`` (``e^{β cos θ} = Σ_k I_k(β) e^{ikθ}``, modified Bessel
-functions, evaluated with mpmath), ``S = -(1/β) K'`` so ``Ŝ_k = -(ik/β) I_k(β)``; ``(f * ρ)^_k = 2π f̂_k ρ̂_k``.
-The products ``ρ v`` are formed on ``M`` equispaced points (pseudo-spectral; ``M`` even, modes ``|k| < M/2``,
-the Nyquist mode dropped); time by the package's integrator (:func:`.solve.integrate`, Dormand–Prince 5(4)).
+Convolutions are exact in the kernel: ``K̂_k = I_{|k|}(β|α|) e^{ik arg α}`` (``e^{c cos x} = Σ_k I_k(c) e^{ikx}``,
+modified Bessel functions, evaluated with mpmath), ``(f * g)^_k = 2π f̂_k ĝ_k`` and ``(e^{iφ}ρ)^_k = ρ̂_{k-1}``.
+The density is held at ``M`` equispaced points (``M`` even, modes ``|k| < M/2``, the Nyquist mode dropped);
+``N`` and ``Z`` are exact at the points for such a density, the products ``ρ v`` are pseudo-spectral; time by
+the package's integrator (:func:`.solve.integrate`, Dormand–Prince 5(4)).
 
-Linearisation at the uniform density ``1/2π`` (``v = 0``): mode ``k`` grows at
+Linearisation at the uniform density ``1/2π`` (``v = 0``), ``A = V = I``, Post-LN: mode ``k`` grows at
 
-    λ_k = k² I_k(β) / (β c) - ν k²,    c = I_0(β) (SA) or 1 (USA),
+    λ_k = k² I_k(β) / (β c) - σ k²,    c = I_0(β) (SA) or 1 (USA),
 
 (:func:`growth_rates`), largest at ``k* ~ √β``: the number of clusters that appear first from a nearly uniform
 start (β = 5: three).  Checked against the solver in ``tests/test_grid_circle.py``.
@@ -30,7 +37,11 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["bessel_coefficients", "growth_rates", "circle_velocity", "solve_circle"]
+__all__ = ["bessel_coefficients", "growth_rates", "circle_heads", "circle_weights", "circle_velocity",
+           "solve_circle", "initial_density", "trig_moments"]
+
+KINDS = {"sphere_sa": "SA", "sphere_usa": "USA"}
+NORMS = ("post", "ngpt")
 
 
 def bessel_coefficients(beta: float, kmax: int) -> np.ndarray:
@@ -43,49 +54,134 @@ def bessel_coefficients(beta: float, kmax: int) -> np.ndarray:
 
 def growth_rates(beta: float, kmax: int, kind: str = "SA", noise: float = 0.0) -> np.ndarray:
     """``λ_k``, ``k = 0..kmax``, of the linearisation at the uniform state (module docstring)."""
-    _check(beta, kind, noise)
+    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+        raise InputError("beta", f"must be a finite number > 0, got {beta!r}")
+    if kind not in ("SA", "USA"):
+        raise InputError("kind", f"must be 'SA' or 'USA', got {kind!r}")
+    _check_noise(noise)
     I = bessel_coefficients(beta, kmax)
     k = np.arange(kmax + 1)
     c = I[0] if kind == "SA" else 1.0
     return k ** 2 * I / (beta * c) - noise * k ** 2
 
 
-def _check(beta, kind, noise):
-    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-        raise InputError("beta", f"must be a finite number > 0, got {beta!r}")
-    if kind not in ("SA", "USA"):
-        raise InputError("kind", f"must be 'SA' or 'USA', got {kind!r}")
-    if not (math.isfinite(noise) and noise >= 0):
+def _check_noise(noise):
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0):
         raise InputError("noise", f"must be finite and >= 0, got {noise!r}")
 
 
+def circle_weights(beta: float, kind: str = "SA"):
+    """The weights of one head ``sphere_sa`` (``kind="SA"``) or ``sphere_usa`` with ``A = V = I``, d = 2."""
+    from ..weights import make_head, make_weights
+
+    name = {"SA": "sphere_sa", "USA": "sphere_usa"}.get(kind)
+    if name is None:
+        raise InputError("kind", f"must be 'SA' or 'USA', got {kind!r}")
+    return make_weights([make_head(name, A=np.eye(2), V=np.eye(2), beta=beta)])
+
+
+def _as_complex(Mx, field):
+    """``a I + b J`` → ``a + ib``; an InputError for a matrix that does not commute with rotations."""
+    Mx = np.asarray(Mx, dtype=float)
+    a, b = (Mx[0, 0] + Mx[1, 1]) / 2, (Mx[1, 0] - Mx[0, 1]) / 2
+    if Mx.shape != (2, 2) or np.abs(Mx - np.array([[a, -b], [b, a]])).max() > 1e-12 * max(1.0, np.abs(Mx).max()):
+        raise InputError(field, "on the circle the spectral solver needs a I + b J (a matrix commuting with "
+                                "rotations: the kernel is then a convolution); use tpde particles otherwise")
+    return complex(a, b)
+
+
+def circle_heads(weights) -> list[tuple[bool, complex, complex, float]]:
+    """``[(normalised, α, ν, β)]`` per head of ``weights`` (sphere kinds, d = 2; module docstring)."""
+    from ..weights import Weights
+
+    if not isinstance(weights, Weights):
+        raise InputError("weights", f"expected Weights, got {type(weights).__name__}")
+    if weights.d != 2:
+        raise InputError("d", f"the circle solver is for d = 2 (tokens on S^1), got d = {weights.d}")
+    if weights.ffn is not None or weights.sink is not None:
+        raise InputError("ffn" if weights.ffn is not None else "sink", "not defined for tokens on the circle")
+    out = []
+    for i, h in enumerate(weights.heads):
+        if h.kind not in KINDS:
+            why = ("its position axis makes it a problem on positions x S^1" if h.kind == "sphere_causal"
+                   else "not a sphere kind")
+            raise InputError(f"heads[{i}].attention", f"{h.kind!r} is not in the circle solver: {why} "
+                                                      "(use tpde particles)")
+        p = h.effective
+        beta = float(p["beta"])
+        if not (math.isfinite(beta) and beta >= 0):
+            raise InputError(f"heads[{i}].beta", f"must be finite and >= 0, got {beta}")
+        out.append((h.kind == "sphere_sa", _as_complex(p["A"], f"heads[{i}].A"), _as_complex(p["V"], f"heads[{i}].V"),
+                    beta))
+    return out
+
+
 class _Circle:
-    def __init__(self, M, beta, kind, noise):
-        self.M, self.kind, self.noise = M, kind, noise
+    def __init__(self, M, weights, norm, alpha, noise):
+        if norm not in NORMS:
+            raise InputError("norm", f"the circle solver covers {list(NORMS)} (pre and peri move radii too), "
+                                     f"got {norm!r}")
+        _check_noise(noise)
+        self.M, self.norm, self.alpha, self.noise = M, norm, float(alpha), noise
         k = np.fft.fftfreq(M, 1.0 / M)
         k[M // 2] = 0.0                                  # the Nyquist mode is dropped
         self.k = k
-        I = bessel_coefficients(beta, M // 2)[np.abs(k).astype(int)]
-        self.K = 2 * math.pi * I                         # (K * ρ)^ = K ρ̂
-        self.S = 2 * math.pi * (-1j * k / beta) * I      # (S * ρ)^ = S ρ̂
         self.nyq = np.zeros(M, bool)
         self.nyq[M // 2] = True
+        K = M // 2 - 1
+        self.kz = np.arange(-K, K + 1)                   # modes of ρ, Z and e^{-iθ}N
+        self.idx = np.mod(self.kz, M)
+        self.heads = []
+        for normalised, a, nu, beta in circle_heads(weights):
+            I = bessel_coefficients(beta * abs(a), K + 1)
+            phase = np.angle(a) if a != 0 else 0.0
+            kern = lambda kk: 2 * math.pi * I[np.abs(kk)] * np.exp(1j * kk * phase)   # noqa: E731
+            # (e^{-iθ}N)^_k = 2π K̂_{k+1} ρ̂_k: the tangential frame folded into the kernel's coefficients
+            self.heads.append((normalised, nu, kern(self.kz), kern(self.kz + 1)))
+
+    def _points(self, coef):
+        """Values at the ``M`` points of ``Σ_{|k| < M/2} coef_k e^{ikθ}`` (``coef`` on the modes ``kz``)."""
+        buf = np.zeros(self.M, complex)
+        buf[self.idx] = coef
+        return np.fft.ifft(buf) * self.M
+
+    def frame_attention(self, r):
+        """``e^{-iθ} A(θ) = c + δ(θ)`` at the points from the coefficients ``r = ρ̂`` (FFT / M): ``c`` the value for
+        the uniform density of the same mass, ``δ`` formed from the modes ``k ≠ 0`` only (so a perturbation of
+        1e-12 keeps its relative precision: no O(1) constant passes through the FFT)."""
+        rk = r[self.idx]
+        r0 = rk[self.kz == 0][0]
+        rd = np.where(self.kz == 0, 0.0, rk)
+        c, dlt = 0j, np.zeros(self.M, complex)
+        for normalised, nu, Kz, Kn in self.heads:
+            Nb, dN = Kn[self.kz == 0][0] * r0, self._points(Kn * rd)
+            if normalised:
+                Zb, dZ = np.real(Kz[self.kz == 0][0] * r0), np.real(self._points(Kz * rd))
+                c += nu * Nb / Zb
+                dlt += nu * (dN - (Nb / Zb) * dZ) / (Zb + dZ)
+            else:
+                c += nu * Nb
+                dlt += nu * dN
+        return c, dlt
 
     def velocity(self, rho, bar=0.0):
-        """Velocity of the density ``bar + rho`` (``bar`` a constant, added to mode 0 only: no round-off of
-        the constant leaks into the other modes)."""
-        r = np.fft.fft(rho) / self.M                     # ρ̂_k with ρ(θ) = Σ ρ̂_k e^{ikθ}
+        """Angular velocity at the points for the density ``bar + rho`` (``bar`` a constant, added to mode 0
+        only: no round-off of the constant leaks into the other modes)."""
+        r = np.fft.fft(rho) / self.M
         r[0] += bar
-        r[self.nyq] = 0.0
-        num = np.real(np.fft.ifft(self.S * r) * self.M)
-        if self.kind == "USA":
-            return -num
-        return -num / np.real(np.fft.ifft(self.K * r) * self.M)
+        c, dlt = self.frame_attention(r)
+        v = np.imag(c) + np.imag(dlt)
+        if self.norm == "ngpt":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = self.alpha * v / np.abs(c + dlt)
+        return v
 
     def rhs(self, t, u, bar=0.0):
         """``∂ₜ`` of the density ``bar + u``."""
-        flux = (bar + u) * self.velocity(u, bar)
-        f = np.fft.fft(flux)
+        v = self.velocity(u, bar)
+        if not np.all(np.isfinite(v)):
+            raise _NonFinite()
+        f = np.fft.fft((bar + u) * v)
         f[self.nyq] = 0.0
         out = -np.real(np.fft.ifft(1j * self.k * f))
         if self.noise:
@@ -95,34 +191,83 @@ class _Circle:
         return out
 
 
-def circle_velocity(rho, beta: float, kind: str = "SA") -> np.ndarray:
-    """The velocity ``v(θ_j)`` at the ``M`` equispaced points ``θ_j = 2πj/M`` for the density values ``rho``."""
-    _check(beta, kind, 0.0)
+class _NonFinite(ArithmeticError):
+    pass
+
+
+def _check_points(rho, name):
     rho = np.asarray(rho, dtype=float)
-    return _Circle(len(rho), beta, kind, 0.0).velocity(rho)
+    if rho.ndim != 1 or len(rho) < 8 or len(rho) % 2 or not np.all(np.isfinite(rho)):
+        raise InputError(name, f"must be M >= 8 (even) finite density values, got shape {rho.shape}")
+    return rho
 
 
-def solve_circle(rho0, beta: float, T: float, *, kind: str = "SA", noise: float = 0.0, t_eval=None,
-                 rtol: float = 1e-10, max_seconds=None):
+def circle_velocity(rho, weights, norm: str = "post", alpha: float = 1.0) -> np.ndarray:
+    """The angular velocity ``v(θ_j)`` at the ``M`` equispaced points ``θ_j = 2πj/M`` for the density values
+    ``rho`` (heads of ``weights``: module docstring)."""
+    rho = _check_points(rho, "rho")
+    return _Circle(len(rho), weights, norm, alpha, 0.0).velocity(rho)
+
+
+def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 1.0, noise: float = 0.0,
+                 t_eval=None, rtol: float = 1e-10, max_seconds=None):
     """Integrate the circle PDE from the density values ``rho0`` on ``M`` equispaced points (``M`` even ≥ 8) to
-    ``T``; returns the :class:`.solve.Solution` (rows of ``y``: densities at ``t``).  The state integrated is
+    ``T`` under the sphere-kind ``weights`` (d = 2; :func:`circle_weights` for one head with ``A = V = I``);
+    returns the :class:`.solve.Solution` (rows of ``y``: densities at ``t``).  The state integrated is
     ``ρ - ρ̄`` (``ρ̄`` the mean of ``rho0``), so the relative error control applies to the deviation from the
     uniform state (a perturbation of 1e-8 is resolved to ``rtol`` of itself); the mass is its mode 0, which
-    the right-hand side never changes."""
+    the right-hand side never changes.  A non-finite velocity (nGPT where ``A = 0``) raises
+    :class:`~symbolic_tpde.errors.BlowupError` with the last time reached."""
+    from ..errors import BlowupError
     from .solve import integrate
 
-    _check(beta, kind, noise)
-    rho0 = np.asarray(rho0, dtype=float)
-    M = len(rho0)
-    if rho0.ndim != 1 or M < 8 or M % 2 or not np.all(np.isfinite(rho0)):
-        raise InputError("rho0", f"must be M >= 8 (even) finite density values, got shape {rho0.shape}")
-    circ = _Circle(M, beta, kind, noise)
+    rho0 = _check_points(rho0, "rho0")
+    if not (isinstance(T, (int, float)) and math.isfinite(T) and T >= 0):
+        raise InputError("T", f"must be finite and >= 0, got {T!r}")
+    circ = _Circle(len(rho0), weights, norm, alpha, noise)
     bar = float(rho0.mean())        # the state is ρ - ρ̄ (mode 0 stays 0): the error control acts on deviations
     u0 = rho0 - bar
     atol = rtol * max(float(np.abs(u0).max()), 1e-300)   # absolute error: rtol of the deviation's size
-    sol = integrate(lambda t, u: circ.rhs(t, u, bar), u0, (0.0, float(T)), method="dopri5", rtol=rtol,
-                    atol=atol, t_eval=t_eval, max_seconds=max_seconds)
+    last = [0.0]
+
+    def f(t, u):
+        try:
+            return circ.rhs(t, u, bar)
+        except _NonFinite:
+            raise BlowupError(last[0], "circle velocity", "the attention vector vanished (nGPT divides by |A|)") \
+                from None
+
+    sol = integrate(f, u0, (0.0, float(T)), method="dopri5", rtol=rtol, atol=atol, t_eval=t_eval,
+                    max_seconds=max_seconds, progress=lambda t, _T: last.__setitem__(0, t))
     sol.y = sol.y + bar
     if sol.y_end is not None:
         sol.y_end = sol.y_end + bar
     return sol
+
+
+def initial_density(init: dict, M: int) -> np.ndarray:
+    """Density values at the ``M`` points ``θ_j = 2πj/M`` of a sphere ``init`` block in d = 2 (the types of
+    :mod:`.sphere_init` that have a density): ``uniform_sphere`` (``1/2π``) and ``vmf`` (von Mises,
+    ``e^{κ cos(θ - θ_μ)}/(2π I_0(κ))``).  ``frame`` and ``points`` are atoms: refused (no density to resolve)."""
+    import mpmath
+
+    kind = init.get("type")
+    theta = 2 * math.pi * np.arange(M) / M
+    if kind == "uniform_sphere":
+        return np.full(M, 1 / (2 * math.pi))
+    if kind == "vmf":
+        mu = np.asarray(init["mu"], dtype=float)
+        kappa = float(init["kappa"])
+        with mpmath.workdps(30):
+            log_c = float(mpmath.log(2 * mpmath.pi * mpmath.besseli(0, kappa)) - kappa)
+        # e^{κ(cos - 1)} / (2π I_0(κ) e^{-κ}): no overflow for large κ
+        return np.exp(kappa * (np.cos(theta - math.atan2(mu[1], mu[0])) - 1) - log_c)
+    raise InputError("init.type", f"{kind!r} has no density on the circle (atoms); the spectral solver takes "
+                                  "uniform_sphere or vmf")
+
+
+def trig_moments(rho, kmax: int) -> np.ndarray:
+    """``m_k = ∫ e^{ikθ} ρ(θ) dθ``, ``k = 1..kmax`` (exact for a band-limited density: the trapezoid rule)."""
+    rho = np.asarray(rho, dtype=float)
+    c = np.fft.fft(rho) * (2 * math.pi / len(rho))        # ∫ e^{-ikθ} ρ
+    return np.conj(c[1:kmax + 1])
