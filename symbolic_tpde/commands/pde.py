@@ -1,4 +1,5 @@
-"""``tpde pde``: solve the Transformer PDE on a grid (finite volumes, ℝ¹ and ℝ²) from the scenario's initial law.
+"""``tpde pde``: solve the Transformer PDE on a grid (finite volumes, ℝ¹ and ℝ²; spectral on the circle) from the
+scenario's initial law.
 
 Prints (``--json``)::
 
@@ -8,7 +9,20 @@ Prints (``--json``)::
      "mean": [..], "cov": [[..]] (exact moments of the piecewise-constant density), "occupied": cells with 99 %,
      "steps", "rejected", "nfev", "grown", "seconds"}
 
-The solver and its guarantees: :mod:`symbolic_tpde.numerics.grid`.  Exit status: 0 ok; 2 bad input (one line
+A sphere scenario (``"geometry": "sphere"``) with ``d = 2`` runs the spectral circle solver
+(:mod:`symbolic_tpde.numerics.grid_circle`; heads ``sphere_sa``/``sphere_usa`` with ``A``, ``V`` commuting with
+rotations, norm ``post`` or ``ngpt``, init ``uniform_sphere`` or ``vmf``) on ``--grid M`` equispaced angles
+(``M`` even) and prints (``--json``)::
+
+    {"status": "ok", "geometry": "circle", "t": .., "points": M, "norm": .., "noise": σ, "mass": ∫ρ,
+     "min_density": .., "moments": [[Re, Im] of ∫ e^{ikθ} ρ, k = 1, 2, 3], "peaks": local maxima above 1/2π,
+     "nfev", "steps", "seconds"}
+
+(``--noise σ`` adds ``σ ∂²ρ``, the mean field of independent Brownian angles; the particle simulator has none.
+A negative ``min_density`` means the run is under-resolved: raise ``--grid``.)  ``--save``: ``times (k,)`` and
+``rho (k, M)`` at ``--save-every``.
+
+The solvers and their guarantees: :mod:`symbolic_tpde.numerics.grid`, :mod:`symbolic_tpde.numerics.grid_circle`.  Exit status: 0 ok; 2 bad input (one line
 naming the field; sinkhorn and masked attention refused with the reason); 3 blow-up (with its time);
 5 wall-clock cap (``status`` ``time-limit`` with the time reached, no ``--save`` file).
 """
@@ -27,12 +41,14 @@ def register(sub) -> None:
                                    "2 bad input, 3 blow-up, 5 wall-clock cap reached.")
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario JSON file (or a built-in name)")
     p.add_argument("--grid", type=int, required=True, metavar="N", help="cells per axis of the initial box (>= 4)")
-    p.add_argument("--scheme", default="muscl", choices=("muscl", "upwind"),
-                   help="muscl: minmod-limited linear reconstruction (order 2); upwind: order 1")
-    p.add_argument("--method", default="ssprk2", choices=("ssprk2", "ssprk3"), help="SSP Runge-Kutta (default 2)")
-    p.add_argument("--cfl", type=float, default=0.8, help="fraction of the positivity step bound (default 0.8)")
-    p.add_argument("--pad", type=float, default=0.25, help="initial box: the data's support box plus this "
+    p.add_argument("--scheme", default=None, choices=("muscl", "upwind"),
+                   help="muscl (default): minmod-limited linear reconstruction (order 2); upwind: order 1")
+    p.add_argument("--method", default=None, choices=("ssprk2", "ssprk3"), help="SSP Runge-Kutta (default 2)")
+    p.add_argument("--cfl", type=float, default=None, help="fraction of the positivity step bound (default 0.8)")
+    p.add_argument("--pad", type=float, default=None, help="initial box: the data's support box plus this "
                    "fraction of its width on each side (default 0.25)")
+    p.add_argument("--noise", type=float, default=None, metavar="SIGMA",
+                   help="circle only: diffusion sigma d^2 rho / d theta^2 (default 0)")
     p.add_argument("--T", type=float, default=None, help="horizon (default: the scenario's T)")
     p.add_argument("--save", metavar="FILE.npz", default=None,
                    help="save frames: arrays times (k,), and per frame masses_<i>, lo_<i>, plus h")
@@ -44,12 +60,28 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+FV_ONLY = ("scheme", "method", "cfl", "pad")
+
+
 def run(args) -> int:
-    import math
+    from ..errors import InputError
+    from .sphere import is_sphere_file
+
+    if is_sphere_file(args.scenario):
+        for name in FV_ONLY:
+            if getattr(args, name) is not None:
+                raise InputError(name, "not used by the spectral circle solver (sphere scenarios)")
+        return run_circle(args)
+    if args.noise is not None:
+        raise InputError("noise", "only for the circle solver (a sphere scenario with d = 2)")
+    args.scheme = args.scheme or "muscl"
+    args.method = args.method or "ssprk2"
+    args.cfl = 0.8 if args.cfl is None else args.cfl
+    args.pad = 0.25 if args.pad is None else args.pad
 
     import numpy as np
 
-    from ..errors import BlowupError, InputError
+    from ..errors import BlowupError
     from ..numerics.grid import grid_moments, solve_grid
     from ..scenario import InitSpec, load_scenario
     from ..validation import positive_number, strict_json
@@ -57,15 +89,10 @@ def run(args) -> int:
 
     cap = max_seconds(args)
     positive_number(args.pad, "pad", allow_zero=True)
-    positive_number(args.save_every, "save-every", allow_zero=True)
-    if args.save_every and not args.save:
-        raise InputError("save-every", "only meaningful with --save")
     scn = load_scenario(args.scenario, need_T=args.T is None, gaussian_data=False)
     if scn.d > 2:
         raise InputError("d", f"the grid solver covers d = 1 and d = 2, got d = {scn.d}")
-    T = scn.T if args.T is None else args.T
-    if not (math.isfinite(T) and T >= 0):
-        raise InputError("T", f"must be finite and >= 0, got {T}")
+    T = _horizon(args, scn.T)
     init = scn.init if scn.init is not None else InitSpec(
         "gaussian", scn.d, {"alpha": scn.alpha0, "Sigma": scn.Sigma0}, scn.alpha0, scn.Sigma0, gaussian=True)
     try:
@@ -102,5 +129,81 @@ def run(args) -> int:
               f"{run_.truncated:.3g}, max conservation error {run_.mass_error:.3g})")
         print(f"mean = {out['mean']}")
         print(f"cov = {out['cov']}")
+    sys.stdout.flush()
+    return EXIT_TIME_LIMIT if stopped else 0
+
+
+def _horizon(args, scn_T):
+    import math
+
+    from ..errors import InputError
+    from ..validation import positive_number
+
+    positive_number(args.save_every, "save-every", allow_zero=True)
+    if args.save_every and not args.save:
+        raise InputError("save-every", "only meaningful with --save")
+    T = scn_T if args.T is None else args.T
+    if not (math.isfinite(T) and T >= 0):
+        raise InputError("T", f"must be finite and >= 0, got {T}")
+    return T
+
+
+def run_circle(args) -> int:
+    """``tpde pde`` on a sphere scenario with d = 2: the spectral circle solver (module docstring)."""
+    import math
+    import time
+
+    import numpy as np
+
+    from ..errors import BlowupError, InputError
+    from ..numerics.grid_circle import initial_density, solve_circle, trig_moments
+    from ..numerics.sphere import load_sphere_scenario
+    from ..validation import strict_json
+    from .gaussian import EXIT_TIME_LIMIT, max_seconds
+
+    cap = max_seconds(args)
+    scn = load_sphere_scenario(args.scenario)
+    if scn.d != 2:
+        raise InputError("d", f"the grid solver on the sphere covers the circle (d = 2), got d = {scn.d}")
+    T = _horizon(args, scn.T)
+    M = args.grid
+    if M < 8 or M % 2 or M > 1 << 16:
+        raise InputError("grid", f"must be an even number of points in [8, 65536] on the circle, got {M}")
+    noise = 0.0 if args.noise is None else args.noise
+    rho0 = initial_density(scn.init, M)
+    k = max(2, math.ceil(T / args.save_every)) if args.save_every else 2
+    t_eval = np.linspace(0.0, T, k)
+    t0 = time.perf_counter()
+    try:
+        sol = solve_circle(rho0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, noise=noise, t_eval=t_eval,
+                           max_seconds=cap)
+    except BlowupError as exc:
+        out = {"status": "blowup", "geometry": "circle", "t": exc.t, "where": exc.where, "detail": exc.detail}
+        print(strict_json(out) if args.json else f"blowup: {exc}")
+        return EXIT_BLOWUP
+    seconds = time.perf_counter() - t0
+    stopped = sol.status == "time-limit"
+    rho = sol.y[-1]
+    peaks = (rho > np.roll(rho, 1)) & (rho >= np.roll(rho, -1)) & (rho > 1 / (2 * math.pi))
+    mom = trig_moments(rho, 3)
+    out = {"status": str(sol.status), "geometry": "circle", "t": float(sol.t[-1]), "points": M, "norm": scn.norm,
+           "noise": noise, "mass": float(rho.sum() * 2 * math.pi / M), "min_density": float(rho.min()),
+           "moments": [[float(c.real), float(c.imag)] for c in mom], "peaks": int(peaks.sum()),
+           "nfev": sol.nfev, "steps": sol.n_steps, "seconds": seconds}
+    if str(sol.status) not in ("ok", "time-limit"):
+        raise BlowupError(float(sol.t_end), "circle solver", sol.message)
+    if args.save and not stopped:
+        from .particles import _save_atomic_arrays
+
+        _save_atomic_arrays(args.save, {"times": sol.t, "rho": sol.y})
+    if args.json:
+        print(strict_json(out))
+    else:
+        if stopped:
+            print(f"time-limit: wall-clock limit of {cap:g} s reached at t = {out['t']:.6g} (before T = {T:.6g})")
+        print(f"circle, {M} points (spectral, {scn.norm}, noise {noise:g}; {sol.n_steps} steps, {seconds:.2f} s), "
+              f"t = {out['t']:.6g}")
+        print(f"mass = {out['mass']:.17g}, min density = {out['min_density']:.6g}, peaks above 1/2pi: {out['peaks']}")
+        print("moments E e^{ik theta}, k = 1..3: " + ", ".join(f"{c:.6g}" for c in mom))
     sys.stdout.flush()
     return EXIT_TIME_LIMIT if stopped else 0
