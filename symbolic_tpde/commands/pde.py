@@ -42,7 +42,7 @@ def register(sub) -> None:
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario JSON file (or a built-in name)")
     p.add_argument("--grid", type=int, required=True, metavar="N", help="cells per axis of the initial box (>= 4)")
     p.add_argument("--scheme", default=None, choices=("muscl", "upwind"),
-                   help="muscl (default): minmod-limited linear reconstruction (order 2); upwind: order 1")
+                   help="muscl (default): MC-limited linear reconstruction (order 2); upwind: order 1")
     p.add_argument("--method", default=None, choices=("ssprk2", "ssprk3"), help="SSP Runge-Kutta (default 2)")
     p.add_argument("--cfl", type=float, default=None, help="fraction of the positivity step bound (default 0.8)")
     p.add_argument("--pad", type=float, default=None, help="initial box: the data's support box plus this "

@@ -7,8 +7,16 @@ that left through the boundary.  Right-hand side, per axis ``k``:
   i.e. the particle field with the cell masses as weights (:func:`weighted_field`: the package's attention
   kernel :func:`.fields_core.attend` with key biases ``log m_c``, so no second attention sum); face velocity
   ``a_{c+½} = (u_c + u_{c+1})/2`` (one-sided at the domain boundary);
-* reconstruction: ``scheme="upwind"`` piecewise constant; ``scheme="muscl"`` piecewise linear with the minmod
-  slope ``s_c = minmod(m_{c+1} - m_c, m_c - m_{c-1})`` (zero ghost cells), face values ``m_c ± s_c/2 ≥ 0``;
+* reconstruction: ``scheme="upwind"`` piecewise constant; ``scheme="muscl"`` piecewise linear with the
+  monotonized-central (MC) slope of van Leer, ``s_c = minmod((Δ⁺ + Δ⁻)/2, 2Δ⁺, 2Δ⁻)``, ``Δ^± = ±(m_{c±1} - m_c)``
+  (zero ghost cells): ``s_c`` has the sign of both differences (0 at an extremum) and ``|s_c| ≤ 2 min|Δ^±|``, so
+  the face values ``m_c ± s_c/2`` lie between ``m_c`` and its neighbours: ``≥ 0``, and ``≤ 2 m_c`` since they
+  sum to ``2 m_c`` (the positivity argument of minmod carries over unchanged).  Why MC and not minmod: minmod
+  clips every slope to the smaller one-sided difference; in 2-D its first-order band around each curve where a
+  directional derivative vanishes (a curve, not a point as in 1-D) keeps the measured order at 1.27, 1.39
+  (16² → 32² → 64², softmax_2d, Gaussian data, T = 0.5), at any time step (CFL 0.8 and 0.2: same errors to 3
+  digits); MC measures 1.80, 1.70 there with a 2.7x smaller error, unlimited central slopes 2.19, 1.81
+  (``numerics/grid_limiter_orders.py``); in 1-D MC's error is 3x below minmod's at equal order;
 * flux ``F_{c+½} = a⁺ m^E_c + a⁻ m^W_{c+1}`` (upwind of the face), ``dm_c/dt = -(F_{c+½} - F_{c-½})/h_k``; the
   boundary fluxes feed ``dL/dt``, so ``Σ m + L`` is conserved to round-off by construction (telescoping sums).
 
@@ -18,7 +26,8 @@ combinations of forward-Euler steps, so the forward-Euler positivity bound carri
 ``cfl · min_k h_k / (ν d max|a_k|)`` with ``ν = 1`` (upwind) or ``2`` (MUSCL), ``cfl = 0.8`` by default (the
 velocity changes within a step: a stage with a negative mass below ``-POS_TOL · mass`` makes the step redo
 itself at half the size).  Orders: upwind 1 (smooth data, L¹) and ½ in W₁ for rough data (Delarue,
-Lagoutière, Vauchelet 2020), MUSCL 2 on smooth data away from extrema (Carrillo, Chertock, Huang 2015).
+Lagoutière, Vauchelet 2020), MUSCL 2 on smooth data (Carrillo, Chertock, Huang 2015; first order in a band of
+cells at extrema, where the limited slope is 0).
 
 Domain.  The initial box covers the data (Gaussian components: mean ± ``SPREAD`` standard deviations, where
 the tail mass is below 1e-14; uniform and file data: their support) plus ``pad`` of its width on each side.
@@ -189,8 +198,10 @@ def initial_grid(spec, N: int, pad: float = 0.25) -> Grid:
     return Grid(lo, (hi - lo) / N, (N,) * spec.d)
 
 
-def _minmod(a, b):
-    return np.where(a * b > 0, np.sign(a) * np.minimum(np.abs(a), np.abs(b)), 0.0)
+def _mc_slope(dp, dm):
+    """Monotonized-central slope from the forward/backward differences (module docstring)."""
+    mag = np.minimum(np.minimum(2 * np.abs(dp), 2 * np.abs(dm)), np.abs(dp + dm) / 2)
+    return np.where(dp * dm > 0, np.sign(dp) * mag, 0.0)
 
 
 def _axis_flux(m, a, k, muscl):
@@ -199,7 +210,7 @@ def _axis_flux(m, a, k, muscl):
     mp = np.concatenate([z, m, z], axis=k)                       # zero ghost cells
     if muscl:
         dm = np.diff(mp, axis=k)                                  # N_k + 1 differences
-        s = _minmod(np.take(dm, range(1, dm.shape[k]), axis=k), np.take(dm, range(0, dm.shape[k] - 1), axis=k))
+        s = _mc_slope(np.take(dm, range(1, dm.shape[k]), axis=k), np.take(dm, range(0, dm.shape[k] - 1), axis=k))
         east, west = m + s / 2, m - s / 2
     else:
         east = west = m
