@@ -27,7 +27,7 @@ from scipy.integrate import solve_ivp  # noqa: E402
 
 from symbolic_tpde.analysis import sphere_clusters as C  # noqa: E402
 from symbolic_tpde.numerics.sphere import simulate_sphere  # noqa: E402
-from symbolic_tpde.numerics.sphere_init import sample  # noqa: E402
+from symbolic_tpde.numerics.init_data import sample_sphere as sample  # noqa: E402
 from symbolic_tpde.symbolic import sphere_reductions as R  # noqa: E402
 from symbolic_tpde.weights import make_head, make_weights  # noqa: E402
 

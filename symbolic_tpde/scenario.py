@@ -243,14 +243,15 @@ MAX_INIT_FILE_BYTES = 1 << 30
 class InitSpec:
     """A validated ``init`` block: ``type``, dimension ``d``, ``params`` (read-only arrays by key), the exact
     ``mean`` and ``cov`` of the law (of the file's measure for ``empirical`` and ``grid_density``), ``gaussian``
-    (whether the law is a Gaussian) and ``geometry`` (``"R^d"``; the sphere kinds add their own).  Samplers and
-    densities live in :mod:`symbolic_tpde.numerics.init_data`."""
+    (whether the law is a Gaussian) and ``geometry`` (``"R^d"`` or ``"sphere"``: the law of the unit tokens
+    ``θ`` on ``S^{d-1}``; ``mean``/``cov`` are ``None`` when they depend on the number of tokens, ``frame``).
+    Samplers and densities live in :mod:`symbolic_tpde.numerics.init_data`."""
 
     __slots__ = ("type", "d", "params", "mean", "cov", "gaussian", "geometry")
 
     def __init__(self, type, d, params, mean, cov, gaussian=False, geometry="R^d"):
         self.type, self.d, self.params, self.gaussian, self.geometry = type, d, dict(params), gaussian, geometry
-        self.mean, self.cov = _ro(mean), _ro(cov)
+        self.mean, self.cov = (None, None) if mean is None else (_ro(mean), _ro(cov))
 
     def __repr__(self) -> str:
         return f"InitSpec({self.type!r}, d={self.d})"
@@ -422,8 +423,74 @@ def _init_grid_density(block, where, base_dir):
     return {"edges": tuple(edges), "mass": _ro(p)}, mean, (cov + cov.T) / 2
 
 
+# ------------------------------------------------------------------- laws on the sphere S^{d-1} (d given)
+#: the largest von Mises-Fisher concentration accepted (the sampler's rejection step stays well-conditioned)
+MAX_KAPPA = 1e8
+
+
+def _sphere_d(d, where):
+    if not isinstance(d, int) or isinstance(d, bool) or d < 2:
+        raise InputError(where, f"a law on the sphere S^(d-1) needs the scenario's d >= 2, got {d!r}"[:120])
+    return d
+
+
+def _init_uniform_sphere(block, where, base_dir, d):
+    import numpy as np
+
+    return {}, np.zeros(d), np.eye(d) / d
+
+
+def _init_vmf(block, where, base_dir, d):
+    import numpy as np
+    from scipy.special import ive
+
+    mu = _vec(block, "mu", where, d)
+    if not np.any(mu):
+        raise InputError(f"{where}.mu", "must be a non-zero vector (the mean direction, normalised here)")
+    mu = mu / np.linalg.norm(mu)
+    kappa = _checks.positive_number(block["kappa"], f"{where}.kappa", allow_zero=True)
+    if kappa > MAX_KAPPA:
+        raise InputError(f"{where}.kappa", f"must be <= {MAX_KAPPA:g}, got {kappa!r}")
+    # E θ = A_d(κ) μ, E θθᵀ = (A_d/κ) I + (1 - d A_d/κ) μμᵀ with A_d = I_{d/2}(κ)/I_{d/2-1}(κ) (Mardia-Jupp 9.3)
+    if kappa == 0:
+        A, A_over_k = 0.0, 1.0 / d
+    else:
+        A = float(ive(d / 2, kappa) / ive(d / 2 - 1, kappa))
+        A_over_k = A / kappa
+    second = A_over_k * np.eye(d) + (1 - d * A_over_k) * np.outer(mu, mu)
+    cov = second - A * A * np.outer(mu, mu)
+    return {"mu": _ro(mu), "kappa": kappa}, A * mu, (cov + cov.T) / 2
+
+
+def _init_frame(block, where, base_dir, d):
+    rotate = block.get("rotate", False)
+    if not isinstance(rotate, bool):
+        raise InputError(f"{where}.rotate", f"expected true or false, got {rotate!r}"[:120])
+    return {"rotate": rotate}, None, None        # not i.i.d.: mean and covariance depend on n
+
+
+def _init_points(block, where, base_dir, d):
+    import numpy as np
+
+    X = _init_file(block, where, base_dir, ".npy")
+    if not isinstance(X, np.ndarray) or X.dtype.kind not in "iuf" or X.ndim != 2 or X.shape[1] != d:
+        raise InputError(f"{where}.path", f"expected a numeric array of shape (n, {d}), got "
+                         f"{getattr(X, 'dtype', '?')} {getattr(X, 'shape', '?')}")
+    X = np.array(X, dtype=float)
+    nr = np.linalg.norm(X, axis=1) if np.all(np.isfinite(X)) else np.zeros(len(X))
+    if len(X) < 1 or not np.all(nr > 0) or np.abs(X).max() > _checks.MAX_ENTRY:
+        raise InputError(f"{where}.path", "every point must be finite, non-zero and of magnitude <= "
+                         f"{_checks.MAX_ENTRY:g} (it is normalised onto the sphere)")
+    X = X / nr[:, None]
+    mean = X.mean(axis=0)
+    cov = (X - mean).T @ (X - mean) / len(X)
+    return {"points": _ro(X)}, mean, (cov + cov.T) / 2
+
+
 #: ``type -> (required keys, optional keys, checker)``; a checker ``(block, where, base_dir)`` returns
-#: ``(params, mean, cov)``.  Samplers and densities: :mod:`symbolic_tpde.numerics.init_data` (register both).
+#: ``(params, mean, cov)``; the checkers of the types in :data:`INIT_GEOMETRY` (laws on the sphere) take the
+#: scenario's ``d`` as a fourth argument (``mean``/``cov`` ``None`` when they depend on ``n``: ``frame``).
+#: Samplers and densities: :mod:`symbolic_tpde.numerics.init_data` (register both).
 INIT_SCHEMAS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "gaussian": (("alpha", "Sigma"), (), _init_gaussian),
     "mixture": (("weights", "means", "covs"), (), _init_mixture),
@@ -431,18 +498,36 @@ INIT_SCHEMAS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "uniform_ball": (("center", "radius"), (), _init_ball),
     "empirical": (("path",), (), _init_empirical),
     "grid_density": (("path",), (), _init_grid_density),
+    "uniform_sphere": ((), (), _init_uniform_sphere),
+    "vmf": (("mu", "kappa"), (), _init_vmf),
+    "frame": ((), ("rotate",), _init_frame),
+    "points": (("path",), (), _init_points),
 }
+#: the geometry of each ``init`` type that does not live in ``R^d`` (one schema, both geometries)
+INIT_GEOMETRY: dict[str, str] = {"uniform_sphere": "sphere", "vmf": "sphere", "frame": "sphere",
+                                 "points": "sphere"}
 
 
-def parse_init(block: Any, base_dir: str | Path | None = None, where: str = "init") -> InitSpec:
+def init_types(geometry: str = "R^d") -> tuple[str, ...]:
+    """The ``init`` types of a geometry (``"R^d"`` or ``"sphere"``)."""
+    return tuple(sorted(t for t in INIT_SCHEMAS if INIT_GEOMETRY.get(t, "R^d") == geometry))
+
+
+def parse_init(block: Any, base_dir: str | Path | None = None, where: str = "init", *, d: int | None = None,
+               geometry: str = "R^d") -> InitSpec:
     """Validate an ``init`` block ``{"type": NAME, ...}`` (keys of :data:`INIT_SCHEMAS`; unknown keys refused
-    by name; files read with ``numpy.load(allow_pickle=False)``, relative paths from ``base_dir``)."""
+    by name; files read with ``numpy.load(allow_pickle=False)``, relative paths from ``base_dir``).
+    ``geometry``: the scenario's (``"R^d"`` or ``"sphere"``); a type of the other geometry is refused by name.
+    On the sphere ``d`` (the scenario's) is required: ``uniform_sphere`` and ``frame`` do not carry it."""
     if not isinstance(block, dict):
         raise InputError(where, f"must be an object {{\"type\": ..., ...}}, got {type(block).__name__}")
     typ = block.get("type")
     if not isinstance(typ, str) or typ not in INIT_SCHEMAS:
         shown = _fname(typ) if isinstance(typ, str) else repr(typ)[:40]
-        raise InputError(f"{where}.type", f"unknown initial law {shown}; expected one of {sorted(INIT_SCHEMAS)}")
+        raise InputError(f"{where}.type", f"unknown initial law {shown}; expected one of {list(init_types(geometry))}")
+    if INIT_GEOMETRY.get(typ, "R^d") != geometry:
+        raise InputError(f"{where}.type", f"{typ!r} is a law {'on the sphere' if geometry == 'R^d' else 'on R^d'}; "
+                         f"a scenario with geometry {geometry!r} takes one of {list(init_types(geometry))}")
     required, optional, check = INIT_SCHEMAS[typ]
     for key in block:
         if key != "type" and key not in required + optional:
@@ -451,5 +536,9 @@ def parse_init(block: Any, base_dir: str | Path | None = None, where: str = "ini
     for key in required:
         if key not in block:
             raise InputError(f"{where}.{key}", f"missing (type {typ!r} needs {list(required)})")
+    if geometry == "sphere":
+        d = _sphere_d(d, where)
+        params, mean, cov = check(block, where, base_dir, d)
+        return InitSpec(typ, d, params, mean, cov, geometry="sphere")
     params, mean, cov = check(block, where, base_dir)
     return InitSpec(typ, int(len(mean)), params, mean, cov, gaussian=typ == "gaussian")

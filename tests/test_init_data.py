@@ -129,3 +129,69 @@ def test_particles_cli_samples_the_init(tmp_path):
     f = tmp_path / "mix.json"
     f.write_text(json.dumps(_scn(MIX, T=0.0)))
     assert main(["particles", "--scenario", str(f), "--n", "4000", "--seed", "3", "--json"]) == 0
+
+
+# ------------------------------------------------------------------------------ one schema, both geometries
+def test_sphere_types_share_the_schema_and_stay_in_their_geometry(tmp_path):
+    """The sphere laws are entries of the same schema and registry; a law of one geometry is refused by name
+    in the other."""
+    from symbolic_tpde.numerics.init_data import INIT_TYPES
+    from symbolic_tpde.scenario import INIT_SCHEMAS, init_types
+
+    sphere = set(init_types("sphere"))
+    assert sphere == {"uniform_sphere", "vmf", "frame", "points"} and sphere <= set(INIT_SCHEMAS)
+    assert {INIT_TYPES[t].geometry for t in sphere} == {"sphere"}
+    assert not sphere & set(init_types("R^d"))
+    with pytest.raises(InputError) as e:
+        parse_scenario(_scn({"type": "uniform_sphere"}), gaussian_data=False)
+    assert e.value.field == "init.type" and "sphere" in str(e.value)
+    with pytest.raises(InputError) as e:
+        parse_init({"type": "gaussian", "alpha": [0.0], "Sigma": [[1.0]]}, d=3, geometry="sphere")
+    assert e.value.field == "init.type"
+    with pytest.raises(InputError) as e:
+        parse_init({"type": "vmf", "mu": [0, 0, 1], "kappa": -1}, d=3, geometry="sphere")
+    assert e.value.field == "init.kappa"
+    np.save(tmp_path / "two.npy", np.array([[2.0, 0, 0], [0, 0, -3.0]]))
+    spec = parse_init({"type": "points", "path": "two.npy"}, tmp_path, d=3, geometry="sphere")
+    assert np.allclose(sample(spec, 2, np.random.default_rng(0)), [[1, 0, 0], [0, 0, -1]], atol=0)
+    with pytest.raises(InputError, match="n = 3"):
+        sample(spec, 3, np.random.default_rng(0))
+    with pytest.raises(InputError, match="sphere"):
+        cell_masses(spec, [np.linspace(-1, 1, 3)] * 3)
+
+
+@pytest.mark.parametrize("kappa", [0.0, 0.7, 6.0])
+def test_vmf_moments_and_density_against_quadrature(kappa):
+    """vMF on the circle (d = 2): the schema's exact mean and covariance (Bessel ratios) and the density
+    (normalised with I_{d/2-1}) against trapezoidal quadrature over the angle (spectrally accurate for a
+    periodic analytic integrand: 2000 nodes give round-off), and the sampler's mean against the exact one
+    within 5 Monte-Carlo standard errors."""
+    spec = parse_init({"type": "vmf", "mu": [0.6, 0.8], "kappa": kappa}, d=2, geometry="sphere")
+    phi = np.linspace(0, 2 * np.pi, 2000, endpoint=False)
+    X = np.stack([np.cos(phi), np.sin(phi)], axis=1)
+    f = density(spec, X) * (2 * np.pi / len(phi))
+    assert abs(f.sum() - 1) <= 1e-12
+    mean = f @ X
+    second = np.einsum("k,ki,kj->ij", f, X, X)
+    assert np.allclose(spec.mean, mean, atol=1e-12)
+    assert np.allclose(spec.cov, second - np.outer(mean, mean), atol=1e-12)
+    n = 20000
+    Y = sample(spec, n, np.random.default_rng(1))
+    assert np.allclose(np.linalg.norm(Y, axis=1), 1, atol=1e-14)
+    se = np.sqrt(np.diag(spec.cov) / n)
+    assert np.all(np.abs(Y.mean(axis=0) - spec.mean) <= 5 * se)
+
+
+def test_uniform_sphere_moments_and_frame():
+    """Uniform on S^4: mean 0, covariance I/d (exact, by symmetry) and the sample within 5 standard errors;
+    the frame is orthonormal (n <= d) and refused beyond d."""
+    d, n = 5, 20000
+    spec = parse_init({"type": "uniform_sphere"}, d=d, geometry="sphere")
+    assert np.allclose(spec.cov, np.eye(d) / d) and not np.any(spec.mean)
+    Y = sample(spec, n, np.random.default_rng(2))
+    assert np.all(np.abs(Y.mean(axis=0)) <= 5 * np.sqrt(1 / d / n))
+    fr = parse_init({"type": "frame", "rotate": True}, d=d, geometry="sphere")
+    E = sample(fr, 4, np.random.default_rng(3))
+    assert np.allclose(E @ E.T, np.eye(4), atol=1e-14) and fr.mean is None
+    with pytest.raises(InputError, match="at most d"):
+        sample(fr, 6, np.random.default_rng(3))

@@ -16,7 +16,7 @@ from scipy.integrate import solve_ivp
 
 from symbolic_tpde.errors import BlowupError, InputError
 from symbolic_tpde.numerics.sphere import simulate_sphere, sphere_velocity
-from symbolic_tpde.numerics.sphere_init import sample
+from symbolic_tpde.numerics.init_data import sample_sphere as sample
 from symbolic_tpde.symbolic import sphere_reductions as R
 from symbolic_tpde.weights import Schedule, make_head, make_weights
 from symbolic_tpde.analysis import sphere_clusters as C

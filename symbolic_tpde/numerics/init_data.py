@@ -9,7 +9,9 @@ module holds what needs numerics, one entry per type, added with :func:`register
 * ``cells(spec, edges) -> masses`` the mass of each cell of a Cartesian grid (``edges``: one increasing edge
   array per axis), used by the grid solver; the default integrates ``density`` by the midpoint rule on
   ``SUB``^d sub-cells;
-* ``geometry``: ``"R^d"`` here; the sphere kinds register theirs (``uniform_sphere``, ``vmf``, ...).
+* ``geometry``: ``"R^d"`` here; the sphere types (``uniform_sphere``, ``vmf``, ``frame``, ``points``) are
+  registered at the end of this module (section "laws on the sphere"), their densities with respect to the
+  surface measure of ``S^{d-1}``.
 
 Built in: ``gaussian`` (the draws are those of ``rng.multivariate_normal(..., method="cholesky")``, as the
 particle command always drew), ``mixture`` (component labels by ``rng.choice``, then Gaussian draws),
@@ -32,7 +34,8 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["register_init", "sample", "density", "cell_masses", "INIT_TYPES", "InitType", "GAUSS", "SUB"]
+__all__ = ["register_init", "sample", "density", "cell_masses", "INIT_TYPES", "InitType", "GAUSS", "SUB",
+           "sample_sphere", "log_sphere_area"]
 
 GAUSS = 4
 SUB = 8
@@ -133,6 +136,8 @@ def cell_masses(spec, edges) -> np.ndarray:
     if len(edges) != spec.d:
         raise InputError("grid", f"{len(edges)} edge arrays for a law on R^{spec.d}")
     t = _get(spec)
+    if t.geometry != "R^d":
+        raise InputError("init.type", f"{spec.type!r} is a law on the sphere: no cell masses on a grid of R^d")
     if t.cells is not None:
         return np.asarray(t.cells(spec, edges), dtype=float)
     if t.density is None:
@@ -234,3 +239,102 @@ register_init("uniform_ball", _ball_sample, _ball_density)
 register_init("empirical", lambda s, n, rng: s.params["points"][rng.integers(0, len(s.params["points"]), n)],
               None, cells=_deposit_cells)
 register_init("grid_density", _grid_sample, _grid_density, cells=_grid_cells)
+
+
+# ------------------------------------------------------------------------------------ laws on the sphere
+# One schema serves both geometries: the keys and checks of every type are in
+# :data:`symbolic_tpde.scenario.INIT_SCHEMAS` (the sphere types are those of ``INIT_GEOMETRY``), the numerics
+# here (``geometry="sphere"``):
+#
+# * ``{"type": "uniform_sphere"}``: normalised standard Gaussians (uniform by rotation invariance);
+# * ``{"type": "vmf", "mu": [...], "kappa": k}``: von Mises-Fisher ``∝ e^{κ<μ, θ>}`` (``μ`` normalised,
+#   ``κ >= 0``), Wood's rejection sampler (Wood, Comm. Stat. Simul. Comput. 23 (1994) 157);
+# * ``{"type": "frame", "rotate": false}``: the first ``n`` basis vectors (``n <= d``, pairwise ``<θ_i, θ_j> = 0``);
+#   ``"rotate": true`` applies a Haar-random rotation (QR of a Gaussian matrix with the sign fix of Mezzadri,
+#   Notices AMS 54 (2007) 592).  Not i.i.d. and without a density;
+# * ``{"type": "points", "path": "file.npy"}``: the ``(n, d)`` array's rows, normalised, are the tokens
+#   themselves (``n`` must equal the file's row count; no density).
+#
+# Densities are with respect to the surface measure of ``S^{d-1}`` (uniform ``1/|S^{d-1}|``; vMF
+# ``C_d(κ) e^{κ<μ,θ>}``, ``C_d(κ) = κ^{d/2-1}/((2π)^{d/2} I_{d/2-1}(κ))``).  A type with a density draws i.i.d.
+# tokens, so a draw avoids any null set almost surely (what the "almost every initial condition" theorems of
+# :mod:`symbolic_tpde.analysis.sphere_verdict` need).
+
+
+def log_sphere_area(d: int) -> float:
+    """``log |S^{d-1}| = log(2 π^{d/2}/Γ(d/2))``."""
+    return math.log(2.0) + d / 2 * math.log(math.pi) - math.lgamma(d / 2)
+
+
+def _uniform(spec, n, rng):
+    g = rng.standard_normal((n, spec.d))
+    return g / np.linalg.norm(g, axis=1, keepdims=True)
+
+
+def _vmf(spec, n, rng):
+    mu, kappa, d = spec.params["mu"], spec.params["kappa"], spec.d
+    m = d - 1
+    if kappa == 0:
+        return _uniform(spec, n, rng)
+    # Wood (1994): w = <θ, μ> by rejection from a transformed Beta((d-1)/2, (d-1)/2)
+    b = m / (2 * kappa + math.sqrt(4 * kappa ** 2 + m ** 2))          # = (-2κ + √(4κ² + m²))/m, stably
+    x0 = (1 - b) / (1 + b)
+    c = kappa * x0 + m * math.log(1 - x0 ** 2)
+    w = np.empty(n)
+    filled = 0
+    while filled < n:
+        k = 2 * (n - filled) + 8
+        z = rng.beta(m / 2, m / 2, size=k)
+        ww = (1 - (1 + b) * z) / (1 - (1 - b) * z)
+        ok = kappa * ww + m * np.log1p(-x0 * ww) - c >= np.log(rng.random(k))
+        got = ww[ok][: n - filled]
+        w[filled: filled + got.size] = got
+        filled += got.size
+    v = rng.standard_normal((n, d))
+    v -= np.outer(v @ mu, mu)
+    v /= np.linalg.norm(v, axis=1)[:, None]
+    X = w[:, None] * mu + np.sqrt(np.clip(1 - w ** 2, 0, None))[:, None] * v
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def _vmf_density(spec, X):
+    from scipy.special import ive
+
+    mu, kappa, d = spec.params["mu"], spec.params["kappa"], spec.d
+    if kappa == 0:
+        return np.full(len(X), math.exp(-log_sphere_area(d)))
+    logC = (d / 2 - 1) * math.log(kappa) - d / 2 * math.log(2 * math.pi) - math.log(ive(d / 2 - 1, kappa)) - kappa
+    return np.exp(logC + kappa * (X @ mu))
+
+
+def _frame(spec, n, rng):
+    d = spec.d
+    if n > d:
+        raise InputError("init", f"an orthonormal frame has at most d = {d} tokens, got n = {n}")
+    E = np.eye(d)[:n]
+    if spec.params["rotate"]:
+        Qm, R = np.linalg.qr(rng.standard_normal((d, d)))
+        E = E @ (Qm * np.sign(np.diag(R))).T
+    return E
+
+
+def _points(spec, n, rng):
+    X = spec.params["points"]
+    if len(X) != n:
+        raise InputError("init.path", f"the file holds {len(X)} tokens, the run asks for n = {n}")
+    return np.array(X)
+
+
+register_init("uniform_sphere", _uniform, lambda s, X: np.full(len(X), math.exp(-log_sphere_area(s.d))),
+              geometry="sphere")
+register_init("vmf", _vmf, _vmf_density, geometry="sphere")
+register_init("frame", _frame, None, geometry="sphere")
+register_init("points", _points, None, geometry="sphere")
+
+
+def sample_sphere(block: dict, n: int, d: int, rng, base_dir=None) -> np.ndarray:
+    """Validate the ``init`` block for ``S^{d-1}`` (:func:`symbolic_tpde.scenario.parse_init`) and draw ``n``
+    unit tokens ``(n, d)`` from it."""
+    from ..scenario import parse_init
+
+    return sample(parse_init(block, base_dir, d=d, geometry="sphere"), n, rng)

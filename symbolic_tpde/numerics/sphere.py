@@ -249,22 +249,23 @@ _HEAD = {"attention", "beta", "A", "V", "Q", "K", "WO"}
 
 @dataclass(frozen=True)
 class SphereScenario:
-    """A validated sphere scenario: weights, ``norm`` (and nGPT's ``alpha``), the ``init`` block, ``T``, the
-    initial radius ``r0`` (Pre-/Peri-LN), ``d``."""
+    """A validated sphere scenario: weights, ``norm`` (and nGPT's ``alpha``), the ``init`` law (an
+    :class:`~symbolic_tpde.scenario.InitSpec` with ``geometry == "sphere"``), ``T``, the initial radius ``r0``
+    (Pre-/Peri-LN), ``d``."""
 
     weights: Weights
     norm: str
     alpha: float
-    init: dict
+    init: object
     T: float
     r0: float
     d: int
     name: str = ""
 
     def initial(self, n: int, rng) -> np.ndarray:
-        from .sphere_init import sample
+        from .init_data import sample
 
-        return sample(self.init, n, self.d, rng) * self.r0
+        return sample(self.init, n, rng) * self.r0
 
 
 def _matrix(value, d, field):
@@ -276,7 +277,7 @@ def _matrix(value, d, field):
     return arr
 
 
-def parse_sphere_scenario(data: dict) -> SphereScenario:
+def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
     """Validate a ``"geometry": "sphere"`` scenario (README "Sphere", format)::
 
         {"geometry": "sphere", "norm": "post" | "pre" | "peri" | "ngpt", "alpha": 1.0 (ngpt),
@@ -284,10 +285,13 @@ def parse_sphere_scenario(data: dict) -> SphereScenario:
          "beta": 1.0, "A": "identity" | [[...]], "V": "identity" | [[...]]   (or "Q", "K" (k, d); "WO")
          | "heads": [{"attention": ..., "beta": ..., "A": ..., "V": ...}, ...],
          "init": {"type": "uniform_sphere" | "vmf" | "frame" | "points", ...}, "T": 10.0, "r0": 1.0}
-    """
+
+    The ``init`` block is checked by the shared schema (:func:`symbolic_tpde.scenario.parse_init` with
+    ``geometry="sphere"``; relative paths from ``base_dir``)."""
     from ..validation import horizon
     from ..weights import make_head, make_weights
     from ..registry.kinds import kind_names
+    from ..scenario import parse_init
 
     if not isinstance(data, dict):
         raise InputError("scenario", "expected a JSON object")
@@ -315,9 +319,9 @@ def parse_sphere_scenario(data: dict) -> SphereScenario:
     if "T" not in data:
         raise InputError("T", "missing (the horizon of the run)")
     T = horizon(data["T"], "T")
-    init = data.get("init")
-    if not isinstance(init, dict) or "type" not in init:
+    if "init" not in data:
         raise InputError("init", 'missing: {"type": NAME, ...} with NAME a sphere init type')
+    init = parse_init(data["init"], base_dir, d=d, geometry="sphere")
     top = {k: v for k, v in data.items() if k in _HEAD}
     if "heads" in data:
         if set(top) - {"attention"}:
@@ -350,11 +354,7 @@ def parse_sphere_scenario(data: dict) -> SphereScenario:
     w = make_weights(heads)
     if w.d != d:
         raise InputError("V", f"the heads have dimension {w.d}, the scenario d = {d}")
-    from .sphere_init import SAMPLERS
-
-    if init["type"] not in SAMPLERS:
-        raise InputError("init.type", f"expected one of {sorted(SAMPLERS)}, got {init['type']!r}"[:120])
-    return SphereScenario(w, norm, float(alpha), dict(init), T, float(r0), d, str(data.get("name", "")))
+    return SphereScenario(w, norm, float(alpha), init, T, float(r0), d, str(data.get("name", "")))
 
 
 def load_sphere_scenario(path) -> SphereScenario:
@@ -367,7 +367,7 @@ def load_sphere_scenario(path) -> SphereScenario:
     p = Path(path)
     if not p.exists() and str(path) in builtin_scenarios("sphere"):
         p = _BUILTIN_DIR / f"{path}.json"
-    return parse_sphere_scenario(read_json(p, "scenario"))
+    return parse_sphere_scenario(read_json(p, "scenario"), p.parent)
 
 
 __all__ += ["SphereScenario", "parse_sphere_scenario", "load_sphere_scenario", "SPHERE_MAX_DIM"]
