@@ -332,7 +332,11 @@ def _turning_amplitudes(x: np.ndarray) -> list[float]:
 
 def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10,
                        max_seconds=None) -> Verdict:
-    """The verdict on ``Σ(t)`` for ``ode`` from ``N(alpha0, Sigma0)`` at horizon ``T`` (module docstring)."""
+    """The verdict on ``Σ(t)`` for ``ode`` from ``N(alpha0, Sigma0)`` at horizon ``T`` (module docstring).
+    A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`."""
+    if getattr(ode, "geometry", "R^d") == "sphere":
+        from .sphere_verdict import classify_sphere
+        return classify_sphere(ode, Sigma0, T, max_seconds=max_seconds)
     from ..gaussian.integrate import gaussian_rhs
     from ..numerics.solve import integrate
     from .clustering import covariance_closed, covariance_rhs

@@ -9,7 +9,8 @@ diverge (exponential rate); oscillating / bursting; the tilt ceasing; undetermin
 linearised flow at ``Σ*`` is reported with the tolerance that the error of ``Σ*`` allows, and a continuum of
 equilibria is never called hyperbolic.  ``--T`` defaults to ``10⁴`` (the scenario's ``T`` is a simulation
 horizon, usually far too short to see a limit).  Strict JSON (non-finite numbers as ``null``); exit 0 for
-every outcome.
+every outcome.  A sphere scenario (``"geometry": "sphere"``) draws ``--n`` tokens (``--seed``) from its
+``init`` block and gets the sphere verdict of the same classifier (:mod:`symbolic_tpde.analysis.sphere_verdict`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def register(sub) -> None:
     p.add_argument("--T", type=float, default=1e4, help="horizon of the classification (default 1e4)")
     p.add_argument("--rtol", type=float, default=1e-10, help="relative tolerance (default 1e-10)")
     p.add_argument("--backend", default="auto", choices=("auto", "numpy", "c"), help="generated-code backend")
+    p.add_argument("--n", type=int, default=32, help="sphere scenarios: tokens drawn from the init block (default 32)")
+    p.add_argument("--seed", type=int, default=0, help="sphere scenarios: seed of the draw (default 0)")
     add_max_seconds(p, 600.0, "the classification")
     p.add_argument("--json", action="store_true", help="print JSON (default: text)")
     p.set_defaults(func=run)
@@ -36,6 +39,10 @@ def run(args) -> int:
     from ..errors import InputError
     from .gaussian import dumps, load_ode, max_seconds
 
+    from .sphere import is_sphere_file, run_classify
+
+    if is_sphere_file(args.scenario):        # tokens on the sphere: the same classifier, its sphere branch
+        return run_classify(args)
     if not (0 < args.rtol < 1e-3):
         raise InputError("rtol", f"must lie in (0, 1e-3), got {args.rtol}")
     scn, T, ode = load_ode(args.scenario, args.T, args.backend)

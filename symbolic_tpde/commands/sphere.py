@@ -105,6 +105,40 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     return 0 if run.status == "ok" else EXIT_TIME_LIMIT
 
 
+def run_classify(args) -> int:
+    """``tpde classify`` on a sphere scenario: ``--n`` tokens drawn with ``--seed`` from the ``init`` block, the
+    verdict of :func:`symbolic_tpde.analysis.verdict.classify_long_time` (its sphere branch) at ``--T``."""
+    import numpy as np
+
+    from ..analysis.verdict import classify_long_time
+    from ..errors import InputError
+    from ..numerics.sphere import load_sphere_scenario
+    from ..validation import horizon, strict_json
+    from .gaussian import max_seconds
+
+    if not 2 <= args.n <= 4096:
+        raise InputError("n", f"must be in [2, 4096] for a sphere scenario, got {args.n}")
+    if args.seed < 0:
+        raise InputError("seed", f"must be >= 0, got {args.seed}")
+    scn = load_sphere_scenario(args.scenario)
+    T = horizon(args.T, "T")
+    X0 = scn.initial(args.n, np.random.default_rng(args.seed))
+    v = classify_long_time(scn, X0, T, max_seconds=max_seconds(args))
+    if args.json:
+        print(strict_json(v.as_dict() | {"n": args.n, "seed": args.seed, "norm": scn.norm, "d": scn.d}))
+        return 0
+    print(v.label)
+    for f in v.facts:
+        print(f"theorem '{f.name}': {f.statement} ({f.source})")
+        for h in f.hypotheses:
+            print(f"    hypothesis: {h}")
+    for e in v.evidence:
+        print(f"evidence: {e}")
+    if v.rate:
+        print("rate:", {k: val for k, val in v.rate.items() if k != "meaning"})
+    return 0
+
+
 def _expr(e) -> str:
     return str(e)
 

@@ -261,6 +261,7 @@ class SphereScenario:
     r0: float
     d: int
     name: str = ""
+    geometry = "sphere"           # what analysis.verdict.classify_long_time dispatches on
 
     def initial(self, n: int, rng) -> np.ndarray:
         from .init_data import sample
