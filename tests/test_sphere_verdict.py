@@ -149,3 +149,30 @@ def test_tpde_classify_on_sphere_scenarios():
     bad = subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", "classify", "--scenario", "sphere_sa_s2",
                           "--n", "1"], capture_output=True, text=True)
     assert bad.returncode == 2 and "n" in bad.stderr
+
+
+def test_tpde_sweep_sphere_phase_diagram_follows_the_equiangular_curve(tmp_path):
+    """`tpde sweep --kind sphere_usa`: the (t, β) map of P(<θ_i, θ_j> >= 0.999), 0 at t = 0 (uniform draws in
+    d = 256 have |<θ_i, θ_j>| ~ 1/16) and 1 at T; in high dimension the tokens start nearly equiangular
+    (ρ₀ ~ 0 ± 3/√d), so the time where half the pairs are linked is the derived reduction's crossing time of
+    ρ = 0.999 from ρ₀ = 0, to 20 % (the spread of ρ₀ shifts it; measured 2-6 % at seed 0,
+    20 % leaves room for other seeds) plus one frame (T/60).  Each β carries the classifier's long-time verdict (the d >= 3
+    theorem for β >= 0)."""
+    out = tmp_path / "sw"
+    p = subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", "sweep", "--kind", "sphere_usa", "--d", "256",
+                        "--tokens", "8", "--range", "0", "2", "--n", "3", "--K", "2", "--T", "12", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    z = np.load(out.with_suffix(".npz"))
+    prob, times, teq = z["prob"], z["times"], z["equiangular_time"]
+    assert prob.shape == (3, 61) and np.all(prob[:, 0] == 0) and np.all(prob[:, -1] == 1)
+    for b in range(3):
+        t_half = times[np.argmax(prob[b] >= 0.5)]
+        assert abs(t_half - teq[b]) <= 0.2 * teq[b] + times[1], (b, t_half, teq[b])
+    meta = json.loads(str(z["meta"]))
+    assert all(v["source"] == "theorem" for v in meta["verdicts"])
+    assert out.with_suffix(".png").stat().st_size > 0 and "beta,t,prob_linked" in out.with_suffix(".csv").read_text()
+    for extra, field in ((["--skew", "1"], "skew"), (["--d", "2000"], "d"), (["--tokens", "1"], "tokens")):
+        bad = subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", "sweep", "--kind", "sphere_sa", *extra,
+                              "--out", str(out)], capture_output=True, text=True)
+        assert bad.returncode == 2 and field in bad.stderr, bad.stderr

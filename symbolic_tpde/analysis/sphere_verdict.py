@@ -53,8 +53,7 @@ import numpy as np
 from .sphere_clusters import DELTA, cluster_counts
 from .theorems import Fact
 
-__all__ = ["SphereVerdict", "classify_sphere", "sphere_facts", "hemisphere_margin", "equiangular_curve",
-           "SphereSweep", "run_sphere_sweep", "save_sphere_sweep"]
+__all__ = ["SphereVerdict", "classify_sphere", "sphere_facts", "hemisphere_margin", "equiangular_curve"]
 
 #: pairwise inner products (and radii, relatively) equal to this count as an equiangular configuration
 EQUIANGULAR_TOL = 1e-12

@@ -1,4 +1,7 @@
-"""``tpde kinds``: the registry of attention kinds (parameters, shapes, constraints, Gaussian preservation).
+"""``tpde kinds``: the registry of attention kinds (geometry, parameters, shapes, constraints, Gaussian preservation).
+
+Every kind says its geometry: ``R^d`` (tokens in ``R^d``; particles, moment ODE or witness) or ``sphere``
+(normalised tokens on ``S^{d-1}``, README "Sphere"; particles, reductions and diagnostics, no Gaussian part).
 
 Printed from :mod:`symbolic_tpde.registry.kinds`, the one table every layer reads; ``--json`` for programs;
 ``--markdown`` prints the README's table (``tests/test_registry.py`` fails when the README's copy is stale).
@@ -39,14 +42,21 @@ def _md_param(p) -> str:
     return out
 
 
+def _all(kinds):
+    """Every kind of every geometry, ``R^d`` first."""
+    return list(kinds.KINDS.values()) + [s for s in kinds.SPHERE_KINDS.values() if s.name not in kinds.KINDS]
+
+
 def markdown() -> str:
     """The kinds table of the README, generated from the registry."""
     from ..registry import kinds
 
-    rows = ["| kind | parameters | field Γ_μ(x) | Gaussian-preserving | notes |", "|---|---|---|---|---|"]
-    for s in kinds.KINDS.values():
-        cells = [f"`{s.name}`", "; ".join(_md_param(p) for p in s.params), s.field,
-                 "yes (moment ODE)" if s.preserves_gaussians else "no (witness)", s.notes]
+    rows = ["| kind | geometry | parameters | field Γ_μ(x) | Gaussian-preserving | notes |",
+            "|---|---|---|---|---|---|"]
+    for s in _all(kinds):
+        gauss = ("yes (moment ODE)" if s.preserves_gaussians else "no (witness)") if s.geometry == "R^d" else \
+            "— (reductions, diagnostics)"
+        cells = [f"`{s.name}`", s.geometry, "; ".join(_md_param(p) for p in s.params), s.field, gauss, s.notes]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)
 
@@ -54,8 +64,9 @@ def markdown() -> str:
 def run(args) -> int:
     from ..registry import kinds
 
-    rows = [{"kind": s.name, "gaussian": s.gaussian, "field": s.field, "params": [_param(p) for p in s.params],
-             "structured_A": "A" in s.names, "notes": s.notes} for s in kinds.KINDS.values()]
+    rows = [{"kind": s.name, "geometry": s.geometry, "gaussian": s.gaussian, "field": s.field,
+             "params": [_param(p) for p in s.params], "structured_A": "A" in s.names, "notes": s.notes}
+            for s in _all(kinds)]
     if args.markdown:
         print(markdown())
         return 0
@@ -69,7 +80,9 @@ def run(args) -> int:
                            + (f" {kinds.CONSTRAINTS[p['constraint']][1]}" if p["constraint"] else "")
                            for p in r["params"])
         pres = "preserves Gaussians" if r["gaussian"] == "affine" else "not Gaussian-preserving (witness)"
-        print(f"{r['kind']:<22} {shapes}\n{'':<22} {r['field']}; {pres}")
+        if r["geometry"] != "R^d":
+            pres = "tokens on the sphere S^(d-1): particles, reductions, diagnostics"
+        print(f"{r['kind']:<22} [{r['geometry']}] {shapes}\n{'':<22} {r['field']}; {pres}")
     print("structured heads: A may be given as Q, K (k, d) with A = K^T Q / sqrt(k); an output block WO (d, v) "
           "before V (v, d) makes the value matrix WO V")
     return 0

@@ -1,4 +1,4 @@
-"""The sphere parts of ``tpde particles`` (a scenario with ``"geometry": "sphere"``) and ``tpde derive --sphere``.
+"""The sphere parts of ``tpde particles``, ``tpde classify``, ``tpde sweep`` and ``tpde derive --sphere``.
 
 ``tpde particles --scenario sphere_sa_s2 --n 32 --seed 0`` samples the scenario's ``init`` block, runs
 :func:`symbolic_tpde.numerics.sphere.simulate_sphere` and prints (``--json``)::
@@ -11,6 +11,10 @@
 diagnostic, the energy ``Ẽ_β`` with that head's β for SA/USA, the distance to the first token for causal).
 ``--save FILE.npz``: ``times (101,)``, ``X (101, n, d)`` (the state: θ, or x = rθ for pre/peri).  Exit 3 on a
 blow-up (with its time), 5 when ``--max-seconds`` stopped the run (``"status": "time-limit"``, no file saved).
+
+``tpde classify --scenario SPHERE_SCENARIO --n N --seed S`` draws the tokens and prints the sphere verdict of the
+one classifier; ``tpde sweep --kind sphere_sa|sphere_usa|sphere_causal --d D --tokens N --range B0 B1`` the
+phase diagram over ``(t, β)`` (:mod:`symbolic_tpde.analysis.sphere_sweep`).
 
 ``tpde derive --sphere equiangular|two-tokens|circle|harmonics|causal [--norm N] [--sphere-kind K] [--d D]``
 (``--d`` for harmonics on ``S^{D-1}``, default 3) prints a reduction
@@ -136,6 +140,75 @@ def run_classify(args) -> int:
         print(f"evidence: {e}")
     if v.rate:
         print("rate:", {k: val for k, val in v.rate.items() if k != "meaning"})
+    return 0
+
+
+def is_sphere_kind(kind: str) -> bool:
+    from ..registry.kinds import kind_names
+
+    return kind in kind_names("sphere")
+
+
+#: ``tpde sweep`` on a sphere kind: the largest betas × clouds × tokens² × d (each of the ~1e3 field evaluations
+#: of a run costs tokens² d per cloud: 1e9 is about 1e12 multiply-adds, an hour of one core)
+MAX_SWEEP_SIZE = 1e9
+
+
+def run_sweep(args) -> int:
+    """``tpde sweep --kind sphere_sa|sphere_usa|sphere_causal``: the phase diagram of
+    :mod:`symbolic_tpde.analysis.sphere_sweep` (``--range`` is the range of β, ``--n`` the number of β values,
+    ``--K`` the clouds per β, ``--tokens`` their size, ``--d`` up to 1024); every argument checked first."""
+    import math
+
+    import numpy as np
+
+    from ..analysis.sphere_sweep import run_sphere_sweep, save_sphere_sweep
+    from ..errors import InputError
+    from ..numerics.sphere import SPHERE_MAX_DIM
+    from ..validation import MAX_ENTRY, horizon
+    from .gaussian import EXIT_TIME_LIMIT, max_seconds
+    from .sweep import _writable_stem
+
+    for name, given in (("skew", args.skew != 0.0), ("rest", args.rest is not None), ("V", args.V is not None),
+                        ("theta", args.theta != 0.4), ("no-symmetrise", args.no_symmetrise),
+                        ("scheduler", args.scheduler is not None), ("workers", args.workers != 1)):
+        if given:
+            raise InputError(name, f"not used by the sphere sweep of {args.kind!r} (Q = K = V = I, one process)")
+    if not 1 <= args.n <= 200:
+        raise InputError("n", f"must be in [1, 200] (the number of beta values), got {args.n}")
+    if not 1 <= args.K <= 1000:
+        raise InputError("K", f"must be in [1, 1000] (clouds per beta), got {args.K}")
+    if not 2 <= args.tokens <= 1024:
+        raise InputError("tokens", f"must be in [2, 1024], got {args.tokens}")
+    if not 2 <= args.d <= SPHERE_MAX_DIM:
+        raise InputError("d", f"must be in [2, {SPHERE_MAX_DIM}] for a sphere kind, got {args.d}")
+    smin, smax = args.range
+    for x in (smin, smax):
+        if not (math.isfinite(x) and abs(x) <= MAX_ENTRY):
+            raise InputError("range", f"must be finite numbers with |x| <= {MAX_ENTRY:g}, got {x}")
+    if not (smin < smax or (smin == smax and args.n == 1)):
+        raise InputError("range", f"must be BETA_MIN < BETA_MAX (equal only with --n 1), got {smin:g} {smax:g}")
+    T = horizon(args.T, "T")
+    if not T > 0:
+        raise InputError("T", f"must be > 0, got {args.T}")
+    if args.seed < 0:
+        raise InputError("seed", f"must be >= 0, got {args.seed}")
+    size = float(args.n) * args.K * args.tokens ** 2 * args.d
+    if size > MAX_SWEEP_SIZE:
+        raise InputError("K", f"n K tokens² d = {size:.3g} exceeds the cap {MAX_SWEEP_SIZE:g} (lower one of them)")
+    _writable_stem(args.out)
+    res = run_sphere_sweep(args.kind, args.d, args.tokens, np.linspace(smin, smax, args.n), T, K=args.K,
+                           seed=args.seed, max_seconds_point=max_seconds(args))
+    for p in save_sphere_sweep(res, args.out):
+        print(p)
+    for b, v, te in zip(res.betas, res.verdicts, res.equiangular_time):
+        eq = "not by T" if not np.isfinite(te) else f"{te:.4g}"
+        print(f"beta = {b:g}: equiangular reduction reaches 1 - delta at t = {eq}; long time: {v['label']}")
+    capped = sum(s != "ok" for s in res.status)
+    if capped:
+        print(f"tpde sweep: time-limit: {capped} of {len(res.betas)} beta values reached the per-value cap "
+              f"(their probabilities stop at the time reached); raise --max-seconds", file=sys.stderr)
+        return EXIT_TIME_LIMIT
     return 0
 
 

@@ -44,6 +44,8 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--out", default="sweep", help="output stem: writes STEM.npz, STEM.csv, STEM.png")
+    p.add_argument("--tokens", type=int, default=32, help="sphere kinds: tokens per cloud (default 32); --range "
+                   "is then the range of beta, --n the number of betas, --K the clouds per beta")
     from .gaussian import add_max_seconds
 
     add_max_seconds(p, POINT_SECONDS, "each grid point")
@@ -150,6 +152,10 @@ def run(args) -> int:
 
     import numpy as np
 
+    from .sphere import is_sphere_kind, run_sweep as run_sphere_sweep
+
+    if is_sphere_kind(args.kind):          # tokens on the sphere: phase diagram over (t, beta)
+        return run_sphere_sweep(args)
     spec = check_args(args)
     s = np.linspace(spec.smin, spec.smax, spec.n)
     if spec.smin < 0 < spec.smax and not np.any(s == 0.0):

@@ -53,7 +53,7 @@ from ..registry.kinds import register
 from ..weights import Schedule, Weights
 from . import rk
 from .fields import as_schedule, field, masked_field, softmax_field, softmax_unnormalized_field
-from .fields_core import work_dtype
+from .fields_core import as_points, attend, work_dtype
 from .integrate import segments
 
 __all__ = ["NORMS", "SphereRun", "attention_vectors", "sphere_velocity", "simulate_sphere", "default_tolerance"]
@@ -61,11 +61,51 @@ __all__ = ["NORMS", "SphereRun", "attention_vectors", "sphere_velocity", "simula
 NORMS = ("post", "pre", "peri", "ngpt")
 ON_SPHERE = ("post", "ngpt")
 
+
+
+_SCALARS: dict = {}
+
+
+def _scalar(M):
+    """``c`` when ``M = cI`` exactly (then ``XMᵀ = cX``: no ``d × d`` product), else ``None``.  Remembered for
+    the last 16 read-only matrices (a head's parameters are read-only: one check per head, not per step)."""
+    hit = _SCALARS.get(id(M))
+    if hit is not None and hit[0] is M:
+        return hit[1]
+    diag = M.flat[:: len(M) + 1]
+    c = diag[0]
+    ok = c != 0 and np.all(diag == c) and np.count_nonzero(M) == len(M)     # no d x d temporary
+    out = float(c) if ok else None
+    if not M.flags.writeable:
+        if len(_SCALARS) >= 16:
+            _SCALARS.pop(next(iter(_SCALARS)))
+        _SCALARS[id(M)] = (M, out)
+    return out
+
+
+def _part(general, mode):
+    """A sphere kind's particle part: ``general(X, βA, V)`` (the package's field), or, when ``A = aI`` and
+    ``V = vI`` (the usual ``Q = K = V = I``), the same attention average :func:`.fields_core.attend` with the
+    logits ``βa<θ_i, θ_j>`` and values ``vθ_j`` without the two ``d × d`` products (``d = 1024``: the products
+    cost ~30x the attention itself at ``n = 32``).  ``tests/test_sphere.py`` checks both paths agree."""
+    def f(X, p, c):
+        a, v = _scalar(p["A"]), _scalar(p["V"])
+        if a is None or v is None:
+            return general(X, p["beta"] * p["A"], p["V"], **c.kw)
+        X = as_points(X, c.kw.get("dtype"))
+        kw = {"block": c.kw.get("block"), "threads": c.kw.get("threads")}
+        if mode == "causal":
+            kw["prefix"] = np.arange(1, len(X) + 1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = attend(X * X.dtype.type(p["beta"] * a), X, X, mode="exp" if mode == "exp" else "softmax", **kw)
+        return out * out.dtype.type(v)
+    return f
+
+
 # particle parts of the sphere kinds: the attention vector at unit tokens (β folded into A)
-register("sphere_sa", "particle")(lambda X, p, c: softmax_field(X, p["beta"] * p["A"], p["V"], **c.kw))
-register("sphere_usa", "particle")(
-    lambda X, p, c: softmax_unnormalized_field(X, p["beta"] * p["A"], p["V"], **c.kw))
-register("sphere_causal", "particle")(lambda X, p, c: masked_field(X, p["beta"] * p["A"], p["V"], **c.kw))
+register("sphere_sa", "particle")(_part(softmax_field, "softmax"))
+register("sphere_usa", "particle")(_part(softmax_unnormalized_field, "exp"))
+register("sphere_causal", "particle")(_part(masked_field, "causal"))
 
 
 def _check_weights(w: Weights) -> Weights:
