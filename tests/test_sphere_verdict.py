@@ -176,3 +176,15 @@ def test_tpde_sweep_sphere_phase_diagram_follows_the_equiangular_curve(tmp_path)
         bad = subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", "sweep", "--kind", "sphere_sa", *extra,
                               "--out", str(out)], capture_output=True, text=True)
         assert bad.returncode == 2 and field in bad.stderr, bad.stderr
+
+
+@pytest.mark.slow
+def test_sphere_figures_are_written(tmp_path):
+    """`tpde figures --only sphere sphere_phase` families (small phase diagram: d = 8, one cloud per β): the
+    files exist; the phase map's equiangular curve is finite at β = 0 (ρ reaches 0.999 by t = 30)."""
+    from symbolic_tpde.experiments.figures_sphere import make_phase_figure, make_sphere_figure
+
+    paths = make_phase_figure(tmp_path, dims=(8,), K=1, panels=True)
+    assert {p.name for p in paths} >= {"sphere_phase.png", "sphere_phase.pdf", "sphere_phase_1.png"}
+    paths = make_sphere_figure(tmp_path)
+    assert all(p.stat().st_size > 0 for p in paths) and len(paths) == 2

@@ -1,6 +1,8 @@
 """``tpde figures [--out DIR] [--only NAME ...] [--preset castin2025] [--panels]``: make every
-covariance-trajectory figure family, the rank histograms and the particle-cloud figure (PNG and PDF), on built-in
-defaults (seeds stated in each figure).
+covariance-trajectory figure family, the rank histograms, the particle-cloud figure and the sphere figures
+(``sphere``: circle, metastability, normalisations, spectrum; ``sphere_phase``: the (t, β) phase diagram at
+d = 8, 128, 1024, a few minutes; :mod:`..experiments.figures_sphere`) as PNG and PDF, on built-in defaults
+(seeds stated in each figure).
 
 ``--preset castin2025`` makes instead the paper authors' figure families with their exact parameter draws and
 conventions, beside the same draws integrated by this project (:mod:`..analysis.castin2025`; README
@@ -10,7 +12,7 @@ conventions, beside the same draws integrated by this project (:mod:`..analysis.
 from __future__ import annotations
 
 NAMES = ("collapse", "rank_one", "two_lines", "explosion", "initial_data", "histograms_softmax",
-         "histograms_l2", "particles")
+         "histograms_l2", "particles", "sphere", "sphere_phase")
 PRESETS = ("castin2025",)
 
 
@@ -26,8 +28,10 @@ def register(sub) -> None:
 
 
 def make(name: str, out, panels: bool = False):
-    from ..experiments import figures, figures_extra
+    from ..experiments import figures, figures_extra, figures_sphere
 
+    if name in figures_sphere.NAMES:
+        return figures_sphere.make(name, out, panels=panels)
     if name in figures.FAMILIES:
         return figures.make_family_figure(figures.FAMILIES[name](), out, panels=panels)
     if name.startswith("histograms_"):

@@ -154,10 +154,11 @@ def is_sphere_kind(kind: str) -> bool:
 MAX_SWEEP_SIZE = 1e9
 
 
-def run_sweep(args) -> int:
+def run_sweep(args, *, writable_stem) -> int:
     """``tpde sweep --kind sphere_sa|sphere_usa|sphere_causal``: the phase diagram of
     :mod:`symbolic_tpde.analysis.sphere_sweep` (``--range`` is the range of β, ``--n`` the number of β values,
-    ``--K`` the clouds per β, ``--tokens`` their size, ``--d`` up to 1024); every argument checked first."""
+    ``--K`` the clouds per β, ``--tokens`` their size, ``--d`` up to 1024); every argument checked first
+    (``writable_stem``: the output check of :mod:`.sweep`, passed in: that module calls this one)."""
     import math
 
     import numpy as np
@@ -167,7 +168,6 @@ def run_sweep(args) -> int:
     from ..numerics.sphere import SPHERE_MAX_DIM
     from ..validation import MAX_ENTRY, horizon
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
-    from .sweep import _writable_stem
 
     for name, given in (("skew", args.skew != 0.0), ("rest", args.rest is not None), ("V", args.V is not None),
                         ("theta", args.theta != 0.4), ("no-symmetrise", args.no_symmetrise),
@@ -196,7 +196,7 @@ def run_sweep(args) -> int:
     size = float(args.n) * args.K * args.tokens ** 2 * args.d
     if size > MAX_SWEEP_SIZE:
         raise InputError("K", f"n K tokens² d = {size:.3g} exceeds the cap {MAX_SWEEP_SIZE:g} (lower one of them)")
-    _writable_stem(args.out)
+    writable_stem(args.out)
     res = run_sphere_sweep(args.kind, args.d, args.tokens, np.linspace(smin, smax, args.n), T, K=args.K,
                            seed=args.seed, max_seconds_point=max_seconds(args))
     for p in save_sphere_sweep(res, args.out):

@@ -155,7 +155,7 @@ def run(args) -> int:
     from .sphere import is_sphere_kind, run_sweep as run_sphere_sweep
 
     if is_sphere_kind(args.kind):          # tokens on the sphere: phase diagram over (t, beta)
-        return run_sphere_sweep(args)
+        return run_sphere_sweep(args, writable_stem=_writable_stem)
     spec = check_args(args)
     s = np.linspace(spec.smin, spec.smax, spec.n)
     if spec.smin < 0 < spec.smax and not np.any(s == 0.0):
