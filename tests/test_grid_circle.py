@@ -142,7 +142,7 @@ def test_spectral_vs_sphere_particles(kind, T):
     replicates of n = 250 (interacting particles are not i.i.d. at T, so the SE is measured, not the i.i.d.
     formula); the time-integration errors (rtol 1e-10 and 1e-8) are far below the SE (~0.01-0.02)."""
     from symbolic_tpde.numerics.sphere import simulate_sphere
-    from symbolic_tpde.numerics.sphere_init import sample
+    from symbolic_tpde.numerics.init_data import sample_sphere as sample
 
     w = make_weights([make_head(kind, A=_rot(1.0, 0.3), V=_rot(0.8, 0.2), beta=2.0)])
     init = {"type": "vmf", "mu": [1.0, 0.5], "kappa": 1.0}

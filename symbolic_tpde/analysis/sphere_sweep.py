@@ -85,8 +85,9 @@ def _one_beta(res: SphereSweep, b: int, beta: float, X0, T, delta, max_seconds_p
     if res.kind != "sphere_causal":
         hit = equiangular_curve(res.norm, res.kind, n, beta, 0.0, T, threshold=1 - delta)[1]
         res.equiangular_time[b] = np.nan if hit is None else hit
-    init = parse_init({"type": "uniform_sphere"}, d=d, geometry="sphere")
-    v = classify_long_time(SphereScenario(w, res.norm, 1.0, init, T, 1.0, d), X0[0], T,
+    block = {"type": "uniform_sphere"}
+    law = parse_init(block, d=d, geometry="sphere")
+    v = classify_long_time(SphereScenario(w, res.norm, 1.0, block, T, 1.0, d, law=law), X0[0], T,
                            max_seconds=max_seconds_point)
     res.verdicts.append({"beta": beta, "outcome": v.outcome, "source": v.source, "label": v.label})
 

@@ -308,7 +308,7 @@ def classify_sphere(scenario, X0, T: float, *, delta: float = DELTA, max_seconds
                     drawn: bool = True) -> SphereVerdict:
     """The verdict for ``scenario`` (a :class:`~symbolic_tpde.numerics.sphere.SphereScenario`) from the tokens
     ``X0 (n, d)`` (``x = r0·θ`` for Pre-/Peri-LN) at horizon ``T`` (module docstring).  ``drawn``: ``X0`` was
-    drawn from ``scenario.init`` (only then can an "almost every initial condition" theorem speak for it)."""
+    drawn from ``scenario.law`` (only then can an "almost every initial condition" theorem speak for it)."""
     from ..errors import BlowupError, InputError
     from ..numerics.sphere import simulate_sphere
 
@@ -317,7 +317,7 @@ def classify_sphere(scenario, X0, T: float, *, delta: float = DELTA, max_seconds
         raise InputError("X0", f"expected at least 2 tokens of dimension {scenario.d}, got shape {X0.shape}")
     w, norm = scenario.weights, scenario.norm
     n = len(X0)
-    facts, why = sphere_facts(w, norm, X0, scenario.init if drawn else None)
+    facts, why = sphere_facts(w, norm, X0, scenario.law if drawn else None)
     evidence = [f"theorem '{k}' does not apply: {r}" for k, r in why.items()]
     if facts:
         f = facts[0]

@@ -289,24 +289,25 @@ _HEAD = {"attention", "beta", "A", "V", "Q", "K", "WO"}
 
 @dataclass(frozen=True)
 class SphereScenario:
-    """A validated sphere scenario: weights, ``norm`` (and nGPT's ``alpha``), the ``init`` law (an
-    :class:`~symbolic_tpde.scenario.InitSpec` with ``geometry == "sphere"``), ``T``, the initial radius ``r0``
-    (Pre-/Peri-LN), ``d``."""
+    """A validated sphere scenario: weights, ``norm`` (and nGPT's ``alpha``), the ``init`` block as given (a
+    validated ``dict``) and its law ``law`` (an :class:`~symbolic_tpde.scenario.InitSpec` with
+    ``geometry == "sphere"``), ``T``, the initial radius ``r0`` (Pre-/Peri-LN), ``d``."""
 
     weights: Weights
     norm: str
     alpha: float
-    init: object
+    init: dict
     T: float
     r0: float
     d: int
     name: str = ""
+    law: object = None
     geometry = "sphere"           # what analysis.verdict.classify_long_time dispatches on
 
     def initial(self, n: int, rng) -> np.ndarray:
         from .init_data import sample
 
-        return sample(self.init, n, rng) * self.r0
+        return sample(self.law, n, rng) * self.r0
 
 
 def _matrix(value, d, field):
@@ -395,7 +396,8 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
     w = make_weights(heads)
     if w.d != d:
         raise InputError("V", f"the heads have dimension {w.d}, the scenario d = {d}")
-    return SphereScenario(w, norm, float(alpha), init, T, float(r0), d, str(data.get("name", "")))
+    return SphereScenario(w, norm, float(alpha), dict(data["init"]), T, float(r0), d, str(data.get("name", "")),
+                          init)
 
 
 def load_sphere_scenario(path) -> SphereScenario:

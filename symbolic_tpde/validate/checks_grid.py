@@ -91,7 +91,7 @@ def _particle_rows():
 def _circle_rows():
     from ..numerics.grid_circle import circle_weights, growth_rates, initial_density, solve_circle, trig_moments
     from ..numerics.sphere import simulate_sphere
-    from ..numerics.sphere_init import sample
+    from ..numerics.init_data import sample_sphere as sample
     from ..weights import make_head, make_weights
 
     M, beta, k, eps = 64, 5.0, 3, 1e-8
