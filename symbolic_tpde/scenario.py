@@ -161,8 +161,8 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True, gaussian_data: 
     head_keys, weight_keys, top_keys, layer_keys = _keys()
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
-    if data.get("geometry", "R^d") != "R^d":
-        raise InputError("geometry", "this command reads R^d scenarios; sphere scenarios run with tpde particles")
+    if _kinds.scenario_geometry(data) != "R^d":
+        raise InputError("geometry", "this command reads R^d scenarios; sphere scenarios run with tpde particles, classify, sweep and pde (d = 2)")
     for key in data:
         if key not in top_keys:
             raise InputError(_fname(key), f"unknown key; allowed keys: {sorted(top_keys)}")

@@ -26,6 +26,25 @@ def test_builtin_sphere_scenarios_parse_and_stay_apart():
         parse_scenario({"geometry": "sphere", "attention": "softmax"})
 
 
+def test_geometry_key_may_be_omitted_for_sphere_kinds(tmp_path):
+    """A scenario naming sphere kinds is a sphere scenario without ``"geometry"`` (before: "beta: unknown key").
+    Mixed or ℝᵈ kinds stay ℝᵈ; an explicit key wins."""
+    from symbolic_tpde.registry.kinds import scenario_geometry
+
+    data = {"attention": "sphere_sa", "d": 2, "beta": 1.0, "A": "identity", "V": "identity", "T": 0.5,
+            "init": {"type": "vmf", "kappa": 2.0, "mu": [1, 0]}}
+    assert scenario_geometry(data) == "sphere" and scenario_geometry({"attention": "softmax"}) == "R^d"
+    assert scenario_geometry({"heads": [{"attention": "sphere_sa"}, {"attention": "softmax"}]}) == "R^d"
+    assert parse_sphere_scenario(data).d == 2
+    with pytest.raises(InputError, match="geometry"):
+        parse_scenario(data)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    r = _tpde("pde", "--scenario", str(path), "--grid", "32", "--json")
+    assert r.returncode == 0, r.stderr
+    assert abs(json.loads(r.stdout)["mass"] - 1) < 1e-12   # round-off of 32 spectral points
+
+
 @pytest.mark.parametrize("change,field", [
     ({"norm": "layer"}, "norm"), ({"d": 1}, "d"), ({"attention": "softmax"}, "attention"),
     ({"A": "eye"}, "A"), ({"init": {"type": "vmf", "mu": [0, 0, 1]}}, "init"), ({"alpha": 2.0}, "alpha"),

@@ -170,7 +170,6 @@ def run_circle(args) -> int:
     if M < 8 or M % 2 or M > 1 << 16:
         raise InputError("grid", f"must be an even number of points in [8, 65536] on the circle, got {M}")
     noise = 0.0 if args.noise is None else args.noise
-    scn.initial(1, np.random.default_rng(0))        # validates the init block's keys (InputError naming init.KEY)
     rho0 = initial_density(scn.init, M)
     k = max(2, math.ceil(T / args.save_every)) if args.save_every else 2
     if k > 10_001:

@@ -41,7 +41,9 @@ def is_sphere_file(path: str) -> bool:
     if Path(path).is_dir():
         return False
     data = read_json(Path(path), "scenario")
-    return isinstance(data, dict) and data.get("geometry") == "sphere"
+    from ..registry.kinds import scenario_geometry
+
+    return scenario_geometry(data) == "sphere"
 
 
 def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:

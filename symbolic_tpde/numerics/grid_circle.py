@@ -247,7 +247,7 @@ def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 
 
 def initial_density(init: dict, M: int) -> np.ndarray:
     """Density values at the ``M`` points ``θ_j = 2πj/M`` of a sphere ``init`` block in d = 2 (the types of
-    :mod:`.sphere_init` that have a density): ``uniform_sphere`` (``1/2π``) and ``vmf`` (von Mises,
+    :mod:`.init_data` that have a density): ``uniform_sphere`` (``1/2π``) and ``vmf`` (von Mises,
     ``e^{κ cos(θ - θ_μ)}/(2π I_0(κ))``).  ``frame`` and ``points`` are atoms: refused (no density to resolve)."""
     import mpmath
 

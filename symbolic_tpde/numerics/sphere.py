@@ -49,7 +49,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import BlowupError, InputError
-from ..registry.kinds import register
+from ..registry.kinds import register, scenario_geometry
 from ..weights import Schedule, Weights
 from . import rk
 from .fields import as_schedule, field, masked_field, softmax_field, softmax_unnormalized_field
@@ -340,8 +340,8 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
     for key in data:
         if key not in _TOP | _HEAD:
             raise InputError(str(key)[:40], f"unknown key in a sphere scenario; allowed: {sorted(_TOP | _HEAD)}")
-    if data.get("geometry") != "sphere":
-        raise InputError("geometry", 'must be "sphere" here')
+    if scenario_geometry(data) != "sphere":
+        raise InputError("geometry", 'must be "sphere" here (or omitted with sphere attention kinds)')
     norm = data.get("norm", "post")
     if norm not in NORMS:
         raise InputError("norm", f"expected one of {list(NORMS)}, got {norm!r}"[:120])

@@ -281,6 +281,20 @@ def kind_names(geometry: str = "R^d") -> tuple[str, ...]:
     return tuple(KINDS) if geometry == "R^d" else tuple(k for k, s in SPHERE_KINDS.items() if s.geometry == geometry)
 
 
+def scenario_geometry(data) -> str:
+    """The geometry of a scenario dictionary: its ``"geometry"`` key, or else that of its attention kinds (a
+    scenario whose ``attention`` (top level or in every head) names sphere kinds is a sphere scenario)."""
+    if not isinstance(data, dict):
+        return "R^d"
+    if "geometry" in data:
+        return data["geometry"]
+    heads = data.get("heads")
+    names = [h.get("attention") for h in heads if isinstance(h, dict)] if isinstance(heads, list) else []
+    names = names or [data.get("attention")]
+    geoms = {SPHERE_KINDS[n].geometry if isinstance(n, str) and n in SPHERE_KINDS else "R^d" for n in names}
+    return geoms.pop() if len(geoms) == 1 else "R^d"
+
+
 def get(name: str) -> KindSpec:
     """The spec of ``name``; ``KeyError`` with the known names otherwise (callers turn it into InputError)."""
     try:
