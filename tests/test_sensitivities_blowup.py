@@ -88,3 +88,65 @@ def test_repeated_top_eigenvalue_is_not_a_number():
     assert cf.right[0, 1] != cf.left[0, 1]       # a kink: no two-sided derivative
     r = _numeric(d, A, S0)
     assert not r.differentiable and r.gradient is None and "not differentiable" in r.method
+
+
+# ------------------------------------------------------------------ the tilt-ceasing time t_c (event sensitivity)
+def _custom(B, R, V, d):
+    return GaussianODE.from_weights(make_weights([make_head("custom", B=np.asarray(B, float), R=np.asarray(R, float),
+                                                            V=np.asarray(V, float))]), backend="numpy")
+
+
+def test_tilt_time_gradient_d1_against_the_closed_form():
+    """d = 1 custom head (tests/test_tilt_edges.py): t_c = (1/s₀ - 2r + 2r ln(2rs₀))/(2vb); its derivatives in
+    b, r, v, s₀ by SymPy (an independent reference).  Tolerance: the reported error estimate, itself checked
+    to be below 1e-8 relative (levels 1e-3, 1e-4 of g(0): level values off by ~1e-7 and ~1e-9, O(L²); after
+    Richardson measured ~1e-12; the estimate |R - E_finest| is the conservative ~1e-9)."""
+    import sympy as sp
+
+    from symbolic_tpde.analysis.blowup_sensitivity import tilt_time_gradient
+
+    b, r, v, s0 = -1.0, 0.5, -1.0, 0.5
+    B_, R_, V_, S_ = sp.symbols("b r v s0")
+    tc = (1 / S_ - 2 * R_ + 2 * R_ * sp.log(2 * R_ * S_)) / (2 * V_ * B_)
+    at = {B_: b, R_: r, V_: v, S_: s0}
+    ref = np.array([float(sp.diff(tc, x).subs(at)) for x in (B_, R_, V_, S_)])
+    g = tilt_time_gradient(_custom([[b]], [[r]], [[v]], 1), [0.0], [[s0]], 2.0,
+                           ["h0_B_0_0", "h0_R_0_0", "h0_V_0_0", "Sigma0_0_0"])
+    assert g.event == "tilt-ceased" and g.differentiable
+    assert g.blowup_time == pytest.approx(float(tc.subs(at)), rel=1e-9)
+    assert np.all(g.gradient_error <= 1e-8 * np.abs(ref))
+    assert np.all(np.abs(g.gradient - ref) <= g.gradient_error + 1e-12 * np.abs(ref))
+
+
+def test_tilt_time_gradient_d2_against_central_differences():
+    """d = 2 custom head (non-symmetric B, R with one positive direction, general V, α₀ ≠ 0): dt_c/dθ vs
+    central differences of the integrated event time (h = 1e-5: truncation O(h²) ~ 1e-10; event-time error
+    ≲ 1e-13, so a CD noise floor 2·1e-13/(2h) = 1e-8 absolute), to 1e-6 relative + 1e-8 + the reported
+    estimate.  (α₀ does not enter the covariance ODE of this head: its derivative is 0, CD gives ~1e-11.)"""
+    from symbolic_tpde.analysis.blowup_sensitivity import tilt_time_gradient
+
+    B = np.array([[-1.0, 0.3], [0.2, -0.6]])
+    R = np.array([[0.5, 0.1], [0.0, -0.2]])
+    V = np.array([[-1.0, 0.2], [0.1, -0.8]])
+    a0, S0 = np.array([0.2, -0.1]), np.array([[0.5, 0.05], [0.05, 0.3]])
+    names = ["h0_B_0_1", "h0_R_0_0", "h0_V_1_1", "Sigma0_0_0", "alpha0_0"]
+    g = tilt_time_gradient(_custom(B, R, V, 2), a0, S0, 5.0, names)
+    assert g.differentiable
+
+    def t_c(B=B, R=R, V=V, a0=a0, S0=S0):
+        sol = _custom(B, R, V, 2).integrate(a0, S0, 5.0)
+        assert sol.status == "tilt-ceased"
+        return float(sol.t[-1])
+
+    h = 1e-5
+    E = np.zeros((2, 2))
+    E00 = E.copy()
+    E00[0, 0] = 1
+    E01 = E.copy()
+    E01[0, 1] = 1
+    E11 = E.copy()
+    E11[1, 1] = 1
+    cd = [(t_c(B=B + h * E01) - t_c(B=B - h * E01)) / (2 * h), (t_c(R=R + h * E00) - t_c(R=R - h * E00)) / (2 * h),
+          (t_c(V=V + h * E11) - t_c(V=V - h * E11)) / (2 * h), (t_c(S0=S0 + h * E00) - t_c(S0=S0 - h * E00)) / (2 * h),
+          (t_c(a0=a0 + h * E00[0]) - t_c(a0=a0 - h * E00[0])) / (2 * h)]
+    assert np.all(np.abs(g.gradient - cd) <= 1e-6 * np.abs(cd) + 1e-8 + g.gradient_error), (g.gradient, cd)

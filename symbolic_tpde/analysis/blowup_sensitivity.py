@@ -1,4 +1,5 @@
-"""Derivative of the blow-up time ``T*`` with respect to parameters (and initial data), with an error estimate.
+"""Derivatives of the blow-up time ``T*`` and of the tilt-ceasing time ``t_c`` with respect to parameters (and
+initial data), with error estimates.
 
 Route (the blow-up machinery of :mod:`symbolic_tpde.numerics.solve`; the regular form near ``T*`` of issue 20
 does not exist yet, so nothing here integrates through ``T*``).  Let ``r = tr Σ + |α|²`` and ``t_L(θ)`` the
@@ -18,6 +19,19 @@ Differentiability.  ``T*`` is differentiable where the blow-up is simple (``Σ/t
 (``λ₂/λ₁ > RANK_RATIO``) the top of the blow-up is repeated (or split by less than the run resolves): the
 result says *not differentiable* and gives no number.  For softmax with ``V = I``, :func:`blowup_gradient_vi`
 gives the closed form and, at a repeated top eigenvalue, the one-sided derivatives.
+
+Tilt-ceasing time (:func:`tilt_time_gradient`).  The run stops where ``g = λ_min(N)``, ``N = Σ - ΣMΣ``,
+``M = R + Rᵀ`` of a head, reaches 0 (the Gaussian tilt ceases to exist; status ``tilt-ceased``).  There the moment
+ODE is singular (its right-hand side divides by the pivots of ``N``), ``g ≈ c (t_c - t)^{1/2}``, so the event is
+differentiated at levels ``g = L`` before it: with ``u`` the unit eigenvector of the (simple) smallest eigenvalue,
+``∂g/∂θ = uᵀ(dΣ - dΣ MΣ - ΣM dΣ - Σ dM Σ)u`` (``dΣ`` from the forward sensitivities, ``dM = ∂M/∂θ`` from the
+system's symbolic ``existence`` matrix) and ``dg/dt`` the same with ``Σ̇``, and
+
+    E_L = dt_L/dθ = -(∂g/∂θ)/(dg/dt),    t_c - t_L = a L² + O(L³)  ⇒  E_L = dt_c/dθ + O(L²).
+
+Richardson in ``L²`` over two levels; error estimate ``|R - E_{L_min}|`` plus the change at 100x looser
+tolerances.  When the two smallest eigenvalues of ``N`` at the finest level are closer than ``RANK_RATIO``
+times its norm the crossing is not simple: reported as not differentiable, no number.
 
 Closed form (``V = I``; Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322; README Mathematics §4):
 ``T* = 1/λ``, ``λ = λ_max(M)``, ``M = Σ₀^{1/2} B Σ₀^{1/2}``, ``B = A + Aᵀ``.  For a simple ``λ`` with unit
@@ -54,7 +68,8 @@ REPEATED_REL = 1e-9
 class BlowupGradient:
     """``blowup_time ± blowup_time_error``; per direction ``names[k]``: ``gradient[k] ± gradient_error[k]``
     (``None`` when ``differentiable`` is False); ``rank_ratio`` = ``λ₂/λ₁`` of Σ at the top level;
-    ``levels``: ``(t_k, E_k)`` per level; ``method`` says what was used."""
+    ``levels``: ``(t_k, E_k)`` per level; ``method`` says what was used.  ``event``: which time ``blowup_time``
+    is (``"blowup"``: ``T*``; ``"tilt-ceased"``: ``t_c``)."""
 
     names: tuple[str, ...]
     blowup_time: float
@@ -65,6 +80,7 @@ class BlowupGradient:
     rank_ratio: float
     levels: tuple
     method: str
+    event: str = "blowup"
 
 
 def _level_derivatives(ode, sol, d: int) -> list[tuple[float, np.ndarray]]:
@@ -115,6 +131,87 @@ def blowup_time_gradient(ode, alpha0, Sigma0, T_max: float, sensitivities, *, rt
     R = _richardson(lev, Tst)
     err = np.abs(R - _richardson(lev[:-1], Tst)) + np.abs(R - _richardson(lev_loose, Tst))
     return BlowupGradient(names, Tst, Terr, True, R, err, ratio, tuple(lev), how)
+
+
+def _existence_derivatives(system, names, h):
+    """``∂M_h/∂θ_k`` (numpy callables of ``(t, p)``) per direction, ``M_h = R + Rᵀ`` of the ``h``-th head with one;
+    zero for initial-data directions."""
+    import sympy as sp
+
+    M = system.existence[h]
+    out = []
+    for nm in names:
+        sym = next((s for s in system.params if s.name == nm), None)
+        dM = sp.zeros(*M.shape) if sym is None else M.diff(sym)
+        out.append(sp.lambdify([system.time, *system.params], dM, "numpy"))
+    return out
+
+
+def tilt_time_gradient(ode, alpha0, Sigma0, T_max: float, sensitivities, *, rtol: float = 1e-12,
+                       levels: tuple = (1e-3, 1e-4), max_seconds: float | None = None) -> BlowupGradient:
+    """``dt_c/dθ`` for the time ``t_c`` where the Gaussian tilt of a head ceases to exist (module docstring),
+    ``levels``: the fractions of the initial condition value ``g(0)`` at which the event is differentiated."""
+    from ..gaussian.integrate import TILT_CEASED
+    from ..gaussian.sensitivities import integrate_sensitivities
+    from ..numerics.solve import StopCondition
+
+    first = integrate_sensitivities(ode, alpha0, Sigma0, T_max, sensitivities, rtol=rtol, max_seconds=max_seconds)
+    if first.status != TILT_CEASED:
+        raise InputError("T_max", f"the tilt does not cease on [0, {T_max}] (status {first.status}: "
+                         f"{first.message}); dt_c/dθ needs the event")
+    d, n = ode.d, layout.state_size(ode.d)
+    t_c = float(first.t[-1])
+    h = int(np.argmin(ode.condition_values(t_c, first.y[-1])))
+    g0 = float(ode.condition_values(0.0, first.y[0])[h])
+    names = first.names
+    dMs = _existence_derivatives(ode.system, names, h)
+    mats = ode._existence_mats()
+
+    def at_level(L, tol):
+        stop = StopCondition(lambda t, y: np.array([ode.condition_values(t, y[:n])[h] - L]), "level")
+        sol = integrate_sensitivities(ode, alpha0, Sigma0, T_max, sensitivities, rtol=tol, blowup=False,
+                                      events=[stop], max_seconds=max_seconds)
+        if sol.status != "level":
+            raise InputError("T_max", f"the run to the level g = {L:.3g} ended with status {sol.status}")
+        t, y = float(sol.t[-1]), sol.y[-1]
+        p = ode.params(t)
+        _, S = layout.unpack(y, d)
+        M = np.asarray(mats(t, p)[h], float)
+        lam, U = np.linalg.eigh(S - S @ M @ S)
+        u = U[:, 0]
+
+        def dg(dS, dM):
+            return float(u @ (dS - dS @ M @ S - S @ M @ dS - S @ np.asarray(dM, float) @ S) @ u)
+
+        _, Sdot = layout.unpack(ode.rhs(t, y), d)
+        gt = dg(Sdot, np.zeros_like(M))
+        _, dSig = layout.unpack(sol.S[-1], d)
+        E = np.array([-dg(dSig[k], dMs[k](t, *p[:ode.system.n_params])) / gt for k in range(len(names))])
+        gap = float(lam[1] - lam[0]) / max(float(np.abs(lam).max()), 1e-300) if d > 1 else np.inf
+        return t, E, gap
+
+    runs = []
+    for tol in (rtol, 100 * rtol):
+        runs.append([at_level(f * g0, tol) for f in levels])
+    L2 = [(f * g0) ** 2 for f in levels]
+
+    def rich(r):
+        (_, E1, _), (_, E2, _) = r[-2], r[-1]
+        return (E2 * L2[-2] - E1 * L2[-1]) / (L2[-2] - L2[-1])
+
+    how = ("level derivatives dt_L/dθ = -(∂g/∂θ)/(dg/dt) of g = λ_min(Σ - Σ(R + Rᵀ)Σ) at g = L before the event, "
+           "Richardson-extrapolated in L² (t_c - t_L = O(L²))")
+    lev = tuple((t, E) for t, E, _ in runs[0])
+    gap = runs[0][-1][2]
+    if gap < RANK_RATIO:
+        return BlowupGradient(names, t_c, float("nan"), False, None, None, gap, lev,
+                              how + f"; the two smallest eigenvalues of N are within {gap:.2g} (relative): the "
+                              "crossing is not simple, t_c is not differentiable there", TILT_CEASED)
+    R = rich(runs[0])
+    err = np.abs(R - runs[0][-1][1]) + np.abs(R - rich(runs[1]))
+    loose = ode.integrate(alpha0, Sigma0, T_max, rtol=100 * rtol, max_seconds=max_seconds)
+    t_err = abs(float(loose.t[-1]) - t_c) if loose.status == TILT_CEASED else float("nan")
+    return BlowupGradient(names, t_c, t_err, True, R, err, gap, lev, how, TILT_CEASED)
 
 
 @dataclass(frozen=True)

@@ -133,11 +133,12 @@ def _conditions(ode, p, n: int):
 def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, method: str = "DOP853",
                             rtol: float = 1e-12, atol: float | None = None, t_eval=None, blowup: bool = True,
                             max_nfev: int = 1_000_000, max_seconds: float | None = None,
-                            backend: str | None = None, params=None) -> SensitivitySolution:
+                            backend: str | None = None, params=None, events=()) -> SensitivitySolution:
     """Integrate the moment ODE of ``ode`` together with its forward sensitivities (module docstring).
 
     ``params``: a flat parameter vector (the system's layout) used at all times instead of the model's
-    schedule (what a fit varies)."""
+    schedule (what a fit varies).  ``events``: further stop events on the augmented state (e.g. a level of a
+    condition, :func:`symbolic_tpde.analysis.blowup_sensitivity.tilt_time_gradient`)."""
     from ..numerics.solve import BlowupMonitor, integrate
 
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, ode.d)
@@ -162,7 +163,7 @@ def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, met
         F = lambda t, y: crhs.f(t, y, p)  # noqa: E731
     try:
         sol = integrate(F, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol, t_eval=t_eval,
-                        breakpoints=ode.schedule.breakpoints(T), events=([mon] if mon else []) + tilt_stops(conditions),
+                        breakpoints=ode.schedule.breakpoints(T), events=([mon] if mon else []) + tilt_stops(conditions) + list(events),
                         max_nfev=max_nfev, max_seconds=max_seconds)
     except ValueError as exc:
         raise InputError("method", str(exc)) from None
