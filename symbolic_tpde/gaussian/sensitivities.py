@@ -174,3 +174,54 @@ def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, met
     base = GaussianSolution(sol.t, alpha, Sigma, reported_status(sol), sol.blowup_time, sol.message, crhs.backend,
                             sol.blowup_time_error, sol.exponent, sol.events, Y[:, :n], sol.nfev)
     return SensitivitySolution(base, names, dalpha, dSigma, S, sol)
+
+
+@dataclass(frozen=True)
+class AdjointGradient:
+    """``∂ℓ/∂θ`` for every parameter of the system (``params``, in ``param_names`` order) and ``∂ℓ/∂y(0)`` on the
+    packed state (``init``, names ``alpha0_i``, ``Sigma0_i_j``; a packed ``Σ₀[i,j]``, ``i < j``, moves both
+    entries), for ``ℓ`` given by its gradient at ``y(T)``; ``y_T`` the forward end state."""
+
+    param_names: tuple[str, ...]
+    params: np.ndarray
+    init_names: tuple[str, ...]
+    init: np.ndarray
+    y_T: np.ndarray
+
+
+def adjoint_gradient(ode, alpha0, Sigma0, T: float, dloss, *, rtol: float = 1e-12,
+                     backend: str | None = None) -> AdjointGradient:
+    """Gradient of one scalar loss ``ℓ(y(T))`` with respect to all parameters and the initial state by the adjoint
+    method (:func:`symbolic_tpde.symbolic.sensitivities.adjoint_system`): one forward run, one backward run of
+    ``2n + P`` states, against ``n(1 + P)`` states for forward sensitivities of all ``P`` parameters.
+    ``dloss``: ``∂ℓ/∂y`` at ``y(T)`` (packed, length ``n``), or a callable ``y_T -> ∂ℓ/∂y``.  Single-layer
+    (constant) schedules only; ``y`` is re-integrated backwards, so keep ``T`` away from a blow-up."""
+    from ..codegen.compile import compile_system
+    from ..numerics.solve import integrate
+    from ..symbolic.sensitivities import adjoint_system
+
+    if ode.system is None or ode.backend == "numeric-matrix":
+        raise InputError("sensitivities", "the adjoint needs the entrywise symbolic system (not Sinkhorn d >= 3)")
+    if getattr(ode.schedule, "func", None) is not None or len(ode.schedule.breakpoints(T)):
+        raise InputError("schedule", "the adjoint mode is built for one constant layer (no breakpoints)")
+    fwd = ode.integrate(alpha0, Sigma0, T, t_eval=[float(T)], rtol=rtol)
+    if fwd.status != "ok":
+        raise InputError("T", f"the forward run ended with status {fwd.status}: {fwd.message}")
+    n, P = layout.state_size(ode.d), ode.system.n_params
+    yT = np.asarray(fwd.y[-1], float)
+    g = np.asarray(dloss(yT) if callable(dloss) else dloss, float)
+    if g.shape != (n,):
+        raise InputError("dloss", f"expected the gradient on the packed state, length {n}, got shape {g.shape}")
+    memo = ode.__dict__.setdefault("_sens_memo", {})
+    be = backend or (ode.backend if ode.backend in ("c", "numpy") else "auto")
+    if ("adjoint", be) not in memo:
+        memo[("adjoint", be)] = compile_system(adjoint_system(ode.system), be)
+    crhs = memo[("adjoint", be)]
+    p = ode.params(0.0)
+    z0 = np.concatenate([yT, g, np.zeros(P)])
+    sol = integrate(lambda s, z: crhs.f(s, z, p), z0, (0.0, float(T)), method="DOP853", rtol=rtol, t_eval=[float(T)])
+    if str(sol.status) != "ok":
+        raise InputError("T", f"the backward (adjoint) run ended with status {sol.status}: {sol.message}")
+    z = np.asarray(sol.y[-1], float)
+    return AdjointGradient(tuple(s.name for s in ode.system.params), z[2 * n:],
+                           tuple(_display("init:" + s) for s in layout.state_names(ode.d)), z[n:2 * n], yT)

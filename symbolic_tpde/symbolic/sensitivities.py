@@ -132,3 +132,85 @@ def initial_sensitivities(system: OdeSystem, names) -> list[list[float]]:
             col[idx] = 1.0
         out.append(col)
     return out
+
+
+def dag_grad(expr, variables) -> list:
+    """``[∂expr/∂v for v in variables]`` by reverse accumulation over the DAG (one sweep for all variables):
+    nodes in reverse topological order, each passing ``adj(node) · ∂node/∂arg`` to its arguments (``Add``,
+    ``Mul``, ``Pow`` explicitly, functions through ``fdiff``).  The cost is one pass over the DAG, against one
+    :func:`dag_diff` pass per variable: what makes the adjoint mode cheap for many parameters."""
+    expr = sp.sympify(expr)
+    order, seen, stack = [], set(), [(expr, False)]
+    while stack:                                   # iterative post-order (children before parents)
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.append((e, True))
+        if not (e.is_Symbol or e.is_number):
+            stack.extend((a, False) for a in e.args)
+    adj: dict[int, list] = {id(expr): [sp.S.One]}
+    for e in reversed(order):                      # parents before children
+        terms = adj.get(id(e))
+        if not terms or e.is_Symbol or e.is_number:
+            continue
+        a_e = sp.Add(*terms)
+        args = e.args
+        if isinstance(e, sp.Add):
+            parts = [a_e] * len(args)
+        elif isinstance(e, sp.Mul):
+            parts = [sp.Mul(a_e, *args[:i], *args[i + 1:]) for i in range(len(args))]
+        elif isinstance(e, sp.Pow):
+            b, p = args
+            parts = [a_e * p * b ** (p - 1), a_e * e * sp.log(b) if not p.is_number else sp.S.Zero]
+        elif isinstance(e, sp.Function):
+            parts = [a_e * e.fdiff(i + 1) for i in range(len(args))]
+        else:
+            raise NotImplementedError(f"reverse differentiation of {type(e).__name__}")
+        for a, part in zip(args, parts):
+            if part is not sp.S.Zero and not a.is_number:
+                adj.setdefault(id(a), []).append(part)
+    # equality, not identity, for the variables (see dag_diff)
+    by_sym: dict = {}
+    for e in order:
+        if e.is_Symbol and id(e) in adj:
+            by_sym.setdefault(e, []).extend(adj[id(e)])
+    return [sp.Add(*by_sym.get(v, [])) for v in variables]
+
+
+def adjoint_system(system: OdeSystem) -> OdeSystem:
+    """The adjoint system in reversed time ``s = T - t`` for an autonomous ``system``: states ``(y, λ, μ)``,
+
+        dy/ds = -f(y),   dλ/ds = (∂f/∂y)ᵀ λ,   dμ/ds = (∂f/∂θ)ᵀ λ,
+
+    started at ``s = 0`` from ``(y(T), ∂ℓ/∂y(T), 0)``; at ``s = T``: ``λ = ∂ℓ/∂y(0)`` and ``μ = ∂ℓ/∂θ`` (the
+    adjoint method; e.g. Hairer, Nørsett, Wanner I, §I.14, or CVODES' adjoint module).  Both vector-Jacobian
+    products come from one reverse sweep (:func:`dag_grad`) of ``φ = λ·f``.  ``y`` is re-integrated backwards
+    (no stored trajectory): fine on non-stiff horizons, not near a blow-up."""
+    if any(system.time in dag_symbols_of(e) for e in system.rhs):
+        raise ValueError("adjoint_system needs an autonomous system (no explicit time)")
+    taken = {s.name for s in (*system.states, *system.params, system.time)}
+
+    def fresh(nm):
+        while nm in taken:
+            nm = "_" + nm
+        taken.add(nm)
+        return sp.Symbol(nm, real=True)
+    lam = [fresh(f"lam_{s.name}") for s in system.states]
+    mu = [fresh(f"mu_{p.name}") for p in system.params]
+    phi = sp.Add(*[l_ * f for l_, f in zip(lam, system.rhs)])
+    g = dag_grad(phi, list(system.states) + list(system.params))
+    n = system.n_states
+    rhs = [-f for f in system.rhs] + g[:n] + g[n:]
+    origin = {**dict(system.origin), "form": "adjoint (reversed time)", "base_states": n}
+    return OdeSystem(states=tuple(system.states) + tuple(lam) + tuple(mu), params=system.params, rhs=tuple(rhs),
+                     param_layout=system.param_layout, time=system.time, origin=origin)
+
+
+def dag_symbols_of(expr) -> set:
+    from .moments import dag_symbols
+
+    return dag_symbols([expr])
