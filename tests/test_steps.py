@@ -57,9 +57,9 @@ def test_softmax_identity_specialisation_closed_form_and_blowup():
     dv = kind_derivation(("softmax",), V_identity=True)
     titles = [s.title for s in dv.steps]
     assert dv.all_checked
-    assert any("precision" in t and "Sigma^-1" in t for t in titles)
+    assert any("precision" in t and r"\Sigma^{-1}" in t for t in titles)
     assert any("closed-form" in t for t in titles) and any("blow-up" in t for t in titles)
-    assert any("lambda_max" in c for c in dv.conclusions)
+    assert any(r"\lambda_{\max}" in c for c in dv.conclusions)
 
 
 def test_user_kernel_and_entrywise_steps_checked():

@@ -147,6 +147,9 @@ class KindSpec:
     normalised: bool = True            # softmax-type normalisation of the kernel weights
     notes: str = ""
     assumption: str = ""               # when its derivation holds, in words (printed with the derivation)
+    #: the kind and its field as a sentence for the derivation documents, formulas in LaTeX between ``$``
+    #: marks (``symbolic.printing.words_tex``); empty: the documents print :attr:`field`
+    field_tex: str = ""
     geometry: str = "R^d"              # "R^d" (tokens in R^d) | "sphere" (normalised tokens, README "Sphere")
     #: ``(A, I) -> parameters`` of a head whose kernel has the bilinear term ``<Ax, y>`` (``I`` the identity of
     #: the same type), the rest at :meth:`ParamSpec.neutral`; ``None``: no such head (``tpde sweep`` refuses it)
@@ -204,30 +207,43 @@ def _with_a(A, I):
 
 
 add(KindSpec("softmax", (_A, _V), "affine", "V ∫ y e^{<Ax,y>} dμ(y) / ∫ e^{<Ax,y>} dμ(y)",
-             assumption="Softmax: the kernel exp(<Ax, y>) has no key-quadratic part (R = 0), so the tilt exists "
-                        "for every SPD Sigma: the tilted precision is Sigma^-1 itself.", interaction=_with_a))
+             assumption=r"Softmax: the kernel $e^{\langle Ax, y\rangle}$ has no key-quadratic part ($R = 0$), so "
+                        r"the tilt exists for every symmetric positive definite $\Sigma$: the tilted precision is "
+                        r"$\Lambda = \Sigma^{-1}$ itself.",
+             field_tex=r"Softmax attention: $\Gamma_{\mu}(x) = V\,\frac{\int y\, e^{\langle Ax, y\rangle}\, d\mu(y)}"
+                       r"{\int e^{\langle Ax, y\rangle}\, d\mu(y)}$", interaction=_with_a))
 add(KindSpec("l2", (
     _mat("Q", "Q", "query projection", shape=("m", "d")),
     _mat("K", "K", "key projection", shape=("m", "d")),
     _V,
     ParamSpec("tau", (), None, "positive", r"\tau", "temperature", ("interval", 1.0, 1.0))),
     "affine", "softmax with kernel exp(-|Qx - Ky|²/τ)",
-    assumption="l2: R = -K^T K/tau, so the tilted precision Sigma^-1 + (2/tau) K^T K is positive definite for "
-               "every SPD Sigma: the tilt always exists.",
+    assumption=r"$\ell_2$: $R = -K^{\top}K/\tau$, so the tilted precision $\Lambda = \Sigma^{-1} + \tfrac{2}{\tau}"
+               r"K^{\top}K$ is positive definite for every symmetric positive definite $\Sigma$: the tilt always "
+               r"exists.",
+    field_tex=r"$\ell_2$ attention: $\Gamma_{\mu}(x) = V\,\frac{\int y\, k(x, y)\, d\mu(y)}{\int k(x, y)\, d\mu(y)}$ "
+              r"with the "
+              r"kernel $k(x, y) = e^{-|Qx - Ky|^{2}/\tau}$",
     interaction=lambda A, I: {"Q": A, "K": I, "tau": 2.0}))      # cross term (2/τ) KᵀQ = A
 add(KindSpec("sinkhorn", (_A, _V, ParamSpec("epsilon", (), 1.0, "positive", r"\varepsilon",
                                             "entropic regularisation")),
              "affine", "V ∫ y dπ_μ(y|x), π_μ the entropic self-transport plan for the cost -<Ax,y>",
              notes="closed form needs a matrix square root: entrywise for d <= 2, numeric-matrix backend above",
-             assumption="Sinkhorn: X^{1/2} is the principal square root of X = I + 4(A/eps)^T Sigma (A/eps) Sigma, "
-                        "whose eigenvalues are >= 1 for SPD Sigma; regularisation eps > 0.", interaction=_with_a))
+             assumption=r"Sinkhorn: $X^{1/2}$ is the principal square root of $X = I + 4(A/\varepsilon)^{\top}"
+                        r"\Sigma (A/\varepsilon)\Sigma$, whose eigenvalues are $\geq 1$ for symmetric positive "
+                        r"definite $\Sigma$; regularisation $\varepsilon > 0$.",
+             field_tex=r"Sinkhorn attention: $\Gamma_{\mu}(x) = V\int y\, d\pi_{\mu}(y \mid x)$, where $\pi_{\mu}$ is the entropic "
+                       r"optimal transport plan from $\mu$ to itself for the cost $-\langle Ax, y\rangle$ with "
+                       r"regularisation $\varepsilon$", interaction=_with_a))
 add(KindSpec("sigmoid", (  # examples strong enough to leave Gaussians visibly
     _mat("A", "A", _A.description, example=("normal", 0.0, 3.0)), _mat("V", "V", _V.description,
                                                                         example=("normal", 0.0, 1.0)),
     ParamSpec("b", (), None, None, "b", "bias inside the sigmoid")),
     "witness", "V ∫ σ(<Ax,y> + b) y dμ(y) (no normalisation)", normalised=False, interaction=_with_a))
 add(KindSpec("linear", (_A, _V), "affine", "V ∫ <Ax,y> y dμ(y)", normalised=False,
-             assumption="Linear attention is not normalised: Gamma(x) = V E[<Ax, y> y] (no tilt, no condition).",
+             assumption=r"Linear attention is not normalised: $\Gamma(x) = V\,\mathbb{E}[\langle Ax, y\rangle y]$ "
+                        r"(no tilt, no condition).",
+             field_tex=r"Linear attention: $\Gamma_{\mu}(x) = V\int \langle Ax, y\rangle\, y\, d\mu(y)$ (no normalisation)",
              interaction=_with_a))
 add(KindSpec("softmax_unnormalized", (_A, _V), "witness", "V ∫ y e^{<Ax,y>} dμ(y) (no normalisation)",
              normalised=False, interaction=_with_a))
@@ -243,8 +259,11 @@ add(KindSpec("custom", (
     ParamSpec("r", ("d",), "zero", None, "r", "key linear term", ("normal", 0.2, 0.0)), _V),
     "affine", "softmax with log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy",
     notes="xᵀBy with x the query: softmax is B = Aᵀ",
-    assumption="Custom kernel: the tilt exists only while Sigma^-1 - R - R^T is positive definite; the derived "
-               "ODE holds only there (tpde rhs refuses other states).",
+    assumption=r"Custom kernel: the tilt exists only while $\Lambda = \Sigma^{-1} - R - R^{\top} \succ 0$; the "
+               r"derived ODE holds only there (the right-hand side refuses other states).",
+    field_tex=r"Custom kernel: $\Gamma_{\mu}(x) = V\,\frac{\int y\, k(x, y)\, d\mu(y)}{\int k(x, y)\, d\mu(y)}$ "
+              r"with "
+              r"$\log k(x, y) = x^{\top}By + x^{\top}Px + y^{\top}Ry + p^{\top}x + r^{\top}y$",
     interaction=lambda A, I: {"B": A.T}))                       # xᵀ B y = yᵀ A x
 
 #: parts every kind must have, and the module that registers each

@@ -278,10 +278,54 @@ def _latex_row(label: str, e, tex, budget: int = LATEX_LINE_WIDTH) -> tuple[str,
 
 
 # ------------------------------------------------------------------- sentences with formulas in them
+# ------------------------------------------------------------------------- sentences with typeset math
+#: A sentence may carry its mathematics between ``$...$`` written in LaTeX (``the tilt exists iff
+#: $\Sigma^{-1} - R - R^{\top} \succ 0$``): LaTeX prints it as written (math mode: true minus, ``\mathcal N``
+#: for the normal law, ``\Lambda`` for the precision), the terminal and JSON as Unicode by the fixed table
+#: :data:`_TEX_TEXT` (:func:`tex_to_text`; a command missing from the table is left visible, and the
+#: derivation tests fail on any backslash in text output).  Sentences without ``$`` keep the older rule
+#: (:func:`words_tex` guesses the formula pieces).
+_TEX_TEXT = [(r"\mathcal{N}", "N"), (r"\mathbb{R}", "ℝ"), (r"\mathbb{E}", "E"), (r"^{-1}", "⁻¹"),
+             (r"^{\top}", "ᵀ"), (r"^{1/2}", "^{1/2}"), (r"^{2}", "²"), (r"^{*}", "*"), (r"\langle ", "⟨"),
+             (r"\langle", "⟨"), (r"\rangle", "⟩"), (r"\succeq", "⪰"), (r"\succ", "≻"), (r"\preceq", "⪯"),
+             (r"\leq", "≤"), (r"\geq", "≥"), (r"\iff", "⇔"), (r"\implies", "⇒"), (r"\to", "→"),
+             (r"\int", "∫"), (r"\nabla", "∇"), (r"\partial", "∂"), (r"\cdot", "·"), (r"\mid", "|"),
+             (r"\varepsilon", "ε"), (r"\Sigma", "Σ"), (r"\Lambda", "Λ"), (r"\Gamma", "Γ"), (r"\alpha", "α"),
+             (r"\beta", "β"), (r"\lambda", "λ"), (r"\kappa", "κ"), (r"\sigma", "σ"), (r"\tau", "τ"),
+             (r"\mu", "μ"), (r"\pi", "π"), (r"\rho", "ρ"), (r"\theta", "θ"), (r"\phi", "φ"), (r"\ell", "ℓ"),
+             (r"\det", "det"), (r"\log", "log"), (r"\exp", "exp"), (r"\max", "max"), (r"\min", "min"),
+             (r"\operatorname{tr}", "tr"), (r"\quad", "  "), (r"\,", " "), (r"\ ", " "), (r"\{", "{"),
+             (r"\}", "}"), (r"\left", ""), (r"\right", ""), (r"\big", ""), (r"\infty", "∞"),
+             (r"\times", "×"), (r"\le", "≤"), (r"\ge", "≥"), (r"\neq", "≠"), (r"\in", "∈")]
+_TEX_FRAC = re.compile(r"\\[td]?frac\{([^{}]*)\}\{([^{}]*)\}")
+
+
+def tex_to_text(m: str) -> str:
+    """The Unicode reading of an inline LaTeX formula of a sentence (:data:`_TEX_TEXT`)."""
+    m = re.sub(r"\\(?:text|mathrm|operatorname)\{([^{}]*)\}", r"\1", m)
+    for a, b in _TEX_TEXT:
+        m = re.sub(re.escape(a) + (r"(?![A-Za-z])" if a[-1].isalpha() else ""), lambda _: b, m)
+    m = _TEX_FRAC.sub(lambda g: "(" + "/".join(v if re.fullmatch(r"[^\s+\-]+", v) else f"({v})"
+                                               for v in g.groups()) + ")", m)
+    m = re.sub(r"_\{([^{}]*)\}", r"_\1", m)
+    m = re.sub(r"_(\d)(?!\d)", lambda g: "₀₁₂₃₄₅₆₇₈₉"[int(g.group(1))], m)
+    return m.replace("^{(", "^(").replace(")}", ")")
+
+
+def _marked(s: str, math, words) -> str:
+    """``s`` split at its ``$`` marks: the formulas through ``math``, the words through ``words``."""
+    parts = s.split("$")
+    if len(parts) % 2 == 0:
+        raise ValueError(f"unbalanced $ in a sentence: {s!r}")
+    return "".join(math(p) if k % 2 else words(p) for k, p in enumerate(parts))
+
+
 def readable(s: str) -> str:
     """SymPy ``str`` artefacts in a sentence as readable ASCII notation: ``Sigma**(-1) -> Sigma^-1``,
     ``A.T -> A^T``, ``x**2 -> x^2``, ``2*A -> 2 A`` (for JSON and as the input of :func:`words_tex` /
-    :func:`words_text`)."""
+    :func:`words_text`); a sentence with ``$`` marks is kept as written (its words hold no code)."""
+    if "$" in str(s):
+        return str(s)
     s = re.sub(r"\*\*\((-?\d+)\)", r"^\1", str(s))
     s = re.sub(r"\*\*\(([^()]*)\)", r"^{\1}", s)
     s = s.replace("**", "^")
@@ -290,7 +334,10 @@ def readable(s: str) -> str:
 
 
 def words_text(s: str) -> str:
-    """A sentence for the terminal in math notation: :func:`readable`, then Greek letters and ``⁻¹``/``ᵀ``."""
+    """A sentence for the terminal in math notation: :func:`readable`, then Greek letters and ``⁻¹``/``ᵀ``
+    (``$...$`` formulas by :func:`tex_to_text`)."""
+    if "$" in s:
+        return _marked(s, tex_to_text, lambda w: w)
     s = readable(s)
     for a, b in _TEXT_SUBS:
         s = re.sub(r"\b" + re.escape(a) + r"(?![A-Za-z])" if a[0].isalpha() else re.escape(a), b, s)
@@ -332,9 +379,16 @@ _WORD_FIX = [(re.compile(r"\bd(Sigma|alpha)\b"), r"d \1"), (re.compile(r"\bGamma
              (re.compile(r"<=|≤"), " ≤ ")]
 
 
+def _escape_words(t: str) -> str:
+    return (t.replace("\\", "").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#").replace("_", "\\_")
+            .replace("^", "\\^{}").replace("~", "\\textasciitilde{}").replace("<", "$<$").replace(">", "$>$"))
+
+
 def words_tex(s: str) -> str:
     """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names, ``T*``) for LaTeX text
-    mode: formula pieces become inline math, the rest is escaped."""
+    mode: formula pieces become inline math, the rest is escaped (``$...$`` formulas as written)."""
+    if "$" in s:
+        return _marked(s, lambda m: "$" + m + "$", _escape_words)
     for pat, rep in _WORD_FIX:
         s = pat.sub(rep, s)
     out, pos = [], 0

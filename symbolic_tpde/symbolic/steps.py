@@ -76,7 +76,7 @@ def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list, Any, 
     x, y = sp.MatrixSymbol("x", D, 1), sp.MatrixSymbol("y", D, 1)
     K = spec_kinds.part(kind, "symbolic").matrix_kernel(syms)
     Bt = K.B.T
-    Rn, Nn, nn = sp.MatrixSymbol("R", D, D), sp.MatrixSymbol("N", D, D), sp.MatrixSymbol("n", D, 1)
+    Rn, Nn, nn = sp.MatrixSymbol("R", D, D), sp.MatrixSymbol("Lambda", D, D), sp.MatrixSymbol("n", D, 1)
     c = _sum([x.T * K.P * x if K.P is not None else None, K.p.T * x if K.p is not None else None]) \
         if (K.P is not None or K.p is not None) else None
     lin = _sum([Bt * x, K.r])
@@ -85,31 +85,31 @@ def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list, Any, 
     shown = spec_kinds.part(kind, "symbolic").matrix_definition
     definition = shown(syms, x, y) if shown is not None else None
     lhs1 = definition if definition is not None else K.log_kernel(x, y)
-    out = [step(f"{pre}the log-kernel as a quadratic in the key y", lhs1, blocks,
-                "the terms free of y form c(x)" if c is not None else "", where=where_R)]
+    out = [step(f"{pre}the log-kernel as a quadratic in the key $y$", lhs1, blocks,
+                "the terms free of $y$ form $c(x)$" if c is not None else "", where=where_R)]
     N = _sum([Sigma.I, -Rn if K.R is not None else None, -Rn.T if K.R is not None else None])
     n = _sum([Sigma.I * alpha, K.r, Bt * x])
     where = where_R + ((Nn, N), (nn, n))
     exponent = _ma(blocks, _mm(-HALF, sp.Transpose(y - alpha), Sigma.I, y - alpha))
     quad = _ma(_mm(-HALF, y.T, Nn, y), _mm(nn.T, y))
     square = _mm(-HALF, sp.Transpose(y - Nn.I * nn), Nn, y - Nn.I * nn)
-    out.append(step(f"{pre}the exponent of the tilted measure k(x, y) N(y; alpha, Sigma)", exponent, quad,
-                    "log N(y; alpha, Sigma) = -(y - alpha)^T Sigma^-1 (y - alpha)/2 + const; terms free of y "
-                    "cancel when the tilted measure is normalised", free_of=("y",), where=where,
+    out.append(step(rf"{pre}the exponent of the tilted measure $k(x, y)\,\mathcal{{N}}(y; \alpha, \Sigma)$", exponent,
+                    quad, r"$\log \mathcal{N}(y; \alpha, \Sigma) = -\tfrac{1}{2}(y - \alpha)^{\top}\Sigma^{-1}(y - \alpha) + "
+                    r"\text{const}$; terms free of $y$ cancel when the tilted measure is normalised", free_of=("y",), where=where,
                     exact_d=(), random_d=(2, 3), points=1))
     out.append(step(f"{pre}completing the square", quad, square,
-                    "so the normalised tilt is the Gaussian N(m(x), S) with S = N^-1, m(x) = S n; it exists iff "
-                    "N is positive definite", free_of=("y",), where=where, exact_d=(), random_d=(2, 3), points=1))
+                    r"so the normalised tilt is the Gaussian $\mathcal{N}(m(x), S)$ with covariance $S = \Lambda^{-1}$ "
+                    r"and mean $m(x) = Sn$; it exists iff $\Lambda \succ 0$", free_of=("y",), where=where, exact_d=(), random_d=(2, 3), points=1))
     tilt = tilt_matrix(K, alpha, Sigma)
-    out.append(step(f"{pre}the tilted precision S^-1: minus the y-Hessian of the exponent", NegHessian(exponent, y),
+    out.append(step(f"{pre}the tilted precision $S^{{-1}}$: minus the $y$-Hessian of the exponent", NegHessian(exponent, y),
                     Nn, "the Hessian is taken entrywise", where=where))
     m = _mexpand(tilt.m0 + tilt.M * x)
-    out.append(step(f"{pre}the tilted mean m(x) = N^-1 n", Nn.I * nn, m,
-                    "the right side is the tilt computed by matrix calculus (the y-gradient and y-Hessian of the "
-                    "exponent), an independent route", where=where))
+    out.append(step(rf"{pre}the tilted mean $m(x) = \Lambda^{{-1}} n$", Nn.I * nn, m,
+                    "the right side is the tilt computed by matrix calculus (the $y$-gradient and $y$-Hessian of "
+                    "the exponent), an independent route", where=where))
     V = syms["V"]
     b, J = _mexpand(V * tilt.m0), _mexpand(V * tilt.M)
-    out.append(step(f"{pre}the affine field Gamma(x) = V m(x) = b + J x", V * Nn.I * nn, b + J * x, where=where))
+    out.append(step(rf"{pre}the affine field $\Gamma(x) = V m(x) = b + Jx$", V * Nn.I * nn, b + J * x, where=where))
     return out, b, J
 
 
@@ -120,9 +120,9 @@ def linear_head_steps(syms: dict, pre: str = "") -> tuple[list, Any, Any]:
     x, y = sp.MatrixSymbol("x", D, 1), sp.MatrixSymbol("y", D, 1)
     A, V = syms["A"], syms["V"]
     J = V * (Sigma + alpha * alpha.T) * A
-    s1 = step(f"{pre}linear attention: Gamma(x) = V E[<A x, y> y]",
+    s1 = step(rf"{pre}linear attention: $\Gamma(x) = V\,\mathbb{{E}}[\langle Ax, y\rangle y]$",
               V * GaussExpect(y * (y.T * A * x), y, alpha, Sigma), J * x,
-              "not normalised: b = 0 and J = V (Sigma + alpha alpha^T) A")
+              r"not normalised: $b = 0$ and $J = V(\Sigma + \alpha\alpha^{\top})A$")
     return [s1], sp.ZeroMatrix(D, 1), J
 
 
@@ -136,19 +136,21 @@ def sinkhorn_head_steps(syms: dict, pre: str = "") -> tuple[list, Any, Any, Any]
     C = sp.MatrixSymbol("C", D, D)
     A, V, eps = syms["A"], syms["V"], syms["epsilon"]
     cm = alpha + C.T * Sigma.I * (x - alpha)
-    out = [step(f"{pre}Sinkhorn: the entropic plan pi between N(alpha, Sigma) and itself is Gaussian with "
-                "cross-covariance C; its conditional mean", PlanMean(x, alpha, Sigma, C), cm,
+    out = [step(rf"{pre}Sinkhorn: the entropic plan $\pi$ between $\mathcal{{N}}(\alpha, \Sigma)$ and itself is "
+                "Gaussian with cross-covariance $C$; its conditional mean", PlanMean(x, alpha, Sigma, C), cm,
                 "Gaussian conditioning (the left side is evaluated from the joint precision, the right side from "
                 "the covariance)", exact_d=(), random_d=(2, 3), points=2)]
     Ct = sk.closed_form_matrix(D).xreplace({sp.MatrixSymbol("A", D, D): A / eps})
     cond = Sigma * (A / eps).T * (Sigma - Ct * Sigma.I * Ct.T)
-    out.append(step(f"{pre}the plan's first-order condition C = Sigma (A/eps)^T (Sigma - C^T Sigma^-1 C), "
-                    "solved in closed form", Ct.T, cond,
-                    "C^T = 2 Sigma (A/eps) Sigma (I + X^{1/2})^-1, X = I + 4 (A/eps)^T Sigma (A/eps) Sigma; "
-                    "X^{1/2} is the principal square root (X has eigenvalues >= 1 for SPD Sigma)",
+    out.append(step(rf"{pre}the plan's first-order condition $C = \Sigma (A/\varepsilon)^{{\top}}(\Sigma - "
+                    r"C^{\top}\Sigma^{-1}C)$, solved in closed form", Ct.T, cond,
+                    r"$C^{\top} = 2\Sigma (A/\varepsilon)\Sigma (I + X^{1/2})^{-1}$, $X = I + 4(A/\varepsilon)^{\top}"
+                    r"\Sigma (A/\varepsilon)\Sigma$; $X^{1/2}$ is the principal square root ($X$ has eigenvalues "
+                    r"$\geq 1$ for $\Sigma \succ 0$)",
                     exact_d=(), random_d=(1, 2, 3), numeric=True))
     b, J = V * (alpha - C.T * Sigma.I * alpha), V * C.T * Sigma.I
-    out.append(step(f"{pre}the affine field Gamma(x) = V E_pi[y | x] = b + J x", V * cm, b + J * x))
+    out.append(step(rf"{pre}the affine field $\Gamma(x) = V\,\mathbb{{E}}_{{\pi}}[y \mid x] = b + Jx$", V * cm,
+                    b + J * x))
     return out, b, J, (C, Ct.T)
 
 
@@ -195,24 +197,25 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
     J = _sum([f[1] for f in fields] + ([mf.symbols["W"]] if ffn else []))
     if len(fields) > 1 or ffn:
         parts = [f[0] + f[1] * x for f in fields] + ([mf.symbols["W"] * x + mf.symbols["c"]] if ffn else [])
-        steps.append(step("the layer's field: heads add" + (", and the feed-forward term W x + c" if ffn else ""),
-                          _sum(parts), b + J * x, "fields add, so the layer's field is affine: Gamma = b + J x"))
+        steps.append(step("the layer's field: heads add" + (", and the feed-forward term $Wx + c$" if ffn else ""),
+                          _sum(parts), b + J * x, r"fields add, so the layer's field is affine: $\Gamma = b + Jx$"))
     num = dict(numeric=True, exact_d=(), random_d=(1, 2, 3)) if subs_C else {}
     Bn, Jn = sp.MatrixSymbol("b", D, 1), sp.MatrixSymbol("J", D, D)
-    steps.append(step("mean equation: for an affine field Gamma = b + J x the flow map is affine and d alpha/dt = "
-                      "E[Gamma(X)]", GaussExpect(Bn + Jn * X, X, alpha, Sigma), Bn + Jn * alpha,
-                      "b, J: any vector and matrix (the identity holds for every affine field)"))
-    steps.append(step("covariance equation: d Sigma/dt = E[(X - alpha) Gamma(X)^T + Gamma(X) (X - alpha)^T]",
+    steps.append(step(r"mean equation: for an affine field $\Gamma = b + Jx$ the flow map is affine and "
+                      r"$\frac{d\alpha}{dt} = \mathbb{E}[\Gamma(X)]$", GaussExpect(Bn + Jn * X, X, alpha, Sigma),
+                      Bn + Jn * alpha, "$b$, $J$: any vector and matrix (the identity holds for every affine field)"))
+    steps.append(step(r"covariance equation: $\frac{d\Sigma}{dt} = \mathbb{E}[(X - \alpha)\Gamma(X)^{\top} + "
+                      r"\Gamma(X)(X - \alpha)^{\top}]$",
                       GaussExpect((X - alpha) * (Bn + Jn * X).T + (Bn + Jn * X) * (X - alpha).T, X, alpha, Sigma),
-                      Jn * Sigma + Sigma * Jn.T, "b, J: any vector and matrix"))
+                      Jn * Sigma + Sigma * Jn.T, "$b$, $J$: any vector and matrix"))
     a_dot = (b + J * alpha).xreplace(subs_C)
     S_dot = (J * Sigma + Sigma * J.T).xreplace(subs_C)
     # the layer's b + J alpha against the matrix form of symbolic.moments; shown only where the two are not the
     # same expression (a step "X = X" says nothing)
     if sym(a_dot) != sym(mf_a):
-        steps.append(step("the moment ODE (mean): b + J alpha with this layer's b and J", a_dot, mf_a, **num))
+        steps.append(step(r"the moment ODE (mean): $b + J\alpha$ with this layer's $b$ and $J$", a_dot, mf_a, **num))
     if sym(S_dot) != sym(mf_S):
-        steps.append(step("the moment ODE (covariance): J Sigma + Sigma J^T with this layer's J", S_dot, mf_S,
+        steps.append(step(r"the moment ODE (covariance): $J\Sigma + \Sigma J^{\top}$ with this layer's $J$", S_dot, mf_S,
                           **num))
     if V_identity or A_symmetric:
         steps += specialise(mf, tuple(kinds_), V_identity, A_symmetric)

@@ -364,7 +364,7 @@ def tex(e) -> str:
     return s
 
 
-_UNI = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("alpha", "α"), ("epsilon", "ε"), ("Gamma", "Γ"), ("lambda_max", "λ_max"),
+_UNI = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("Lambda", "Λ"), ("alpha", "α"), ("epsilon", "ε"), ("Gamma", "Γ"), ("lambda_max", "λ_max"),
         ("tau", "τ"), ("mu", "μ"), ("pi", "π")]
 
 

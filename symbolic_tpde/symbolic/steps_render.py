@@ -51,15 +51,21 @@ def _scope(s) -> str:
     return f" [{s.scope}]" if s.checked and s.scope else ""
 
 
+def _plain(s: str) -> str:
+    """A sentence for JSON: its ``$...$`` formulas read as Unicode (:func:`.printing.words_text`)."""
+    return words_text(s) if "$" in s else s
+
+
 def to_json(dv) -> dict:
-    return {"title": dv.title, "model": list(dv.model), "assumptions": list(dv.assumptions),
-            "conclusions": list(dv.conclusions), "all_checked": dv.all_checked, "summary": dv.summary(),
-            "expr_format": "sympy-str", "notes": list(dv.notes),
-            "steps": [{"title": s.title, "lhs": json_side(s.eq.lhs), "relation": s.eq.rel,
+    return {"title": dv.title, "model": [_plain(m) for m in dv.model],
+            "assumptions": [_plain(a) for a in dv.assumptions], "conclusions": [_plain(c) for c in dv.conclusions],
+            "all_checked": dv.all_checked, "summary": dv.summary(), "expr_format": "sympy-str",
+            "notes": [_plain(n) for n in dv.notes],
+            "steps": [{"title": _plain(s.title), "lhs": json_side(s.eq.lhs), "relation": s.eq.rel,
                        "rhs": json_side(s.eq.rhs) if s.eq.rhs is not None else None,
                        "qualifier": (f"+ (terms free of {', '.join(s.eq.free_of)})" if s.eq.free_of else ""),
                        "where": [[json_side(k), json_side(v)] for k, v in s.eq.where],
-                       "checked": s.checked, "scope": s.scope, "method": s.method, "note": s.note}
+                       "checked": s.checked, "scope": s.scope, "method": s.method, "note": _plain(s.note)}
                       for s in dv.steps]}
 
 

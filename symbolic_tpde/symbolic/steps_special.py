@@ -84,12 +84,14 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
     reps = dict(rep)
     if sym:
         reps.update({sp.Transpose(sp.MatrixSymbol(n, D, D)): sp.MatrixSymbol(n, D, D) for n in sym})
-    out.append(step(f"with {words}: the covariance equation", at(mf.Sigma_dot, reps, words), S_dot,
-                    f"the user's structure ({words}) substituted and simplified", symmetric=sym))
+    mwords = " and ".join(w for w, on in (("$V = I$", V_identity), (r"$A = A^{\top}$", A_symmetric)) if on)
+    out.append(step(f"with {mwords}: the covariance equation", at(mf.Sigma_dot, reps, words), S_dot,
+                    f"the user's structure ({mwords}) substituted and simplified", symmetric=sym))
     if S is None:
         return out
-    out.append(step("precision: d(Sigma^-1)/dt = -Sigma^-1 (dSigma/dt) Sigma^-1", -Sigma.I * S_dot * Sigma.I, -S,
-                    "no alpha and no Sigma are left: the precision moves on a straight line", symmetric=sym))
+    out.append(step(r"precision: $\frac{d\Sigma^{-1}}{dt} = -\Sigma^{-1}\frac{d\Sigma}{dt}\Sigma^{-1}$",
+                    -Sigma.I * S_dot * Sigma.I, -S,
+                    r"no $\alpha$ and no $\Sigma$ are left: the precision moves on a straight line", symmetric=sym))
     S0 = sp.MatrixSymbol("Sigma_0", D, D)
     t = sp.Symbol("t", real=True)
     Mn = sp.MatrixSymbol("M", D, D)
@@ -109,7 +111,7 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
                       f"t, and Sigma(0) = Sigma_0, at {points} seeded random rational weights and Sigma_0 for d = 2 "
                       "(exact arithmetic)"), "d = 2"
     out.append(step("closed-form solution (integrate the precision equation)", Notation("Sigma(t)", r"\Sigma(t)"),
-                    (S0.I - t * Mn).I, "valid while Sigma_0^-1 - t M stays positive definite", how=ode_check,
+                    (S0.I - t * Mn).I, r"valid while $\Sigma_0^{-1} - tM \succ 0$", how=ode_check,
                     where=where))
     lam = sp.Symbol("lambda_max", positive=True)
 
@@ -133,54 +135,69 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
                               "det(Sigma_0^-1 - t M) vanishes at t = T* (50 digits, < 1e-40) and is positive at "
                               "t = k T*/8, k = 0..7"), "d = 2"
         return False, "no random point with a positive eigenvalue", ""
-    out.append(step("blow-up time (first t where Sigma_0^-1 - t M is singular)", Notation("T*", r"T^{*}"),
-                    1 / lam, "lambda_max: the largest eigenvalue of Sigma_0 M (equivalently of Sigma_0^{1/2} M "
-                    "Sigma_0^{1/2}); finite-time blow-up iff lambda_max > 0", how=blowup_check, where=where))
+    out.append(step(r"blow-up time (the first $t$ where $\Sigma_0^{-1} - tM$ is singular)", Notation("T*", r"T^{*}"),
+                    1 / lam, r"$\lambda_{\max}$: the largest eigenvalue of $\Sigma_0 M$ (equivalently of "
+                    r"$\Sigma_0^{1/2} M \Sigma_0^{1/2}$); finite-time blow-up iff $\lambda_{\max} > 0$",
+                    how=blowup_check, where=where))
     return out
 
 
 def model_statement(kinds_: tuple, ffn: bool = False) -> tuple:
     """The model, stated first in every document: the Transformer PDE and the field of each kind (from the
-    registry's own description), as sentences."""
+    registry's own description), as sentences (formulas between ``$`` marks, :func:`.printing.words_tex`)."""
     from ..registry import kinds as registry
 
-    out = ["Tokens x in R^d evolve with the depth t by dx/dt = Gamma_{mu_t}(x); their law mu_t solves the "
-           "continuity equation d mu_t/dt + div(mu_t Gamma_{mu_t}) = 0 (Castin, Ablin, Carrillo, Peyre, arXiv "
-           "2501.18322)."]
+    out = [r"Tokens $x \in \mathbb{R}^{d}$ evolve with the depth $t$ by $\frac{dx}{dt} = \Gamma_{\mu_t}(x)$; their "
+           r"law $\mu_t$ solves the continuity equation $\partial_t \mu_t + \nabla \cdot (\mu_t \Gamma_{\mu_t}) = 0$ "
+           r"(Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322)."]
     for k in dict.fromkeys(kinds_):
-        out.append(f"{k} attention: Gamma_mu(x) = {registry.get(k).field}.")
+        spec = registry.get(k)
+        out.append(f"{spec.field_tex}." if spec.field_tex else
+                   f"{k} attention: Gamma_mu(x) = {spec.field}.")
     if len(kinds_) > 1:
-        out.append("Several heads: Gamma is the sum of the heads' fields.")
+        out.append(r"Several heads $h = 1, 2, \ldots$ (weights $A^{(h)}, V^{(h)}, \ldots$): $\Gamma$ is the sum of "
+                   r"the heads' fields.")
     if ffn:
-        out.append("Feed-forward term: W x + c is added to Gamma.")
+        out.append(r"Feed-forward term: $Wx + c$ is added to $\Gamma$.")
     return tuple(out)
 
 
+#: the law of the tokens, the hypothesis of every derivation
+LAW_ASSUMPTION = (r"$\mu_t = \mathcal{N}(\alpha, \Sigma)$ with $\Sigma$ symmetric positive definite ($\Sigma \succ 0$); "
+                  r"all matrices are read at time $t$ (time-dependent weights are allowed).")
+#: the conclusion of every affine-field derivation
+EXACT_WORDS = (r"The field $\Gamma(x) = b + Jx$ is affine in $x$, so the flow map is affine and "
+               r"$\mathcal{N}(\alpha, \Sigma)$ stays Gaussian: the moment ODE is exact, not an approximation.")
+#: the tilt hypothesis of a softmax-normalised exponential-quadratic kernel
+TILT_ASSUMPTION = (r"A softmax-normalised kernel with $\log k(x, y) = c(x) + y^{\top}Ry + (B^{\top}x + r)^{\top}y$ "
+                   r"has a tilted measure $k(x, y)\,\mathcal{N}(y; \alpha, \Sigma)/Z(x)$ that exists, and is the "
+                   r"Gaussian $\mathcal{N}(m(x), S)$, iff its precision $\Lambda = \Sigma^{-1} - R - R^{\top} \succ 0$ "
+                   r"(positive definite); the derivation holds only there.")
+
+
 def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: bool = False, rate=None):
-    """``(assumptions, conclusions)`` as sentences for the document (not comments); ``rate``: the constant
-    ``M`` of :func:`constant_precision_rate` when there is one (adds the blow-up conclusion)."""
-    ass = ["mu_t = N(alpha, Sigma) with Sigma symmetric positive definite; all matrices are read at time t "
-           "(time-dependent weights are allowed)."]
+    """``(assumptions, conclusions)`` as sentences for the document (not comments; formulas between ``$``
+    marks); ``rate``: the constant ``M`` of :func:`constant_precision_rate` when there is one (adds the
+    blow-up conclusion)."""
+    ass = [LAW_ASSUMPTION]
     from ..registry import kinds as registry
+    from .steps_eq import tex
 
     if any(registry.part(k, "symbolic").log_kernel is not None for k in kinds_):   # softmax-normalised kernels
-        ass.append("A softmax-normalised kernel with log k(x, y) = c(x) + y^T R y + (B^T x + r)^T y has a tilted "
-                   "measure k(x, y) N(y; alpha, Sigma)/Z(x) that exists, and is the Gaussian N(m(x), S), iff "
-                   "Sigma^-1 - R - R^T is positive definite; the derivation holds only there.")
+        ass.append(TILT_ASSUMPTION)
     ass += [registry.get(k).assumption for k in dict.fromkeys(kinds_) if registry.get(k).assumption]
     if V_identity:
-        ass.append("Structure given by the user: V = I.")
+        ass.append("Structure given by the user: $V = I$.")
     if A_symmetric:
-        ass.append("Structure given by the user: A symmetric.")
-    concl = ["The field Gamma(x) = b + J x is affine in x, so the flow map is affine and N(alpha, Sigma) stays "
-             "Gaussian: the moment ODE is exact, not an approximation."]
+        ass.append(r"Structure given by the user: $A = A^{\top}$.")
+    concl = [EXACT_WORDS]
     if rate is not None:
-        from .printing import readable
-        Mt = readable(sp.sstr(rate))
-        concl.append(f"With this structure the precision decreases linearly, Sigma(t)^-1 = Sigma_0^-1 - t({Mt}): "
-                     f"the covariance blows up in finite time T* = 1/lambda_max, lambda_max the largest eigenvalue of "
-                     f"Sigma_0 ({Mt}), iff {Mt} has a positive eigenvalue (Sigma_0 ({Mt}) is similar to "
-                     f"Sigma_0^{{1/2}}({Mt})Sigma_0^{{1/2}}, which has the signs of {Mt}'s eigenvalues).")
+        Mt = tex(rate)
+        concl.append(rf"With this structure the precision decreases linearly, $\Sigma(t)^{{-1}} = \Sigma_0^{{-1}} - "
+                     rf"tM$ with $M = {Mt}$: the covariance blows up in finite time $T^{{*}} = 1/\lambda_{{\max}}$, "
+                     rf"$\lambda_{{\max}}$ the largest eigenvalue of $\Sigma_0 M$, iff $M$ has a positive eigenvalue "
+                     rf"($\Sigma_0 M$ is similar to $\Sigma_0^{{1/2}} M \Sigma_0^{{1/2}}$, which by Sylvester's law of "
+                     rf"inertia has as many positive eigenvalues as $M$).")
     return tuple(ass), tuple(concl)
 
 
