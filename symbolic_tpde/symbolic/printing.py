@@ -286,7 +286,7 @@ def _latex_row(label: str, e, tex, budget: int = LATEX_LINE_WIDTH) -> tuple[str,
 #: derivation tests fail on any backslash in text output).  Sentences without ``$`` keep the older rule
 #: (:func:`words_tex` guesses the formula pieces).
 _TEX_TEXT = [(r"\mathcal{N}", "N"), (r"\mathbb{R}", "ℝ"), (r"\mathbb{E}", "E"), (r"^{-1}", "⁻¹"),
-             (r"^{\top}", "ᵀ"), (r"^{1/2}", "^{1/2}"), (r"^{2}", "²"), (r"^{*}", "*"), (r"\langle ", "⟨"),
+             (r"^{\top}", "ᵀ"), (r"\top", "ᵀ"), (r"^{*}", "*"), (r"\langle ", "⟨"),
              (r"\langle", "⟨"), (r"\rangle", "⟩"), (r"\succeq", "⪰"), (r"\succ", "≻"), (r"\preceq", "⪯"),
              (r"\leq", "≤"), (r"\geq", "≥"), (r"\iff", "⇔"), (r"\implies", "⇒"), (r"\to", "→"),
              (r"\int", "∫"), (r"\nabla", "∇"), (r"\partial", "∂"), (r"\cdot", "·"), (r"\mid", "|"),
@@ -305,11 +305,15 @@ def tex_to_text(m: str) -> str:
     m = re.sub(r"\\(?:text|mathrm|operatorname)\{([^{}]*)\}", r"\1", m)
     for a, b in _TEX_TEXT:
         m = re.sub(re.escape(a) + (r"(?![A-Za-z])" if a[-1].isalpha() else ""), lambda _: b, m)
-    m = _TEX_FRAC.sub(lambda g: "(" + "/".join(v if re.fullmatch(r"[^\s+\-]+", v) else f"({v})"
-                                               for v in g.groups()) + ")", m)
+    m = _TEX_FRAC.sub(lambda g: "/".join(g.groups()) if all(v.isdigit() for v in g.groups()) else
+                      "(" + "/".join(v if re.fullmatch(r"[^\s+\-]+", v) else f"({v})" for v in g.groups()) + ")", m)
+    m = re.sub(r"\^(?:\{(\d+)\}|(\d))", lambda g: "".join("⁰¹²³⁴⁵⁶⁷⁸⁹"[int(c)] for c in g.group(1) or g.group(2)), m)
+    m = re.sub(r"\^\{([^{}]*)\}", lambda g: "^" + (g.group(1) if len(g.group(1)) == 1 or g.group(1)[0] == "("
+                                                    else f"({g.group(1)})"), m)
+    m = re.sub(r"  +", " ", m)
     m = re.sub(r"_\{([^{}]*)\}", r"_\1", m)
     m = re.sub(r"_(\d)(?!\d)", lambda g: "₀₁₂₃₄₅₆₇₈₉"[int(g.group(1))], m)
-    return m.replace("^{(", "^(").replace(")}", ")")
+    return m
 
 
 def _marked(s: str, math, words) -> str:
@@ -337,7 +341,7 @@ def words_text(s: str) -> str:
     """A sentence for the terminal in math notation: :func:`readable`, then Greek letters and ``⁻¹``/``ᵀ``
     (``$...$`` formulas by :func:`tex_to_text`)."""
     if "$" in s:
-        return _marked(s, tex_to_text, lambda w: w)
+        return _marked(s, tex_to_text, words_text)
     s = readable(s)
     for a, b in _TEXT_SUBS:
         s = re.sub(r"\b" + re.escape(a) + r"(?![A-Za-z])" if a[0].isalpha() else re.escape(a), b, s)
@@ -379,16 +383,11 @@ _WORD_FIX = [(re.compile(r"\bd(Sigma|alpha)\b"), r"d \1"), (re.compile(r"\bGamma
              (re.compile(r"<=|≤"), " ≤ ")]
 
 
-def _escape_words(t: str) -> str:
-    return (t.replace("\\", "").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#").replace("_", "\\_")
-            .replace("^", "\\^{}").replace("~", "\\textasciitilde{}").replace("<", "$<$").replace(">", "$>$"))
-
-
 def words_tex(s: str) -> str:
     """A sentence with inline formulas (``Sigma^-1``, ``A^T``, ``X^{1/2}``, Greek names, ``T*``) for LaTeX text
     mode: formula pieces become inline math, the rest is escaped (``$...$`` formulas as written)."""
-    if "$" in s:
-        return _marked(s, lambda m: "$" + m + "$", _escape_words)
+    if "$" in s:     # the formulas as written; words between them by the rule below (composed sentences)
+        return _marked(s, lambda m: "$" + m + "$", words_tex)
     for pat, rep in _WORD_FIX:
         s = pat.sub(rep, s)
     out, pos = [], 0
@@ -587,13 +586,11 @@ def render_witness(w, fmt: str = "text", standalone: bool = False) -> str:
                         + r" \quad \text{at } " + point)
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
         if standalone:
-            dct = w.to_dict()     # the lemmas travel with the witness (no import of .witness here)
-            cert = dct.get("cumulant_certificate")
-            concl = [words_tex(w.conclusion()), words_tex(dct["lemma_d1"])] + ([words_tex(cert["lemma"])]
-                                                                               if cert else [])
+            concl = [words_tex(c) for c in w.sentences()]   # the lemmas travel with the witness
             return latex_document(body, [words_tex(w.description)], concl,
-                                  words_tex(f"{w.variant}: a d = 1 witness of non-preservation"), "Setting")
-        return f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(w.description)}\n" + body
+                                  words_tex(f"{w.variant}: a $d = 1$ witness of non-preservation"), "Setting")
+        return (f"% {w.variant}: not Gaussian-preserving (d = 1 witness){_comment(words_text(w.description))}\n"
+                + body)
     raise ValueError(f"unknown format {fmt!r}")
 
 

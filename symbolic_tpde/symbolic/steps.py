@@ -217,12 +217,16 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
     if sym(S_dot) != sym(mf_S):
         steps.append(step(r"the moment ODE (covariance): $J\Sigma + \Sigma J^{\top}$ with this layer's $J$", S_dot, mf_S,
                           **num))
-    if V_identity or A_symmetric:
-        steps += specialise(mf, tuple(kinds_), V_identity, A_symmetric)
+    special = specialise(mf, tuple(kinds_), V_identity, A_symmetric) if V_identity or A_symmetric else []
+    steps += special
     title = f"Gaussian moment ODE of {' + '.join(kinds_)} attention" + (" with a feed-forward term" if ffn else "")
     rate = constant_precision_rate(mf, V_identity, A_symmetric)[3] if V_identity or A_symmetric else None
     ass, concl = assumptions_in_words(tuple(kinds_), V_identity, A_symmetric, rate)
-    boxed = ((Notation("d alpha/dt", r"\frac{d\alpha}{dt}"), mf_a), (Notation("d Sigma/dt", r"\frac{d\Sigma}{dt}"), mf_S))
+    d_alpha, d_Sigma = Notation("d alpha/dt", r"\frac{d\alpha}{dt}"), Notation("d Sigma/dt", r"\frac{d\Sigma}{dt}")
+    boxed = ((d_alpha, mf_a), (d_Sigma, mf_S))
+    if special:         # the specialised equations, and the closed form and blow-up time if any
+        boxed = ((d_alpha, special[0].rhs), (d_Sigma, special[1].rhs),
+                 *((s.eq.lhs, s.eq.substituted(s.eq.rhs)) for s in special[3:]))
     return Derivation(title, tuple(steps), ass, concl, model=model_statement(tuple(kinds_), ffn), boxed=boxed)
 
 
@@ -289,7 +293,7 @@ def _entrywise_check(system, which: str, back: dict):
             want = sp.Matrix(explicit(mf.Sigma_dot, env, dims))
         ok, method, _ = check_equal(sp.ImmutableMatrix(shown), sp.ImmutableMatrix(want), exact_d=(), random_d=(1,),
                                     points=2, numeric=num, free=False)
-        return ok, ("the entrywise system (explicit tilt, LDL^T pivots) equals the matrix form evaluated at the "
+        return ok, (r"the entrywise system (explicit tilt, $LDL^{\top}$ pivots) equals the matrix form evaluated at the "
                     f"same symbols: {method}" if ok else method), f"d = {d}"
     return how
 

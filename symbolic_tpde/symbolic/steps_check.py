@@ -199,10 +199,12 @@ def check_equal(lhs, rhs, *, exact_d: tuple | str = "auto", random_d: tuple = (2
 
     if free and all(getattr(o, "is_Matrix", False) and not isinstance(o, sp.MatrixBase) for o in (lhs, rhs)) \
             and free_equal(lhs, rhs, tuple(SPD_NAMES) + tuple(symmetric), modulo):
-        what = "lhs - rhs" if not modulo else f"every term of lhs - rhs that contains {', '.join(modulo)}"
-        sym = ", ".join(sorted(set(SPD_NAMES) | set(symmetric)))
-        return True, (f"proved for every d: {what} has normal form 0 in the free algebra of non-commuting matrix "
-                      f"symbols ((XY)^T = Y^T X^T, X X^-1 = I, {sym} symmetric)"), "every d"
+        what = (r"$\text{lhs} - \text{rhs}$" if not modulo else r"every term of $\text{lhs} - \text{rhs}$ that "
+                f"contains ${', '.join(modulo)}$")
+        sym = ", ".join(f"${sp.latex(sp.Symbol(n))}$" for n in sorted(set(SPD_NAMES) | set(symmetric)))
+        return True, (f"proved for every $d$: {what} has normal form $0$ in the free algebra of non-commuting "
+                      rf"matrix symbols ($(XY)^{{\top}} = Y^{{\top}}X^{{\top}}$, $XX^{{-1}} = I$; {sym} "
+                      "symmetric)"), "every d"
     ok, method = _check_explicit(lhs, rhs, exact_d=exact_d, random_d=random_d, points=points, numeric=numeric,
                                  modulo=modulo, symmetric=symmetric, seed=seed, dims_extra=dims_extra)
     if not ok:
@@ -252,17 +254,22 @@ def _check_explicit(lhs, rhs, *, exact_d, random_d, points, numeric, modulo, sym
     except Exception as exc:     # noqa: BLE001 - a check that cannot run is reported, never passed
         return False, f"check could not be carried out ({type(exc).__name__}: {str(exc)[:120]})"
     parts = []
-    what = "lhs - rhs" if not modulo else f"lhs - rhs is free of {', '.join(modulo)} (equal up to terms free of it)"
+    mods = ", ".join(modulo)
+    what = (r"$\text{lhs} - \text{rhs}$" if not modulo else
+            rf"$\text{{lhs}} - \text{{rhs}}$ is free of ${mods}$ (equal up to terms free of ${mods}$)")
+    at_d = ", ".join(f"${v}$" if v.startswith("d = ") else v for v in done)
     if done:
         if mats:
-            parts.append(f"{what}: exact, matrices of symbolic entries at {', '.join(done)}, "
-                         "entries reduced by sympy.cancel" if not modulo else
-                         f"{what}: exact, symbolic entries at {', '.join(done)}, after expansion")
+            parts.append(f"{what}: exact, matrices of symbolic entries at {at_d}, "
+                         "entries reduced to $0$ by exact cancellation" if not modulo else
+                         f"{what}: exact, symbolic entries at {at_d}, after expansion")
         else:
-            parts.append(f"{what} reduced to 0 by sympy.cancel" if not modulo else f"{what}: exact")
+            parts.append(f"{what} reduced to $0$ by exact cancellation" if not modulo else
+                         f"{what}: exact")
     if rdone:
-        how = "exact rational inputs evaluated with 60-digit floats, |difference| < 1e-40" if numeric else "exact rational arithmetic"
-        at = f" at d = {', '.join(rdone)}" if mats else " (all symbols; the system's own size)"
+        how = (r"exact rational inputs evaluated with 60-digit floats, $|\text{difference}| < 10^{-40}$" if numeric
+               else "exact rational arithmetic")
+        at = f" at $d = {', '.join(rdone)}$" if mats else " (all symbols; the system's own size)"
         parts.append(f"{points} seeded random rational points{at} ({how})")
     if not parts:
         return False, "no check was requested"

@@ -188,9 +188,9 @@ class Derivation:
             return (f"{len(bad)} of the {n} steps below could NOT be checked (step{'s' if len(bad) > 1 else ''} "
                     f"{', '.join(map(str, bad))}, marked NOT checked); the others were checked by SymPy as stated "
                     "under each.")
-        return (f"Every one of the {n} steps below was checked by SymPy: {every} proved for every d in the free "
-                "algebra of non-commuting matrix symbols, the others checked as stated under each (exactly at a "
-                "stated d, at seeded random rational points, or at 60 digits).")
+        return (f"Every one of the {n} steps below was checked by SymPy: {every} proved for every dimension $d$ in "
+                "the free algebra of non-commuting matrix symbols, the others checked as stated under each (exactly "
+                "at a stated $d$, at seeded random rational points, or at 60 digits).")
 
 
 # ------------------------------------------------------------------------------------- operators
@@ -289,6 +289,20 @@ class At(_Op):
         return ev(self.substituted(), env, dims)
 
 
+def named_roots(*exprs) -> tuple:
+    """``(exprs, where)``: the inverses of sums holding a matrix square root (Sinkhorn's ``(I + X^{1/2})⁻¹``) named
+    ``Y_1, Y_2, ...`` so that the equation fits the page; ``where`` defines the names (shown under the equation
+    and put back by the check)."""
+    exprs = [sym(e) for e in exprs]
+    blocks: list = []
+    for e in exprs:
+        for inv in sorted(e.atoms(sp.Inverse), key=sp.default_sort_key):
+            if any(p.exp == sp.Rational(1, 2) for p in inv.arg.atoms(sp.MatPow)) and inv not in blocks:
+                blocks.append(inv)
+    names = {b: sp.MatrixSymbol(f"Y_{k}", *b.shape) for k, b in enumerate(blocks, 1)}
+    return [e.xreplace(names) for e in exprs], tuple((v, k) for k, v in names.items())
+
+
 def at(expr, reps: dict, words: str) -> At:
     return At(expr, sp.Tuple(*[sp.Tuple(k, v) for k, v in reps.items()]), sp.Symbol(words))
 
@@ -310,9 +324,16 @@ _TEX_GREEK = {"Sigma": r"\Sigma", "alpha": r"\alpha", "epsilon": r"\varepsilon",
               "lambda": r"\lambda", "Gamma": r"\Gamma"}
 
 
+def _negative(a) -> bool:
+    """A term printed with a minus: ``-X``, and ``-t X`` (a scalar factor with a minus sign)."""
+    if a.could_extract_minus_sign():
+        return True
+    return isinstance(a, sp.MatMul) and not a.args[0].is_Matrix and a.args[0].could_extract_minus_sign()
+
+
 def _ordered(args):
-    """Terms of a sum, positive ones first (``y - N⁻¹n``, not ``-N⁻¹n + y``); the sum is the same."""
-    return sorted(args, key=lambda a: bool(a.could_extract_minus_sign()))
+    """Terms of a sum, positive ones first (``y - Λ⁻¹n``, not ``-Λ⁻¹n + y``); the sum is the same."""
+    return sorted(args, key=_negative)
 
 
 class _SignedSum:
@@ -321,7 +342,7 @@ class _SignedSum:
     def _print_MatAdd(self, e):
         out = ""
         for k, a in enumerate(_ordered(e.args)):
-            if a.could_extract_minus_sign():
+            if _negative(a):
                 out += " - " + self._print(-a) if k else "-" + self._print(-a)
             else:
                 out += (" + " if k else "") + self._print(a)

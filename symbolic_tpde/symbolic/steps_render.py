@@ -10,6 +10,7 @@ in the document body, not comments.
 from __future__ import annotations
 
 import json
+import re
 
 import sympy as sp
 
@@ -57,9 +58,9 @@ def _plain(s: str) -> str:
 
 
 def to_json(dv) -> dict:
-    return {"title": dv.title, "model": [_plain(m) for m in dv.model],
+    return {"title": _plain(dv.title), "model": [_plain(m) for m in dv.model],
             "assumptions": [_plain(a) for a in dv.assumptions], "conclusions": [_plain(c) for c in dv.conclusions],
-            "all_checked": dv.all_checked, "summary": dv.summary(), "expr_format": "sympy-str",
+            "all_checked": dv.all_checked, "summary": _plain(dv.summary()), "expr_format": "sympy-str",
             "notes": [_plain(n) for n in dv.notes],
             "steps": [{"title": _plain(s.title), "lhs": json_side(s.eq.lhs), "relation": s.eq.rel,
                        "rhs": json_side(s.eq.rhs) if s.eq.rhs is not None else None,
@@ -70,7 +71,7 @@ def to_json(dv) -> dict:
 
 
 def to_text(dv) -> str:
-    lines = [dv.title, "", dv.summary(), ""]
+    lines = [words_text(dv.title), "", words_text(dv.summary()), ""]
     if dv.model:
         lines += ["The model:"] + [f"  {words_text(m)}" for m in dv.model] + [""]
     lines += ["Assumptions:"] + [f"  - {words_text(a)}" for a in dv.assumptions] + [""]
@@ -167,8 +168,13 @@ def _sentence(note: str) -> str:
     return note[:1].upper() + note[1:]
 
 
+def _scope_tex(scope: str) -> str:
+    """``every d`` / ``d = 2, 3`` / ``n = 2, d = 2`` with its formulas in math."""
+    return re.sub(r"\b([a-z] = [\d, ]*\d)|\bd\b", lambda m: f"${m.group(0)}$", scope)
+
+
 def _check_line(s) -> str:
-    scope = f" ({words_tex(s.scope)})" if s.scope else ""
+    scope = f" ({_scope_tex(s.scope)})" if s.scope else ""
     return ("{\\small\\emph{Checked by SymPy" + scope + ":} " + words_tex(s.method) + ".}" if s.checked else
             "{\\small\\textbf{NOT checked:} " + words_tex(s.method) + ".}")
 
@@ -180,7 +186,7 @@ def _boxed_tex(dv) -> list:
 
     if not dv.boxed:
         return []
-    out = ["\\paragraph{Result.} The moment ODE derived and checked above:"]
+    out = ["\\paragraph{Result.} Derived and checked in the steps above:"]
     for lhs, rhs in dv.boxed:
         body = tex(lhs) + " = " + tex(rhs)
         if latex_width(body) <= EQ_ONE_LINE - 4:
@@ -208,7 +214,8 @@ def to_latex(dv) -> str:
     return "\n".join(out)
 
 
-_PREAMBLE = ("\\input{glyphtounicode}\n\\pdfgentounicode=1\n\\usepackage{amsmath,amssymb}\n")
+_PREAMBLE = ("\\input{glyphtounicode}\n\\pdfgentounicode=1\n\\usepackage{amsmath,amssymb}\n"
+             "\\emergencystretch=1.5em\n")
 
 
 def standalone(dv) -> str:

@@ -220,7 +220,7 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
                 ok = all(sp.cancel(v) == 0 for v in diff)
                 how = "exact rational arithmetic, difference 0"
             return ok, ("the matrix form evaluated at the scenario's numbers equals the independently derived "
-                        f"entrywise system (explicit tilt, LDL^T pivots) at the same numbers ({how})"
+                        rf"entrywise system (explicit tilt, $LDL^{{\top}}$ pivots) at the same numbers ({how})"
                         if ok else "the two routes differ at the scenario's numbers"), "the scenario's numbers"
         return run
     out += _ode_with_numbers(mf, env, dims, system, subs, numeric, notes)

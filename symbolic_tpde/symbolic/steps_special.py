@@ -75,7 +75,7 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
     constant (:func:`constant_precision_rate`), its closed-form solution and blow-up time.  The closed form and
     the blow-up time are checked by procedures that read the displayed equation (``Σ(t)`` substituted back
     into the ODE; ``det(Σ₀⁻¹ - T*M) = 0``)."""
-    from .steps_eq import Notation, at, step
+    from .steps_eq import Notation, at, named_roots, step
 
     Sigma = mf.Sigma
     S_dot, rep, sym, S = constant_precision_rate(mf, V_identity, A_symmetric)
@@ -85,8 +85,14 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
     if sym:
         reps.update({sp.Transpose(sp.MatrixSymbol(n, D, D)): sp.MatrixSymbol(n, D, D) for n in sym})
     mwords = " and ".join(w for w, on in (("$V = I$", V_identity), (r"$A = A^{\top}$", A_symmetric)) if on)
-    out.append(step(f"with {mwords}: the covariance equation", at(mf.Sigma_dot, reps, words), S_dot,
-                    f"the user's structure ({mwords}) substituted and simplified", symmetric=sym))
+    from .moments import mexpand
+
+    out.append(step(f"with {mwords}: the mean equation", at(mf.alpha_dot, reps, words),
+                    mexpand(mf.alpha_dot.xreplace(reps)), f"the user's structure ({mwords}) substituted",
+                    symmetric=sym))
+    (lhs, rhs), named = named_roots(mf.Sigma_dot, S_dot)
+    out.append(step(f"with {mwords}: the covariance equation", at(lhs, reps, words), rhs,
+                    f"the user's structure ({mwords}) substituted and simplified", symmetric=sym, where=named))
     if S is None:
         return out
     out.append(step(r"precision: $\frac{d\Sigma^{-1}}{dt} = -\Sigma^{-1}\frac{d\Sigma}{dt}\Sigma^{-1}$",
@@ -191,6 +197,11 @@ def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: b
     if A_symmetric:
         ass.append(r"Structure given by the user: $A = A^{\top}$.")
     concl = [EXACT_WORDS]
+    from ..registry.theorems import for_kinds, hypotheses_for
+
+    concl += [f"Known result (a theorem, proved in its source, not checked in this document): if "
+              f"{hypotheses_for(t, tuple(kinds_))}, "
+              f"then {t.statement}. Why: {t.reason}. Source: {t.source}." for t in for_kinds(tuple(kinds_))]
     if rate is not None:
         Mt = tex(rate)
         concl.append(rf"With this structure the precision decreases linearly, $\Sigma(t)^{{-1}} = \Sigma_0^{{-1}} - "

@@ -66,17 +66,21 @@ class Witness:
         """Why the law leaves the Gaussian family, in words: the d = 1 lemma applied to the non-affine field,
         and the cumulant certificate when there is one."""
         sign = "certified non-zero" if self.certified else "NOT certified"
-        out = (f"The second derivative of the field is {sign} ({self.value:.6g}; independent quadrature "
-               f"{self.independent:.6g}), so Gamma is not affine in x; in d = 1 this proves that N(alpha, s) "
-               f"leaves the Gaussian family at once (lemma below).")
+        out = (f"The second derivative of the field is {sign} (${self.value:.6g}$; independent quadrature "
+               f"${self.independent:.6g}$), so $\\Gamma$ is not affine in $x$; in $d = 1$ this proves that "
+               r"$\mathcal{N}(\alpha, s)$ leaves the Gaussian family at once (lemma below).")
         c = self.certificate
         if c:
-            pt = ", ".join(f"{k} = {v}" for k, v in c["point"].items())
+            pt = ", ".join(f"${sp.latex(sp.Symbol(k))} = {sp.latex(sp.S(v))}$" for k, v in c["point"].items())
             lo, hi = c["interval"]
-            val = f"{lo:.6g}" if lo == hi else f"in [{lo:.6g}, {hi:.6g}]"
-            out += (f" Cumulant certificate (valid in any d): at {pt}, d kappa_{c['order']}/dt at t = 0 is {val}"
-                    f" ({c['method']}), {'not 0' if c['certified'] else 'NOT certified'}.")
+            val = f"${lo:.6g}$" if lo == hi else f"in $[{lo:.6g}, {hi:.6g}]$"
+            out += (f" Cumulant certificate (valid in any $d$): at {pt}, $d\\kappa_{c['order']}/dt$ at $t = 0$ is "
+                    f"{val} ({c['method']}), {'not 0' if c['certified'] else 'NOT certified'}.")
         return out
+
+    def sentences(self) -> tuple:
+        """The conclusion and the lemmas it relies on, as written (formulas between ``$`` marks)."""
+        return (self.conclusion(), D1_LEMMA) + ((CUMULANT_LEMMA,) if self.certificate else ())
 
     def summary(self, fmt: str = "text") -> str:
         """One paragraph: the description, the witness ``d²Γ/dx²``, its value and the independent check.
@@ -93,7 +97,7 @@ class Witness:
             return (f"{words_tex(self.variant)}: NOT Gaussian-preserving. {words_tex(self.description)} Witness "
                     f"{w}; at {pt}: {self.value:.15g}. {words_tex(self.conclusion())} "
                     f"{words_tex(self.notes)}").strip()
-        conv = words_text if fmt == "text" else readable
+        conv = words_text if fmt == "text" else (lambda t: words_text(t) if "$" in t else readable(t))
         pt = ", ".join(f"{k} = {v}" for k, v in self.point.items())
         w = conv(sp.sstr(q)) if q is not None else f"d^2/dx^2 [{conv(sp.sstr(self.field_expr))}]"
         return (f"{self.variant}: NOT Gaussian-preserving. {conv(self.description)} Witness "
@@ -101,13 +105,16 @@ class Witness:
                 f"{conv(self.notes)}").strip()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"variant": self.variant, "gaussian_preserving": False, "description": self.description,
+        from .printing import words_text
+
+        return {"variant": self.variant, "gaussian_preserving": False, "description": words_text(self.description),
                 "field": sp.sstr(self.field_expr), "witness": sp.sstr(self.quantity),
                 "point": {k: str(v) for k, v in self.point.items()}, "value": self.value,
-                "independent_value": self.independent, "certified": self.certified, "notes": self.notes,
-                "conclusion": self.conclusion(), "lemma_d1": D1_LEMMA,
+                "independent_value": self.independent, "certified": self.certified,
+                "notes": words_text(self.notes), "conclusion": words_text(self.conclusion()),
+                "lemma_d1": words_text(D1_LEMMA),
                 "cumulant_certificate": ({**{k: str(v) for k, v in self.certificate.items()},
-                                          "lemma": CUMULANT_LEMMA} if self.certificate else None)}
+                                          "lemma": words_text(CUMULANT_LEMMA)} if self.certificate else None)}
 
 
 #: the kinds whose registry entry says "witness" (derived from the registry, not listed here)
@@ -179,10 +186,11 @@ def sigmoid_witness() -> Witness:
         return v * mp.quad(lambda y: d2s(b) * (a * y) ** 2 * y * _gauss(y, al, s), [-mp.inf, al, mp.inf])
 
     val, ind, ok, gap = _certify(quantity, point, quad)
-    return Witness("sigmoid", "Gamma(x) = v int sigma(a x y + b) y N(y; alpha, s) dy; differentiating under "
-                   "the integral, Gamma''(0) = v a^2 sigma''(b) E[y^3] with E[y^3] = alpha^3 + 3 alpha s.",
+    return Witness("sigmoid", r"$\Gamma(x) = v\int \sigma(axy + b)\, y\, \mathcal{N}(y; \alpha, s)\, dy$; "
+                   r"differentiating under the integral, $\Gamma''(0) = v a^{2} \sigma''(b)\, \mathbb{E}[y^{3}]$ with "
+                   r"$\mathbb{E}[y^{3}] = \alpha^{3} + 3\alpha s$.",
                    field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap,
-                   notes="Gamma''(0) vanishes only if b = 0 or alpha (alpha^2 + 3 s) = 0.",
+                   notes=r"$\Gamma''(0)$ vanishes only if $b = 0$ or $\alpha(\alpha^{2} + 3s) = 0$.",
                    certificate=sigmoid_certificate())
 
 
@@ -217,13 +225,17 @@ def masked_witness() -> Witness:
             return v * n / mp.quad(Zf, [0, qq])
         return mp.diff(gamma, mp.mpf(1) / 2, 2)
 
+    if not affine0:
+        raise AssertionError("control failed: the masked field with delta = 0 is not affine")
     val, ind, ok, gap = _certify(quantity, point, quad)
-    return Witness("masked", "Tokens x | u ~ N(alpha + delta u, s) at position u ~ U[0, 1]; a query at position q "
-                   "attends to keys u <= q, a mixture of Gaussians: Gamma(q, x) = v (alpha + s a x + delta "
-                   "E_w[u]), w(u) ~ exp(a x delta u) on [0, q], is not affine in x.",
+    return Witness("masked", r"Tokens $x \mid u \sim \mathcal{N}(\alpha + \delta u, s)$ at position $u \sim U[0, 1]$; "
+                   r"a query at position $q$ attends to keys $u \leq q$, a mixture of Gaussians: $\Gamma(q, x) = "
+                   r"v(\alpha + sax + \delta\, \mathbb{E}_w[u])$, $w(u) \propto e^{ax\delta u}$ on $[0, q]$, is not "
+                   r"affine in $x$.",
                    field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap,
-                   notes=("Control: with position-independent tokens (delta = 0) the masked field is the softmax "
-                          f"field, affine in x (checked: {affine0}), and Gaussians are preserved."))
+                   notes=(r"Control: with position-independent tokens ($\delta = 0$) the masked field is the softmax "
+                          r"field, affine in $x$ (checked symbolically: its second $x$-derivative simplifies to "
+                          r"$0$), and Gaussians are preserved."))
 
 
 def masked_sink_witness() -> Witness:
@@ -251,28 +263,29 @@ def masked_sink_witness() -> Witness:
         return v * (N[2] / D[0] - (2 * N[1] * D[1] + N[0] * D[2]) / D[0] ** 2 + 2 * N[0] * D[1] ** 2 / D[0] ** 3)
 
     val, ind, ok, gap = _certify(quantity, point, quad)
-    return Witness("masked", "Masked attention with an attention sink (extra key x_s, prior weight m0; tokens "
-                   "i.i.d. N(alpha, s) at uniform positions): Gamma(q, x) = v [m0 e^{a x x_s} x_s + (1 - m0) q "
-                   "Z(x) m(x)] / [m0 e^{a x x_s} + (1 - m0) q Z(x)] is not affine in x and depends on the "
-                   "query position q.",
+    return Witness("masked", r"Masked attention with an attention sink (an extra key $x_s$ with prior weight $m_0$; "
+                   r"tokens i.i.d. $\mathcal{N}(\alpha, s)$ at uniform positions): $\Gamma(q, x) = v\,[m_0 "
+                   r"e^{axx_s} x_s + (1 - m_0) q Z(x) m(x)] / [m_0 e^{axx_s} + (1 - m_0) q Z(x)]$ is not affine in $x$ "
+                   r"and depends on the query position $q$.",
                    field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap,
-                   notes="Without the sink (m0 = 0) this is the softmax field V(alpha + s a x), affine.")
+                   notes=r"Without the sink ($m_0 = 0$) this is the softmax field $v(\alpha + sax)$, affine.")
 
 
 #: the d = 1 lemma behind "not affine => not preserved" (stated in every witness document)
-D1_LEMMA = ("Lemma (d = 1). If the law N(alpha(t), s(t)) with density rho solved d rho/dt + (rho Gamma)' = 0 on "
-            "an interval around t = 0, then d rho/dt = rho q with q a polynomial of degree at most 2 in x, so "
-            "rho Gamma(x) = -(integral of rho q from -infinity to x) (the flux vanishes at -infinity) is the flux "
-            "of the affine field b + J x with d alpha/dt = b + J alpha, ds/dt = 2 J s; hence Gamma = b + J x on "
-            "the real line. A field that is not affine therefore moves N(alpha, s) out of the Gaussian family "
-            "at once.")
+D1_LEMMA = (r"Lemma ($d = 1$). If the law $\mathcal{N}(\alpha(t), s(t))$ with density $\rho$ solved "
+            r"$\partial_t\rho + \partial_x(\rho\Gamma) = 0$ on an interval around $t = 0$, then $\partial_t\rho = \rho q$ "
+            r"with $q$ a polynomial of degree at most $2$ in $x$, so $\rho\Gamma(x) = -\int_{-\infty}^{x} \rho q$ (the "
+            r"flux vanishes at $-\infty$) is the flux of the affine field $b + Jx$ with $d\alpha/dt = b + J\alpha$, "
+            r"$ds/dt = 2Js$; hence $\Gamma = b + Jx$ on the real line. A field that is not affine therefore moves "
+            r"$\mathcal{N}(\alpha, s)$ out of the Gaussian family at once.")
 
 #: the lemma behind a cumulant certificate, in any d
-CUMULANT_LEMMA = ("Lemma (any d). If mu_t stayed Gaussian near t = 0, every cumulant of order 3 or more of u.X_t "
-                  "would vanish near t = 0, and so would its time derivative. With Y = u.(X - alpha), "
-                  "G = u.(Gamma(X) - E Gamma(X)), X ~ N(alpha, Sigma): d kappa_3/dt = 3 E[Y^2 G] and "
-                  "d kappa_4/dt = 4 E[Y^3 G] - 12 E[Y^2] E[Y G] at t = 0 (moments finite). A non-zero value "
-                  "proves that N(alpha, Sigma) leaves the Gaussian family.")
+CUMULANT_LEMMA = (r"Lemma (any $d$). If $\mu_t$ stayed Gaussian near $t = 0$, every cumulant of order $3$ or more of "
+                  r"$\langle u, X_t\rangle$ would vanish near $t = 0$, and so would its time derivative. With "
+                  r"$Y = \langle u, X - \alpha\rangle$, $G = \langle u, \Gamma(X) - \mathbb{E}\,\Gamma(X)\rangle$, "
+                  r"$X \sim \mathcal{N}(\alpha, \Sigma)$: $d\kappa_3/dt = 3\,\mathbb{E}[Y^{2}G]$ and $d\kappa_4/dt = "
+                  r"4\,\mathbb{E}[Y^{3}G] - 12\,\mathbb{E}[Y^{2}]\,\mathbb{E}[YG]$ at $t = 0$ (moments finite). A non-zero "
+                  r"value proves that $\mathcal{N}(\alpha, \Sigma)$ leaves the Gaussian family.")
 
 
 def cumulant_rates(field, X: list, alpha: sp.Matrix, Sigma: sp.Matrix, u) -> tuple:
@@ -332,7 +345,7 @@ def sigmoid_certificate(a=sp.Rational(1, 20), b=1, v=1, al=1, s=1) -> dict:
     return {"order": 3, "u": [1], "interval": interval, "certified": bool(ok),
             "point": {"a": a, "b": b, "v": v, "alpha": al, "s": s},
             "method": "Taylor expansion of the sigmoid to second order with a rigorous remainder bound, evaluated "
-                      "in interval arithmetic (mpmath.iv, 40 digits)"}
+                      "in interval arithmetic at 40 digits"}
 
 
 def softmax_unnormalized_certificate(a=sp.Rational(1, 2), v=1, al=1, s=1) -> dict:
