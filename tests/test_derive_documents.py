@@ -2,6 +2,7 @@
 shows no code: no ASCII `*`, `.T`, `ˆ`, `sqrt(`, `True`, `Sigma`, module names or `<=` (issue 19, item 4).
 In CI (CI=true) a missing pdflatex/pdftotext is a failure, not a skip."""
 
+import json
 import os
 import re
 import shutil
@@ -60,3 +61,24 @@ def test_document_compiles_clean(tmp_path, capsys, argv):
 @pytest.mark.parametrize("argv", SLOW_DOCS)
 def test_slow_document_compiles_clean(tmp_path, capsys, argv):
     _check(tmp_path, capsys, argv)
+
+
+@pytest.mark.parametrize("argv", [["--attention", "softmax", "--steps", "--V", "identity"],
+                                  ["--attention", "sigmoid"]])
+def test_sentences_typeset_and_read_back(capsys, argv):
+    """Issue 19 items 1-2: in LaTeX the law is \\mathcal{N} and the tilt's precision \\Lambda (no bare N), the
+    sentences' formulas are math; in text and JSON every formula is read as Unicode (no LaTeX left)."""
+    main(["derive", *argv, "--format", "latex", "--standalone"])
+    tex = capsys.readouterr().out
+    body = tex[tex.index("\\begin{document}"):].replace("\\mathcal{N}", "")
+    assert not re.search(r"(?<![A-Za-z\\])N(?![A-Za-z])", re.sub(r"NOT", "", body))
+    assert "$\\mathcal{N}(" in tex and "Sigma^-1" not in tex
+    if "--steps" in argv:
+        assert "\\Lambda" in tex
+    for fmt in ("text", "json"):
+        main(["derive", *argv, "--format", fmt])
+        out = capsys.readouterr().out
+        if fmt == "json":
+            out = json.dumps(json.loads(out), ensure_ascii=False)
+        assert "$" not in out and not re.search(r"\\[a-zA-Z]", out.replace("\\n", " ")), \
+            [ln for ln in out.splitlines() if "$" in ln or "\\" in ln][:3]

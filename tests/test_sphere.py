@@ -180,7 +180,7 @@ def test_two_tokens():
     """The angle ODE φ' = -2 w(cos φ) sin φ for SA (w = e^{βρ}/(e^β + e^{βρ})) and its β = 0 solution
     t = G(ρ), both checked by SymPy; G at the ρ of a two-token particle run (tol 1e-10) gives its time to 1e-8."""
     out = R.two_tokens(R.MODELS["post"]("softmax"))
-    assert all(s.ok for s in out["steps"])
+    assert all(s.checked for s in out["steps"])
     phi = sp.Symbol("phi", positive=True)
     w = sp.exp(R.beta * sp.cos(phi)) / (sp.exp(R.beta) + sp.exp(R.beta * sp.cos(phi)))
     assert sp.simplify(out["phi_dot"] + 2 * w * sp.sin(phi)) == 0
@@ -198,7 +198,7 @@ def test_circle_linearisation_rates_are_bessel(z, sa):
     """The derived λ_k equals k² I_k(β)/β (÷ I_0(β) for SA), the Bessel values by mpmath; the Bessel
     integral it rests on (DLMF 10.32.3) by mpmath quadrature; k*(5) = 3, k*(8) = 4 (≈ √(2β))."""
     lin = R.circle_linearisation(z)
-    assert all(s.ok for s in lin["steps"])
+    assert all(s.checked for s in lin["steps"])
     f = sp.lambdify((lin["k"], R.beta), lin["rate"], modules="mpmath")
     for k in (1, 3, 6):
         for b in (0.5, 5.0):
@@ -217,7 +217,7 @@ def test_harmonics_on_the_sphere(z):
     I_{ℓ+1/2}(β)/(β I_{1/2}(β)) against mpmath (1e-13), and the fastest degree at β = 5 is 3."""
     for d in (2, 3, 4):
         lin = R.sphere_linearisation(z, d)
-        assert all(s.ok for s in lin["steps"]) and len(lin["steps"]) == (5 if d == 2 else 4)
+        assert all(s.checked for s in lin["steps"]) and len(lin["steps"]) == (5 if d == 2 else 4)
     f = sp.lambdify((R.sphere_linearisation(z, 3)["ell"], R.beta), R.sphere_linearisation(z, 3)["rate"],
                     modules="mpmath")
     for L in (1, 4):
@@ -342,3 +342,18 @@ def test_wall_clock_cap_is_a_status():
     run = simulate_sphere(X0, _w("sphere_sa", 3), 50.0, max_seconds=1e-9)
     assert run.status == "time-limit" and 0 < run.t < 50.0
     assert np.max(np.abs(np.linalg.norm(run.X, axis=-1) - 1)) <= 1e-12
+
+
+def test_sphere_steps_check_what_they_display():
+    """Issue 19 item 5: each reduction step is an equation object checked on what it displays (the explicit
+    particle system at n = 3, 4, quadrature for the circle): a displayed result altered by 1% is refused."""
+    from dataclasses import replace
+
+    red = R.equiangular(R.MODELS["pre"]("softmax"))
+    assert red.ok
+    for s in red.steps[-2:]:                       # rho' and r' (Pre-LN leaves the sphere)
+        wrong = s.changed(eq=replace(s.eq, rhs=s.eq.rhs * sp.Rational(101, 100))).check()
+        assert s.checked and not wrong.checked, s.method
+    lin = R.circle_linearisation("softmax")
+    last = lin["steps"][-1]
+    assert last.checked and not last.changed(eq=replace(last.eq, rhs=last.eq.rhs + 1)).check().checked

@@ -257,17 +257,17 @@ def run_derive(args) -> int:
         lin = R.circle_linearisation(z)
         steps, rhs = lin["steps"], {"lambda_k": lin["rate"]}
         title = f"linearisation at the uniform measure on the circle, {kind}"
-    ok = all(s.ok for s in steps)
+    ok = all(s.checked for s in steps)
     if args.format == "json":
         print(strict_json({"reduction": args.sphere, "title": title, "all_checked": ok,
-                           "steps": [{"title": s.title, "result": _expr(s.expr), "check": s.check, "ok": s.ok}
-                                     for s in steps],
+                           "steps": [{"title": s.title, "lhs": str(s.lhs), "result": _expr(s.rhs), "check": s.method,
+                                      "ok": s.checked, "scope": s.scope} for s in steps],
                            "rhs": {k: _expr(v) for k, v in rhs.items()}, "consequences": extra}))
     else:
         print(title)
         for i, s in enumerate(steps, 1):
-            chk = f"   [check: {s.check}: {'ok' if s.ok else 'FAILED'}]" if s.check else ""
-            print(f"{i}. {s.title}\n   = {_expr(s.expr)}{chk}")
+            print(f"{i}. {s.title}\n   {s.lhs} = {_expr(s.rhs)}\n   "
+                  + (f"checked [{s.scope}]: " if s.checked else "NOT CHECKED: ") + s.method)
         for k, v in rhs.items():
             print(f"{k} = {_expr(v)}" if k.startswith("lambda") else f"{k}' = {_expr(v)}")
         for k, v in extra.items():

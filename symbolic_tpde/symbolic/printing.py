@@ -293,7 +293,7 @@ _TEX_TEXT = [(r"\mathcal{N}", "N"), (r"\mathbb{R}", "ℝ"), (r"\mathbb{E}", "E")
              (r"\varepsilon", "ε"), (r"\Sigma", "Σ"), (r"\Lambda", "Λ"), (r"\Gamma", "Γ"), (r"\alpha", "α"),
              (r"\beta", "β"), (r"\lambda", "λ"), (r"\kappa", "κ"), (r"\sigma", "σ"), (r"\tau", "τ"),
              (r"\mu", "μ"), (r"\pi", "π"), (r"\rho", "ρ"), (r"\theta", "θ"), (r"\phi", "φ"), (r"\ell", "ℓ"),
-             (r"\det", "det"), (r"\log", "log"), (r"\exp", "exp"), (r"\max", "max"), (r"\min", "min"),
+             (r"\det", "det"), (r"\dim", "dim "), (r"\ker", "ker "), (r"\log", "log"), (r"\exp", "exp"), (r"\max", "max"), (r"\min", "min"),
              (r"\operatorname{tr}", "tr"), (r"\quad", "  "), (r"\,", " "), (r"\ ", " "), (r"\{", "{"),
              (r"\}", "}"), (r"\left", ""), (r"\right", ""), (r"\big", ""), (r"\infty", "∞"),
              (r"\times", "×"), (r"\le", "≤"), (r"\ge", "≥"), (r"\neq", "≠"), (r"\in", "∈")]
@@ -302,14 +302,17 @@ _TEX_FRAC = re.compile(r"\\[td]?frac\{([^{}]*)\}\{([^{}]*)\}")
 
 def tex_to_text(m: str) -> str:
     """The Unicode reading of an inline LaTeX formula of a sentence (:data:`_TEX_TEXT`)."""
-    m = re.sub(r"\\(?:text|mathrm|operatorname)\{([^{}]*)\}", r"\1", m)
+    m = re.sub(r"\\operatorname\{([^{}]*)\}", r"\1 ", m)
+    m = re.sub(r"\\(?:text|mathrm)\{([^{}]*)\}", r"\1", m)
     for a, b in _TEX_TEXT:
         m = re.sub(re.escape(a) + (r"(?![A-Za-z])" if a[-1].isalpha() else ""), lambda _: b, m)
-    m = _TEX_FRAC.sub(lambda g: "/".join(g.groups()) if all(v.isdigit() for v in g.groups()) else
-                      "(" + "/".join(v if re.fullmatch(r"[^\s+\-]+", v) else f"({v})" for v in g.groups()) + ")", m)
     m = re.sub(r"\^(?:\{(\d+)\}|(\d))", lambda g: "".join("⁰¹²³⁴⁵⁶⁷⁸⁹"[int(c)] for c in g.group(1) or g.group(2)), m)
     m = re.sub(r"\^\{([^{}]*)\}", lambda g: "^" + (g.group(1) if len(g.group(1)) == 1 or g.group(1)[0] == "("
                                                     else f"({g.group(1)})"), m)
+    while _TEX_FRAC.search(m):
+        m = _TEX_FRAC.sub(lambda g: "/".join(g.groups()) if all(v.isdigit() for v in g.groups()) else
+                          "(" + "/".join(v if re.fullmatch(r"[^\s+\-]+", v) else f"({v})" for v in g.groups())
+                          + ")", m)
     m = re.sub(r"  +", " ", m)
     m = re.sub(r"_\{([^{}]*)\}", r"_\1", m)
     m = re.sub(r"_(\d)(?!\d)", lambda g: "₀₁₂₃₄₅₆₇₈₉"[int(g.group(1))], m)

@@ -41,7 +41,7 @@ from .energy import particle_energy, softmax_field
 from .hessian import curve_second_derivative, particle_hessian
 from .metric import _exact, exact_matrix, particle_symbols
 from .steps_check import check_equal
-from .steps_eq import Derivation, Equation, Step
+from .steps_eq import Derivation, Equation, Step, tex
 from .steps_eq import Notation as Shown
 
 __all__ = ["energy_derivation", "checked_step"]
@@ -68,6 +68,8 @@ _ASCII = [("‖Σ^½AΣ^½‖", "norm(Sigma^{1/2} A Sigma^{1/2})"), ("|a|", "abs
 
 
 def _ascii(text: str) -> str:
+    if "$" in text:          # formulas already marked as LaTeX (printing.words_tex)
+        return text
     for u, a in _ASCII:
         text = text.replace(u, a)
     return text
@@ -87,8 +89,9 @@ def _instance_check(eq):
     lhs, rhs, where = eq.instance
     ok, method, _ = check_equal(_canon(lhs), _canon(rhs), free=False)
     pre = f"{where}: " if where else ""
+    plain = where.replace("$", "")
     return ok, _ascii(pre + ("exponents in canonical form; " if ok else "") + method), \
-        (where.split(",")[0] + ", " + where.split(",")[1].strip() if where.count(",") else where)
+        (plain.split(",")[0] + ", " + plain.split(",")[1].strip() if plain.count(",") else plain)
 
 
 def _symmetric_A(d: int) -> sp.Matrix:
@@ -96,7 +99,11 @@ def _symmetric_A(d: int) -> sp.Matrix:
 
 
 def _fmt(M) -> str:
-    return str(M.tolist()) if isinstance(M, sp.MatrixBase) else str(M)
+    """A matrix inline, for a sentence's math (``$...$``): rows in brackets, exact entries in LaTeX."""
+    if not isinstance(M, sp.MatrixBase):
+        return tex(M)
+    return r"\left[" + ", ".join(r"\left[" + ", ".join(tex(v) for v in row) + r"\right]" for row in M.tolist()) \
+        + r"\right]"
 
 
 def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, point: Any = None) -> Derivation:
@@ -116,10 +123,10 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         raise InputError("A", "must be symmetric (the gradient-flow structure needs A = Aᵀ)")
     pe = particle_energy(n, d, A, V)          # the package's construction (module route)
     X, N = pe.X, n * d
-    where = (f"explicit n = {n}, d = {d}, symbolic coordinates x_i_a"
-             + (", symbolic symmetric A" if any(not e.is_number for e in A) else f", A = {_fmt(A)}")
-             + (", V = I" if V == sp.eye(d) else f", V = -G^-1 A, G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}"
-                if any(not e.is_number for e in V) else f", V = {_fmt(V)}"))
+    where = (f"explicit $n = {n}$, $d = {d}$, symbolic coordinates $x_{{i,a}}$"
+             + (", symbolic symmetric $A$" if any(not e.is_number for e in A) else f", $A = {_fmt(A)}$")
+             + (", $V = I$" if V == sp.eye(d) else f", $V = -G^{{-1}}A$, $G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}$"
+                if any(not e.is_number for e in V) else f", $V = {_fmt(V)}$"))
     e = [[sp.exp((X[j, :] * A * X[i, :].T)[0, 0]) for j in range(n)] for i in range(n)]   # e_ij = e^{<Ax_i,x_j>}
     steps: list[Step] = []
 
@@ -131,13 +138,14 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         "The interaction energy of the empirical measure",
         Shown("E(μ_X), μ_X = (1/n) Σ_i δ_{x_i}", r"E(\mu_X),\ \mu_X = \tfrac1n \sum_i \delta_{x_i}"),
         Shown("(1/(2n²)) Σ_i Σ_j exp(x_jᵀ A x_i)", r"\frac{1}{2n^2}\sum_{i,j} e^{x_j^\top A x_i}"),
-        E_w.subs(at), pe.E, "E(μ) = ½ ∬ exp(<Ax, y>) dμ(x) dμ(y), <Ax, y> = yᵀAx; the right side is the "
-        "package's particle energy", where))
+        E_w.subs(at), pe.E, r"$E(\mu) = \tfrac{1}{2}\iint e^{\langle Ax, y\rangle}\, d\mu(x)\, d\mu(y)$, "
+        r"$\langle Ax, y\rangle = y^{\top}Ax$; the right side is the package's particle energy", where))
     zero = {x: 0 for x in pe.coords}
     steps.append(checked_step(
         "Normalisation: all particles at the origin",
         Shown("E_n(0) = E(δ₀)", r"E_n(0) = E(\delta_0)"), Shown("1/2", r"\tfrac12"), pe.E.subs(zero), HALF,
-        "the energy is normalised with the factor ½ and probability weights 1/n, so E(δ₀) = ½ e⁰ = ½", where))
+        r"the energy is normalised with the factor $\tfrac{1}{2}$ and probability weights $1/n$, so "
+        r"$E(\delta_0) = \tfrac{1}{2}e^{0} = \tfrac{1}{2}$", where))
 
     steps += _gaussian_steps()
 
@@ -148,36 +156,36 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         Shown("δE/δμ(x_k) = ∂E(Σ_i w_i δ_{x_i})/∂w_k at w = 1/n", r"\frac{\delta E}{\delta\mu}(x_k) = "
           r"\frac{\partial}{\partial w_k} E\Big(\sum_i w_i\delta_{x_i}\Big)\Big|_{w=1/n}"),
         Shown("Z_μ(x_k) = (1/n) Σ_j exp(x_jᵀ A x_k)", r"Z_\mu(x_k) = \frac1n\sum_j e^{x_j^\top A x_k}"),
-        dEw, sp.Matrix(pe.Z), "for A = Aᵀ the two slots of the kernel contribute equally; the right side is "
-        "the package's Z", where))
+        dEw, sp.Matrix(pe.Z), r"for $A = A^{\top}$ the two slots of the kernel contribute equally; the right side is "
+        "the package's $Z$", where))
     dE = sp.Matrix([sp.diff(pe.E, c) for c in pe.coords])          # ∂E in vec X order (SymPy diff)
     hand = sp.Matrix.vstack(*[sum((e[k][j] * (A * X[j, :].T) for j in range(n)), sp.zeros(d, 1)) / n ** 2
                               for k in range(n)])
     steps.append(checked_step(
-        "Euclidean gradient along particle k",
+        "Euclidean gradient along particle $k$",
         Shown("∂E_n/∂x_k", r"\frac{\partial E_n}{\partial x_k}"),
         Shown("(1/n²) Σ_j exp(x_jᵀ A x_k) A x_j", r"\frac{1}{n^2}\sum_j e^{x_j^\top A x_k} A x_j"),
-        dE, hand, "sympy.diff of E_n against the hand formula; both kernel slots give Aᵀx_j = A x_j", where))
+        dE, hand, r"SymPy's derivative of $E_n$ against the hand formula; both kernel slots give $A^{\top}x_j = Ax_j$", where))
 
     # 5-7. the twisted metric
     G_hand = -A * V.inv()
     steps.append(checked_step(
         "The twisted matrix", Shown("G", "G"), Shown("-A V⁻¹", r"-A V^{-1}"), pe.G, G_hand,
-        "G as the package builds it (it refuses a non-symmetric or, for numbers, non-positive-definite "
-        "G) against -A V⁻¹ computed here", where))
+        r"$G$ as the package builds it (it refuses a non-symmetric or, for numbers, non-positive-definite "
+        r"$G$) against $-AV^{-1}$ computed here", where))
     steps.append(checked_step(
-        "G is symmetric", Shown("Gᵀ", r"G^\top"), Shown("G", "G"), pe.G.T, pe.G,
-        "needed for g_X to be a metric; positive definiteness is an assumption (checked by the package for "
-        "numeric A, V)", where))
+        "$G$ is symmetric", Shown("Gᵀ", r"G^\top"), Shown("G", "G"), pe.G.T, pe.G,
+        r"needed for $g_X$ to be a metric; positive definiteness is an assumption (checked by the package for "
+        r"numeric $A$, $V$)", where))
     U, W = particle_symbols(n, d, "u"), particle_symbols(n, d, "w")
     vU, vW = U.reshape(N, 1), W.reshape(N, 1)
     g_form = sum(((pe.Z[i] / n) * (U[i, :] * G_hand * W[i, :].T)[0, 0] for i in range(n)), sp.S.Zero)
     steps.append(checked_step(
-        "The twisted Wasserstein metric on particles (rows of U, W are particles)",
+        "The twisted Wasserstein metric on particles (the rows of $U$, $W$ are particles)",
         Shown("vec(U)ᵀ g_X vec(W)", r"\operatorname{vec}(U)^\top g_X \operatorname{vec}(W)"),
         Shown("(1/n) Σ_i Z_i <u_i, G w_i>", r"\frac1n \sum_i Z_i \langle u_i, G w_i\rangle"),
-        (vU.T * pe.g * vW)[0, 0], g_form, "the n-particle restriction of g_μ(v, w) = ∫ Z_μ <v, G w> dμ; the "
-        "left side is the package's particle metric in vec X (row-major) coordinates", where))
+        (vU.T * pe.g * vW)[0, 0], g_form, r"the $n$-particle restriction of $g_{\mu}(v, w) = \int Z_{\mu} \langle v, Gw\rangle\, d\mu$; the "
+        r"left side is the package's particle metric in $\operatorname{vec} X$ (row-major) coordinates", where))
     steps.append(checked_step(
         "The inverse metric", Shown("g_X⁻¹ g_X, g_X⁻¹ = n diag(1/Z_i) ⊗ G⁻¹",
                                 r"g_X^{-1} g_X,\ g_X^{-1} = n\,\mathrm{diag}(1/Z_i)\otimes G^{-1}"),
@@ -192,16 +200,16 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
         Shown("grad_g E_n = g_X⁻¹ ∂E_n", r"\operatorname{grad}_g E_n = g_X^{-1}\partial E_n"),
         Shown("-Γ, Γ_i = Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)",
           r"-\Gamma,\ \Gamma_i = \frac{\sum_j e^{x_j^\top A x_i} V x_j}{\sum_j e^{x_j^\top A x_i}}"),
-        grad, -Gam, "G⁻¹ A = -V cancels A: (n/Z_k)(-V A⁻¹)(1/n²) Σ_j e_kj A x_j = -Γ_k; the softmax field is "
-        "also the package's softmax field", where))
+        grad, -Gam, r"$G^{-1}A = -V$ cancels $A$: $\frac{n}{Z_k}(-VA^{-1})\frac{1}{n^{2}}\sum_j e_{kj} Ax_j = "
+        r"-\Gamma_k$; the softmax field is also the package's softmax field", where))
     vG = Gam.reshape(N, 1)
     steps.append(checked_step(
         "Energy dissipation along the softmax flow",
         Shown("d/dt E_n(X(t)) = ∂E_n · Ẋ, Ẋ = Γ", r"\frac{d}{dt}E_n(X(t)) = \partial E_n\cdot\dot X,\ \dot X = \Gamma"),
         Shown("-g_X(Γ, Γ) = -(1/n) Σ_i Z_i <Γ_i, G Γ_i>", r"-g_X(\Gamma,\Gamma) = -\frac1n\sum_i Z_i"
           r"\langle\Gamma_i, G\Gamma_i\rangle"),
-        (dE.T * vG)[0, 0], -(vG.T * pe.g * vG)[0, 0], "≤ 0 when G is positive definite: E_n is a Lyapunov "
-        "function of the particle system", where))
+        (dE.T * vG)[0, 0], -(vG.T * pe.g * vG)[0, 0], r"$\leq 0$ when $G$ is positive definite: $E_n$ is a "
+        "Lyapunov function of the particle system", where))
     steps.append(checked_step(
         "The package's softmax field", Shown("Γ (the package's field)", r"\Gamma"),
         Shown("Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)", r"\frac{\sum_j e^{x_j^\top A x_i} V x_j}"
@@ -210,28 +218,32 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
 
     # 10-11. second variation
     steps += _second_variation_steps(n, d, A, V, point, where)
-    ass = (f"n = {n} particles in dimension d = {d}: X is the n × d matrix whose rows x_i are the particles; "
-           "directions U, W are n × d with rows u_i, w_i (one per particle); vec X is row-major",
-           "kernel exp(<Ax, y>) = exp(yᵀAx), A symmetric" + (
-               f" with symbolic entries a_pq (the checks hold for every symmetric A; the rational-point Hessian "
-               f"step at A = {_fmt(sp.Matrix(SAMPLE_A[d]))})" if "symbolic symmetric A" in where
-               else f", A = {_fmt(A)}"),
-           ("V = I" if V == sp.eye(d) else (f"V = -G⁻¹A with G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}: a general V "
-                                           "(not I, not symmetric)" if any(not e.is_number for e in V)
-                                           else f"V = {_fmt(V)}"))
-           + "; G = -A V⁻¹ symmetric positive definite",
-           "energy E(μ) = ½ ∬ exp(<Ax, y>) dμ dμ on probability measures; particles carry weight 1/n",
-           "each equation is shown for general n, d and checked on this explicit instance: exponent arguments "
-           "brought to canonical form, every entry of lhs - rhs reduced to 0 by sympy.cancel (a proof for this "
-           "n, d); general "
-           "n, d by matrix calculus in derivations/gradient_flow.py")
-    concl = ("Softmax attention Ẋ = Γ is the gradient flow Ẋ = -grad_g E_n of the interaction energy for the "
-             "twisted metric g_X(U, W) = (1/n) Σ_i Z_i <u_i, G w_i>, G = -A V⁻¹ (Castin et al., §5)",
-             "dE_n/dt = -g_X(Γ, Γ) ≤ 0: the energy decreases along the particle flow",
-             "Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E is the second variation along geodesics; at the "
-             "critical point X = 0 it equals (1/n²)(Σ_i u_i)ᵀ A (Σ_i u_i), negative for A negative definite and "
-             "Σ_i u_i ≠ 0: E is not geodesically convex (tpde convexity certifies such signs at other points)")
-    return Derivation(f"Softmax attention as the gradient flow of the interaction energy (n = {n}, d = {d})",
+    ass = (f"${n}$ particles in dimension $d = {d}$: $X$ is the $n \\times d$ matrix whose rows $x_i$ are the "
+           r"particles; directions $U$, $W$ are $n \times d$ with rows $u_i$, $w_i$ (one per particle); "
+           r"$\operatorname{vec} X$ is row-major",
+           r"kernel $e^{\langle Ax, y\rangle} = e^{y^{\top}Ax}$, $A$ symmetric" + (
+               f" with symbolic entries $a_{{pq}}$ (the checks hold for every symmetric $A$; the rational-point "
+               f"Hessian step at $A = {_fmt(sp.Matrix(SAMPLE_A[d]))}$)" if "symbolic symmetric" in where
+               else f", $A = {_fmt(A)}$"),
+           ("$V = I$" if V == sp.eye(d) else (f"$V = -G^{{-1}}A$ with $G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}$: a "
+                                             "general $V$ (not $I$, not symmetric)" if any(not e.is_number for e in V)
+                                             else f"$V = {_fmt(V)}$"))
+           + r"; $G = -AV^{-1}$ symmetric positive definite",
+           r"energy $E(\mu) = \tfrac{1}{2}\iint e^{\langle Ax, y\rangle}\, d\mu\, d\mu$ on probability measures; "
+           r"particles carry weight $1/n$",
+           r"each equation is shown for general $n$, $d$ and checked on this explicit instance: exponent arguments "
+           r"brought to canonical form, every entry of $\text{lhs} - \text{rhs}$ reduced to $0$ by exact "
+           r"cancellation (a proof for this $n$, $d$); general $n$, $d$ by matrix calculus in the repository's "
+           r"derivations (gradient flow)")
+    concl = (r"Softmax attention $\dot X = \Gamma$ is the gradient flow $\dot X = -\operatorname{grad}_g E_n$ of "
+             r"the interaction energy for the twisted metric $g_X(U, W) = \frac{1}{n}\sum_i Z_i \langle u_i, "
+             r"Gw_i\rangle$, $G = -AV^{-1}$ (Castin et al., Section 5)",
+             r"$dE_n/dt = -g_X(\Gamma, \Gamma) \leq 0$: the energy decreases along the particle flow",
+             r"$\operatorname{Hess} E(U, U) = D^{2}E(U, U) - \Gamma^{k}_{ij} U^{i} U^{j} \partial_k E$ is the second "
+             r"variation along geodesics; at the critical point $X = 0$ it equals $\frac{1}{n^{2}}(\sum_i u_i)^{\top}"
+             r"A(\sum_i u_i)$, negative for $A$ negative definite and $\sum_i u_i \neq 0$: $E$ is not geodesically "
+             "convex (the convexity command certifies such signs at other points)")
+    return Derivation(f"Softmax attention as the gradient flow of the interaction energy ($n = {n}$, $d = {d}$)",
                       tuple(steps), tuple(map(_ascii, ass)), tuple(map(_ascii, concl)))
 
 
@@ -251,20 +263,20 @@ def _gaussian_steps() -> list[Step]:
     a, al, sv = sp.Symbol("a", real=True), sp.Symbol("alpha", real=True), sp.Symbol("s", positive=True)
     A1, alpha, Sigma = sp.Matrix([[a]]), sp.Matrix([al]), sp.Matrix([[sv]])
     E1 = gaussian_energy(A1, alpha, Sigma).E
-    where = "d = 1, symbolic a, alpha, s"
+    where = r"$d = 1$, symbolic $a$, $\alpha$, $s$"
     out = [checked_step(
         "The energy of a Gaussian, two square completions",
         Shown("E(N(α, s)) = ½ E[exp(a x y)], integrating y then x", r"E(\mathcal N(\alpha, s))"),
         Shown("the same, completing the square in (x, y) at once", r"\tfrac12\,\mathbb E\,e^{a x y},\ "
               r"(x, y)\sim\mathcal N(\alpha, s)^{\otimes 2}"),
-        E1, gaussian_energy_joint(A1, alpha, Sigma).E, "the package's Gaussian energy (y integrated, then x) against "
-        "the joint square completion; finite iff |a| s < 1 (‖Σ^½AΣ^½‖ < 1)", where)]
+        E1, gaussian_energy_joint(A1, alpha, Sigma).E, "the package's Gaussian energy ($y$ integrated, then $x$) against "
+        r"the joint square completion; finite iff $|a|s < 1$ ($\|\Sigma^{1/2}A\Sigma^{1/2}\| < 1$)", where)]
     out.append(checked_step(
         "Normalisation on Gaussians: the point-mass limit",
         Shown("lim_{s → 0+} E(N(α, s))", r"\lim_{s\to 0^+} E(\mathcal N(\alpha, s))"),
         Shown("E(δ_α) = ½ exp(a α²)", r"E(\delta_\alpha) = \tfrac12 e^{a\alpha^2}"),
-        sp.limit(E1, sv, 0, "+"), HALF * sp.exp(a * al ** 2), "sympy.limit of the closed form; the same ½ as "
-        "E_n(0) = ½ above", where))
+        sp.limit(E1, sv, 0, "+"), HALF * sp.exp(a * al ** 2), r"SymPy's limit of the closed form; the same $\tfrac{1}{2}$ as "
+        r"$E_n(0) = \tfrac{1}{2}$ above", where))
     return out
 
 
@@ -298,32 +310,34 @@ def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Ste
     uc = sp.Matrix(u)
     D2 = (uc.T * ph_pt.D2E.subs(at) * uc)[0, 0]
     hess_pt = (uc.T * ph_pt.H.subs(at) * uc)[0, 0]       # = ph_pt.form(U) at the point, substituted first
-    pt = f"X = {_fmt(P)}" + (f", A = {_fmt(A_pt)}" if symbolic_A else "")
+    pt_words = f"X = {P.tolist()}" + (f", A = {A_pt.tolist()}" if symbolic_A else "")
+    pt = f"$X = {_fmt(P)}$" + (f", $A = {_fmt(A_pt)}$" if symbolic_A else "")
     out = [checked_step(
         "Second variation at a point: Christoffel symbols against the geodesic equation",
-        Shown("Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E at " + pt,
+        Shown("Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E at " + pt_words,
            r"\operatorname{Hess}E(U,U) = D^2E(U,U) - \Gamma^k_{ij}U^iU^j\partial_k E"),
         Shown("D²E(U, U) + ∂E · a, g a = ½ ∇(Uᵀ g U) - (Dg[U]) U", r"D^2E(U,U) + \partial E\cdot a,\ "
            r"g\,a = \tfrac12\nabla(U^\top g U) - (Dg[U])\,U"),
         hess_pt, D2 + (dE.T * acc)[0, 0],
-        "a is the acceleration of the geodesic with velocity U (Euler-Lagrange equation of ½ ẋᵀ g ẋ); the left "
-        "side is the package's particle Hessian (Christoffel symbols of g_X), with U as symbols",
-        where.replace(", symbolic symmetric A", "") + f", at the rational point {pt}")]
+        r"$a$ is the acceleration of the geodesic with velocity $U$ (Euler-Lagrange equation of $\tfrac{1}{2}"
+        r"\dot x^{\top} g \dot x$); the left side is the package's particle Hessian (Christoffel symbols of $g_X$), "
+        "with $U$ as symbols",
+        where.replace(", symbolic symmetric $A$", "") + f", at the rational point {pt}")]
     pe = ph.pe
     zero = {x: 0 for x in c}
     hess_0 = (uc.T * ph.H.subs(zero) * uc)[0, 0]
     s_sum = sum((U[i, :].T for i in range(n)), sp.zeros(d, 1))
     closed = (s_sum.T * A * s_sum)[0, 0] / n ** 2
     out.append(checked_step(
-        "Second variation at the critical point X = 0",
+        "Second variation at the critical point $X = 0$",
         Shown("Hess E(U, U) at X = 0", r"\operatorname{Hess}E(U,U)\big|_{X=0}"),
         Shown("(1/n²) (Σ_i u_i)ᵀ A (Σ_i u_i)", r"\frac{1}{n^2}\Big(\sum_i u_i\Big)^\top A\Big(\sum_i u_i\Big)"),
-        hess_0, closed, "∂E = 0 at X = 0, so the Christoffel term vanishes", where))
+        hess_0, closed, r"$\partial E = 0$ at $X = 0$, so the Christoffel term vanishes", where))
     total, _, _ = curve_second_derivative(pe.E, c, zero, u, [0] * N, simplify=False)
     out.append(checked_step(
         "At a critical point the second variation is intrinsic",
         Shown("d²/ds² E_n(sU) at s = 0", r"\frac{d^2}{ds^2}E_n(sU)\big|_{s=0}"),
         Shown("Hess E(U, U) at X = 0", r"\operatorname{Hess}E(U,U)\big|_{X=0}"), total, hess_0,
-        "along the straight line, not a geodesic (the package's curve second derivative); for A = -I and "
-        "u_i = v: -|v|², E(δ_{sv}) = ½ exp(-s²|v|²)", where))
+        r"along the straight line, not a geodesic (the package's curve second derivative); for $A = -I$ and "
+        r"$u_i = v$: $-|v|^{2}$, $E(\delta_{sv}) = \tfrac{1}{2}e^{-s^{2}|v|^{2}}$", where))
     return out

@@ -40,8 +40,8 @@ def checks(quick: bool = False):
     err = max(abs(fk(k, b) / (k * k * mpmath.besseli(k, b) / (b * mpmath.besseli(0, b))) - 1)
               for k in (1, 2, 3, 5) for b in (1.0, 5.0))
     yield result("circle: derived mode rates vs k^2 I_k/(beta I_0) (mpmath)", "sphere_sa", 2, float(err), 1e-13,
-                 "round-off of mpmath at 15 digits" + ("" if all(s.ok for s in lin["steps"]) else "; check FAILED"),
-                 None if all(s.ok for s in lin["steps"]) else False)
+                 "round-off of mpmath at 15 digits" + ("" if all(s.checked for s in lin["steps"]) else "; check FAILED"),
+                 None if all(s.checked for s in lin["steps"]) else False)
     k5 = R.fastest_mode("softmax", 5.0)[0]
     yield result("circle: fastest mode k*(beta = 5)", "sphere_sa", 2, abs(k5 - 3), 0.0,
                  "exact: argmax of the derived rates; 3 clusters at beta = 5 (Bruno-Pasqualotto-Agazzi)")
