@@ -210,8 +210,8 @@ add(KindSpec("softmax", (_A, _V), "affine", "V ∫ y e^{<Ax,y>} dμ(y) / ∫ e^{
              assumption=r"Softmax: the kernel $e^{\langle Ax, y\rangle}$ has no key-quadratic part ($R = 0$), so "
                         r"the tilt exists for every symmetric positive definite $\Sigma$: the tilted precision is "
                         r"$\Lambda = \Sigma^{-1}$ itself.",
-             field_tex=r"Softmax attention: $\Gamma_{\mu}(x) = V\,\frac{\int y\, e^{\langle Ax, y\rangle}\, d\mu(y)}"
-                       r"{\int e^{\langle Ax, y\rangle}\, d\mu(y)}$", interaction=_with_a))
+             field_tex=r"Softmax attention: $\Gamma_{\mu}(x) = V\int y\, e^{\langle Ax, y\rangle}\, d\mu(y) \big/ "
+                       r"\int e^{\langle Ax, y\rangle}\, d\mu(y)$", interaction=_with_a))
 add(KindSpec("l2", (
     _mat("Q", "Q", "query projection", shape=("m", "d")),
     _mat("K", "K", "key projection", shape=("m", "d")),
@@ -221,7 +221,7 @@ add(KindSpec("l2", (
     assumption=r"$\ell_2$: $R = -K^{\top}K/\tau$, so the tilted precision $\Lambda = \Sigma^{-1} + \tfrac{2}{\tau}"
                r"K^{\top}K$ is positive definite for every symmetric positive definite $\Sigma$: the tilt always "
                r"exists.",
-    field_tex=r"$\ell_2$ attention: $\Gamma_{\mu}(x) = V\,\frac{\int y\, k(x, y)\, d\mu(y)}{\int k(x, y)\, d\mu(y)}$ "
+    field_tex=r"$\ell_2$ attention: $\Gamma_{\mu}(x) = V\int y\, k(x, y)\, d\mu(y) \big/ \int k(x, y)\, d\mu(y)$ "
               r"with the "
               r"kernel $k(x, y) = e^{-|Qx - Ky|^{2}/\tau}$",
     interaction=lambda A, I: {"Q": A, "K": I, "tau": 2.0}))      # cross term (2/τ) KᵀQ = A
@@ -261,7 +261,7 @@ add(KindSpec("custom", (
     notes="xᵀBy with x the query: softmax is B = Aᵀ",
     assumption=r"Custom kernel: the tilt exists only while $\Lambda = \Sigma^{-1} - R - R^{\top} \succ 0$; the "
                r"derived ODE holds only there (the right-hand side refuses other states).",
-    field_tex=r"Custom kernel: $\Gamma_{\mu}(x) = V\,\frac{\int y\, k(x, y)\, d\mu(y)}{\int k(x, y)\, d\mu(y)}$ "
+    field_tex=r"Custom kernel: $\Gamma_{\mu}(x) = V\int y\, k(x, y)\, d\mu(y) \big/ \int k(x, y)\, d\mu(y)$ "
               r"with "
               r"$\log k(x, y) = x^{\top}By + x^{\top}Px + y^{\top}Ry + p^{\top}x + r^{\top}y$",
     interaction=lambda A, I: {"B": A.T}))                       # xᵀ B y = yᵀ A x

@@ -66,7 +66,7 @@ def to_json(dv) -> dict:
                        "rhs": json_side(s.eq.rhs) if s.eq.rhs is not None else None,
                        "qualifier": (f"+ (terms free of {', '.join(s.eq.free_of)})" if s.eq.free_of else ""),
                        "where": [[json_side(k), json_side(v)] for k, v in s.eq.where],
-                       "checked": s.checked, "scope": s.scope, "method": s.method, "note": _plain(s.note)}
+                       "checked": s.checked, "scope": s.scope, "method": _plain(s.method), "note": _plain(s.note)}
                       for s in dv.steps]}
 
 

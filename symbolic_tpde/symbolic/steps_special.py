@@ -153,7 +153,7 @@ def model_statement(kinds_: tuple, ffn: bool = False) -> tuple:
     registry's own description), as sentences (formulas between ``$`` marks, :func:`.printing.words_tex`)."""
     from ..registry import kinds as registry
 
-    out = [r"Tokens $x \in \mathbb{R}^{d}$ evolve with the depth $t$ by $\frac{dx}{dt} = \Gamma_{\mu_t}(x)$; their "
+    out = [r"Tokens $x \in \mathbb{R}^{d}$ evolve with the depth $t$ by $dx/dt = \Gamma_{\mu_t}(x)$; their "
            r"law $\mu_t$ solves the continuity equation $\partial_t \mu_t + \nabla \cdot (\mu_t \Gamma_{\mu_t}) = 0$ "
            r"(Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322)."]
     for k in dict.fromkeys(kinds_):
