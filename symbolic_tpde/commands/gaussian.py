@@ -124,7 +124,7 @@ def output_times(args, T: float):
     return ts
 
 
-def split_rows(sol_t, t_end: float, ts, stopped_early: bool):
+def split_rows(sol_t, ts, stopped_early: bool):
     """Which rows of a run's output are the requested times and which is the stopping point.
 
     With output times ``ts`` the integrator returns the states at the requested times it reached and, when the
@@ -140,7 +140,11 @@ def split_rows(sol_t, t_end: float, ts, stopped_early: bool):
             stop_row[-1] = True
         return stop_row, np.zeros(0)
     ts = np.asarray(ts, dtype=float)
-    reached = int(np.sum(ts < t_end)) if stopped_early else len(ts)
+    # the rows at requested times come first, in order (a run that fell back to the regular form near a
+    # blow-up has none between its stall and T*: those times count as not reached)
+    reached = 0
+    while reached < min(n, len(ts)) and sol_t[reached] == ts[reached]:
+        reached += 1
     if n > reached:
         stop_row[reached:] = True
     return stop_row, ts[reached:]
@@ -241,7 +245,7 @@ def run(args) -> int:
         backend = sol.backend
     ts_out = np.asarray(sol.t, dtype=float)
     stopped_early = str(sol.status) != "ok"
-    stop_row, not_reached = split_rows(ts_out, t_end, ts, stopped_early)
+    stop_row, not_reached = split_rows(ts_out, ts, stopped_early)
     out = {"t": t_end, "alpha": None if a_end is None else a_end.tolist(), "Sigma": S_end.tolist(),
            "status": str(sol.status), "blowup_time": sol.blowup_time, "blowup_time_error": sol.blowup_time_error,
            "growth_exponent": sol.exponent, "backend": backend, "message": sol.message,
