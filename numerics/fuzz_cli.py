@@ -230,7 +230,9 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, 
             return "traceback", f"{type(exc).__name__}: {exc}"[:200]
     seconds = time.perf_counter() - t0
     e = err.getvalue()
-    lines = [ln for ln in e.splitlines() if "Warning" not in ln and not ln.startswith("  ")]
+    # progress and warning lines of `tpde sweep` (stderr) are not error messages
+    lines = [ln for ln in e.splitlines() if "Warning" not in ln and not ln.startswith("  ")
+             and not ln.startswith(("tpde sweep: point ", "tpde sweep: warning:"))]
     if seconds > hang:
         return "hang", f"{seconds:.0f} s: {args}"
     if "Traceback" in e or "internal error" in e:
