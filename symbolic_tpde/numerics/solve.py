@@ -274,17 +274,18 @@ class _NonFinite(ArithmeticError):
         self.t = float(t)
 
 
-#: ``stuck_evals`` evaluations in a row without ``t`` moving by this (relative) are a collapsed step size: a
-#: run stopped there would have moved ``t`` by at most ``STUCK_PROGRESS·max_nfev/stuck_evals`` (relative) with its
-#: whole budget, while a healthy approach to a blow-up passes ``T* - t = 10⁻⁶ … 10⁻¹⁰ T*`` in a few hundred steps
+#: ``stuck_evals`` evaluations in a row without ``t`` moving by this (relative) are a collapsed step size: a run
+#: stopped there would have moved ``t`` by at most ``STUCK_PROGRESS·max_nfev/stuck_evals`` (relative) with its
+#: whole budget, while a healthy approach to a blow-up passes ``T* - t = 10⁻⁶ … 10⁻¹⁰ T*`` in a few hundred
+#: steps
 STUCK_PROGRESS = 1e-7
 
 
 class _Rhs:
     """Counts evaluations (``_Stalled`` past ``limit``, or after ``stuck`` evaluations in a row without ``t``
-    moving by a relative :data:`STUCK_PROGRESS`; :class:`TimeLimitReached` once ``deadline`` expired), notes the time of the
-    last non-finite value and, for the implicit scipy methods, raises ``_NonFinite`` on it (they cannot reject
-    such a step)."""
+    moving by a relative :data:`STUCK_PROGRESS`; :class:`TimeLimitReached` once ``deadline`` expired), notes
+    the time of the last non-finite value and, for the implicit scipy methods, raises ``_NonFinite`` on it
+    (they cannot reject such a step)."""
 
     def __init__(self, f, limit, raise_nonfinite, deadline, stuck=None):
         self.f, self.limit, self.raise_nonfinite, self.deadline = f, limit, raise_nonfinite, deadline
