@@ -60,6 +60,8 @@ def main(argv=None) -> int:
             except BaseException as exc:  # noqa: BLE001 - what the fuzz counts
                 rc = f"{type(exc).__name__}: {exc}"
         dt = time.perf_counter() - t0
+        print(f"case {k}: {cmd[0]} {scn['attention']} d = {len(scn['alpha0'])} T = {scn['T']:g}: exit {rc}, "
+              f"{dt:.1f} s", flush=True)
         if dt > slow[0]:
             slow = (dt, (cmd[0], scn))
         e = err.getvalue()

@@ -13,7 +13,10 @@ about ``10¹⁰`` times its start).  ``blowup_time`` is extrapolated from the gr
 existence condition of the Gaussian tilt crossed zero at ``t``.  ``"overflow"`` (rare): the state
 grew past ``10²⁰⁰`` times its start without the signature of a finite-time singularity (exponential growth);
 ``t`` is where the run stopped to stay finite.  ``"stalled"`` (rare): the integrator's step size collapsed
-before ``T``; ``t`` is where it gave up.  Blow-up and tilt-ceased are results, reported with exit status 0.
+before ``T`` and the regular form (:mod:`symbolic_tpde.gaussian.regular`, Sundman time) found no settled
+blow-up either; ``t`` is where it gave up.  When the regular form does reach the singularity (e.g. an isotropic
+``Σ₀`` with a skew part in ``V``), the status is ``"blowup"`` with its ``T*``, error bound and message, and
+the last row is the regular form's end state (``tr Σ ≈ 10⁴⁰ tr Σ₀``).  Blow-up and tilt-ceased are results, reported with exit status 0.
 
 Bounded work: ``--max-seconds S`` (default :data:`DEFAULT_MAX_SECONDS` = 600) caps the wall-clock time of the
 integration (:class:`symbolic_tpde.numerics.solve.Deadline`, checked before every right-hand side evaluation,
