@@ -153,7 +153,8 @@ def test_sweep_point_cap_is_a_phase_and_exit_5(tmp_path, capsys):
     rc = main(["sweep", "--n", "2", "--K", "1", "--T", "1e6", "--V", "1", "0.5", "--out", str(stem),
                "--max-seconds", "0.001"])
     cap = capsys.readouterr()
-    assert rc == 5 and cap.err.startswith("tpde sweep: time-limit: 4 of 4 grid points")
+    # stderr: the s = 0 warning, progress lines, then the time-limit line
+    assert rc == 5 and cap.err.splitlines()[-1].startswith("tpde sweep: time-limit: 4 of 4 grid points")
     data = np.load(stem.with_suffix(".npz"))
     assert list(data["phase"]) == [PHASES.index("time-limit")] * 4
     assert (data["counts"][:, PHASES.index("time-limit")] == 2).all()   # K = 1, symmetrised: 2 per point

@@ -82,3 +82,39 @@ def test_bad_times_is_input_error(capsys):
     assert main(["gaussian", "--scenario", "softmax_2d", "--times", "0.5", "0.2"]) == 2
     assert "times" in capsys.readouterr().err
     assert main(["gaussian", "--scenario", "softmax_2d", "--save", "x.txt"]) == 2
+
+
+def _skew(d, size, seed):
+    G = np.random.default_rng(seed).normal(size=(d, d))
+    K = G - G.T
+    return size * K / np.linalg.norm(K, 2)
+
+
+@pytest.mark.parametrize("d,a,s0,skew", [(2, 0.5, 0.8, 0.8), (2, 0.5, 0.8, 2.0), (3, 0.7, 0.6, 0.5),
+                                         (5, 0.4, 1.1, 1.0)])
+def test_isotropic_blowup_with_a_skew_V_reaches_blowup(tmp_path, capsys, d, a, s0, skew):
+    """Issue 20: softmax, A = aI, V = I + K (K skew, ‖K‖ = skew), Σ₀ = s₀I.  Reference by hand: for Σ = sI,
+    dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ = as²(V + Vᵀ) = 2as²I (K + Kᵀ = 0), so Σ stays isotropic with ds/dt = 2as²,
+    s(t) = s₀/(1 - 2as₀t), T* = 1/(2as₀).  The direct run stalls near T* (the off-diagonal round-off
+    eps·s² cannot pass the componentwise error test); the regular form must take over and report `blowup`."""
+    V = np.eye(d) + _skew(d, skew, d)
+    p = tmp_path / "iso.json"
+    p.write_text(json.dumps({"attention": "softmax", "A": (a * np.eye(d)).tolist(), "V": V.tolist(),
+                             "alpha0": [0.1] * d, "Sigma0": (s0 * np.eye(d)).tolist(), "T": 2.0 / (2 * a * s0)}))
+    T_ref = 1.0 / (2 * a * s0)
+    t_mid = 0.9 * T_ref
+    assert main(["gaussian", "--scenario", str(p), "--json", "--times", str(t_mid), str(1.5 * T_ref)]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert out["status"] == "blowup", out["message"]
+    assert abs(out["blowup_time"] - T_ref) <= 1e-9 * T_ref
+    assert abs(out["blowup_time"] - T_ref) <= out["blowup_time_error"] + 4e-16 * T_ref   # the stated bound holds
+    # the requested time past T* is not reached (never replaced by T*); the one before is s(t)I to the
+    # integration tolerance (rtol 1e-12 over a run where s grows 10x: 1e-9 relative is generous)
+    assert out["not_reached"] == [1.5 * T_ref]
+    [row] = out["times"]
+    assert row["t"] == t_mid
+    s_ref = s0 / (1 - 2 * a * s0 * t_mid)
+    assert np.allclose(row["Sigma"], s_ref * np.eye(d), rtol=1e-9, atol=1e-9 * s_ref)
+    assert main(["gaussian", "--scenario", str(p), "--times", str(1.5 * T_ref)]) == 0
+    text = capsys.readouterr().out
+    assert "status blowup" in text and "not reached" in text and f"{1.5 * T_ref:g}" in text

@@ -123,3 +123,38 @@ def test_sweep_output_directory_is_created_and_rest_used_for_d3(tmp_path, capsys
     data = np.load(stem.with_suffix(".npz"))
     A = data["A_example"]
     assert np.allclose(np.sort(np.linalg.eigvalsh(A + A.T)), [-0.5, -0.5, -0.25], atol=1e-14)
+
+
+def test_sweep_reports_progress_warns_without_s0_and_leaves_a_loadable_partial_map(tmp_path, capsys,
+                                                                                    monkeypatch):
+    """`tpde sweep` (issue 20): progress `point k/N` on stderr, the warning when an even --n on [-1, 1] misses
+    s = 0, and the npz/csv rewritten as points complete, so a sweep interrupted after two points leaves a
+    loadable file whose pending points are marked (phase -1, done false) and whose done points equal a full run."""
+    import symbolic_tpde.analysis.sweep as sw
+    from symbolic_tpde.cli import main
+
+    argv = ["sweep", "--n", "2", "--K", "1", "--T", "5", "--out"]
+    assert main(argv + [str(tmp_path / "full")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any("misses s = 0" in ln for ln in err)
+    assert [ln for ln in err if "point" in ln] == [f"tpde sweep: point {k}/4" for k in range(1, 5)]
+    full = np.load(tmp_path / "full.npz")
+    assert full["done"].all()
+
+    real, calls = sw.sweep_chunk, []
+
+    def interrupted(spec, indices):
+        calls.append(indices)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        return real(spec, indices)
+
+    monkeypatch.setattr(sw, "sweep_chunk", interrupted)
+    assert main(argv + [str(tmp_path / "part")]) == 130          # Ctrl-C: the CLI says "interrupted"
+    part = np.load(tmp_path / "part.npz")
+    assert part["done"].tolist() == [True, True, False, False]
+    assert part["phase"][2:].tolist() == [-1, -1]
+    assert np.array_equal(part["phase"][:2], full["phase"][:2])
+    assert np.array_equal(part["counts"][:2], full["counts"][:2])
+    rows = (tmp_path / "part.csv").read_text().splitlines()[2:]
+    assert [r.split(",")[-3] for r in rows][2:] == ["pending", "pending"]

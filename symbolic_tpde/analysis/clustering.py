@@ -44,7 +44,7 @@ import numpy as np
 from ..registry import layout
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
-from ..gaussian.integrate import gaussian_events, gaussian_rhs, reported_status
+from ..gaussian.integrate import gaussian_events, gaussian_rhs, integrate_moments, reported_status
 from ..numerics import rk
 from ..numerics.solve import DEFAULT_LEVELS, BlowupMonitor, Status, integrate
 from ..registry.layout import gaussian_size
@@ -299,12 +299,9 @@ def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=N
     if not covariance_closed(ode):
         raise InputError("covariance-only", "the derived covariance equation involves the mean alpha "
                          "(e.g. linear attention): integrate the full system")
-    d = ode.d
-    y0 = _pack(np.zeros(d), np.asarray(Sigma0, float))
-    sol = integrate(covariance_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, t_eval=t_eval,
-                    breakpoints=ode.schedule.breakpoints(T), events=gaussian_events(ode), max_seconds=max_seconds)
-    sol.status = reported_status(sol)
-    return sol
+    y0 = _pack(np.zeros(ode.d), np.asarray(Sigma0, float))
+    return integrate_moments(ode, covariance_rhs(ode, T), y0, T, freeze_alpha=True, method=method, rtol=rtol,
+                             t_eval=t_eval, max_seconds=max_seconds)
 
 
 def linearised_covariance_flow(ode, Sigma_star, t: float = 0.0, alpha=None) -> tuple[np.ndarray, np.ndarray]:

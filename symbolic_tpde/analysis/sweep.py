@@ -189,9 +189,10 @@ class SweepResult:
     spec: SweepSpec
     points: np.ndarray        # (P, 2)
     counts: np.ndarray        # (P, len(PHASES)), columns PHASES
-    phase: np.ndarray         # (P,) majority phase
+    phase: np.ndarray         # (P,) majority phase; -1 for a point not computed yet (a partial result)
     blowup_time: np.ndarray   # (P,) median T* (NaN if none)
     blowup_time_error: np.ndarray | None = None  # (P,) largest error bound of the T* there (NaN if none)
+    done: np.ndarray | None = None               # (P,) bool: the point is computed (None: all are)
 
 
 def warm_worker(spec: SweepSpec | None = None) -> None:
@@ -202,63 +203,85 @@ def warm_worker(spec: SweepSpec | None = None) -> None:
     sweep_chunk(replace(spec, n=1, K=1, T=1.0), [0])
 
 
-def run_sweep(spec: SweepSpec, *, workers: int = 1, scheduler: str | None = None, executor=None) -> SweepResult:
-    """Evaluate the grid serially (``workers=1``), on a new local process pool, on a given
-    ``concurrent.futures`` ``executor`` (reused across sweeps, e.g. warmed with :func:`warm_worker`), or on
-    a Dask cluster at ``scheduler``."""
+def run_sweep(spec: SweepSpec, *, workers: int = 1, scheduler: str | None = None, executor=None,
+              on_progress=None) -> SweepResult:
+    """Evaluate the grid serially (``workers=1``, one point at a time), on a new local process pool, on a
+    given ``concurrent.futures`` ``executor`` (reused across sweeps, e.g. warmed with :func:`warm_worker`), or
+    on a Dask cluster at ``scheduler``.  ``on_progress(partial, done, total)`` is called as results arrive
+    (``partial``: the :class:`SweepResult` so far, its pending points with ``phase = -1``)."""
     pts = spec.points()
-    chunks = [list(range(r * spec.n, (r + 1) * spec.n)) for r in range(spec.n)]
+    P = len(pts)
+    counts = np.zeros((P, len(PHASES)), dtype=int)
+    bt = np.full(P, np.nan)
+    be = np.full(P, np.nan)
+    done = np.zeros(P, dtype=bool)
+
+    def partial():
+        phase = np.where(done, counts.argmax(axis=1), -1)
+        return SweepResult(spec, pts, counts.copy(), phase, bt.copy(), be.copy(), None if done.all() else done.copy())
+
+    def take(parts):
+        for part in parts:
+            for i, c, b, e in part:
+                counts[i], bt[i], be[i], done[i] = c, b, e, True
+            if on_progress is not None:
+                on_progress(partial(), int(done.sum()), P)
+
+    rows = [list(range(r * spec.n, (r + 1) * spec.n)) for r in range(spec.n)]
     if executor is not None:
-        parts = list(executor.map(sweep_chunk, [spec] * len(chunks), chunks))
+        take(executor.map(sweep_chunk, [spec] * len(rows), rows))
     elif scheduler is not None:
-        from dask.distributed import Client
+        from dask.distributed import Client, as_completed
 
         with Client(scheduler) as client:
-            futures = client.map(sweep_chunk, [spec] * len(chunks), chunks, pure=False)
-            parts = client.gather(futures)
+            futures = client.map(sweep_chunk, [spec] * len(rows), rows, pure=False)
+            take(f.result() for f in as_completed(futures))
     elif workers <= 1:
-        parts = [sweep_chunk(spec, ch) for ch in chunks]
+        take(sweep_chunk(spec, [i]) for i in range(P))
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         from ..numerics.threads import pool_plan, worker_initializer
 
         # workers x threads per worker <= cores (the package's one thread policy)
-        w, per = pool_plan(tasks=len(chunks), requested=workers)
+        w, per = pool_plan(tasks=len(rows), requested=workers)
         with ProcessPoolExecutor(max_workers=w, initializer=worker_initializer, initargs=(per,)) as ex:
-            parts = list(ex.map(sweep_chunk, [spec] * len(chunks), chunks))
-    counts = np.zeros((len(pts), len(PHASES)), dtype=int)
-    bt = np.full(len(pts), np.nan)
-    be = np.full(len(pts), np.nan)
-    for part in parts:
-        for i, c, b, e in part:
-            counts[i], bt[i], be[i] = c, b, e
-    return SweepResult(spec, pts, counts, counts.argmax(axis=1), bt, be)
+            take(f.result() for f in as_completed([ex.submit(sweep_chunk, spec, ch) for ch in rows]))
+    return partial()
 
 
-def save_sweep(res: SweepResult, out: Path) -> list[Path]:
-    """Write ``out.npz``, ``out.csv`` and ``out.png`` (phase map with its legend outside, and the median
-    blow-up time with a colour bar)."""
+def save_sweep(res: SweepResult, out: Path, png: bool = True) -> list[Path]:
+    """Write ``out.npz``, ``out.csv`` and (``png``) ``out.png`` (phase map with its legend outside, and the
+    median blow-up time with a colour bar).  A partial result (``res.done`` not all true) is written with
+    ``done`` in the npz and ``pending`` as the phase of its points not computed yet."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sp_ = res.spec
+    be = res.blowup_time_error if res.blowup_time_error is not None else np.full(len(res.points), np.nan)
+    done = np.ones(len(res.points), dtype=bool) if res.done is None else res.done
+    # written to a temporary name and renamed: an interrupted sweep leaves the last complete file
+    tmp_npz, tmp_csv = (out.with_name(out.name + ".tmp" + x) for x in (".npz", ".csv"))
+    np.savez(tmp_npz, points=res.points, counts=res.counts, phase=res.phase,
+             blowup_time=res.blowup_time, blowup_time_error=be, phases=np.array(PHASES), done=done,
+             spec=np.array(repr(sp_)), A_example=sp_.A(sp_.smin, sp_.smax), V=sp_.V(),
+             Sigma0=initial_sample(sp_))
+    tmp_npz.replace(out.with_suffix(".npz"))
+    with open(tmp_csv, "w") as fh:
+        fh.write(f"# {sp_!r}\n")
+        fh.write("s1,s2," + ",".join(p.replace(" ", "_") for p in PHASES)
+                 + ",phase,median_blowup_time,max_blowup_time_error\n")
+        for (s1, s2), c, ph, b, e in zip(res.points, res.counts, res.phase, res.blowup_time, be):
+            name = PHASES[ph] if ph >= 0 else "pending"
+            fh.write(f"{s1:.6g},{s2:.6g}," + ",".join(map(str, c)) + f",{name},{b:.10g},{e:.3g}\n")
+    tmp_csv.replace(out.with_suffix(".csv"))
+    if not png:
+        return [out.with_suffix(x) for x in (".npz", ".csv")]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sp_ = res.spec
-    be = res.blowup_time_error if res.blowup_time_error is not None else np.full(len(res.points), np.nan)
-    np.savez(out.with_suffix(".npz"), points=res.points, counts=res.counts, phase=res.phase,
-             blowup_time=res.blowup_time, blowup_time_error=be, phases=np.array(PHASES),
-             spec=np.array(repr(sp_)), A_example=sp_.A(sp_.smin, sp_.smax), V=sp_.V(),
-             Sigma0=initial_sample(sp_))
-    with open(out.with_suffix(".csv"), "w") as fh:
-        fh.write(f"# {sp_!r}\n")
-        fh.write("s1,s2," + ",".join(p.replace(" ", "_") for p in PHASES)
-                 + ",phase,median_blowup_time,max_blowup_time_error\n")
-        for (s1, s2), c, ph, b, e in zip(res.points, res.counts, res.phase, res.blowup_time, be):
-            fh.write(f"{s1:.6g},{s2:.6g}," + ",".join(map(str, c)) + f",{PHASES[ph]},{b:.10g},{e:.3g}\n")
     n = sp_.n
     s = np.linspace(sp_.smin, sp_.smax, n)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13.5, 5.2), gridspec_kw={"wspace": 0.55})

@@ -8,13 +8,10 @@
    growth and Lyapunov facts exclude a finite-time blow-up: a verdict they exclude is never printed.
 2. **Numerics**, labelled "numerical", with their evidence:
 
-   * a **regular form** reaches a singularity: with ``r = tr Σ``, ``N = Σ/r`` and the rescaled time
-     ``dt/ds = 1/(r₀ + r)`` (a Sundman transform), ``dN/ds``, ``d(log r)/ds`` stay bounded for the quadratic
-     (Riccati-type) moment equations, so the run goes on to ``r = 10⁴⁰ r₀`` without stiffness or overflow.
-     At a blow-up ``g = d(log r)/ds`` tends to a constant and ``T* = t + ∫ e^{-log r} ds ≈ t + 1/(g r)``; the
-     verdict "blow-up" needs ``g`` settled over the last 40 e-folds of ``r`` (relative change ≤ 1e-3), else
-     the growth is exponential ("diverge") or unsettled ("undetermined").  Error bound: the tail's
-     uncertainty plus the difference to a run at a 100x looser tolerance;
+   * the **regular form** of :mod:`symbolic_tpde.gaussian.regular` (Sundman time, ``tr Σ`` and ``Σ/tr Σ``)
+     reaches a singularity: the verdict "blow-up" needs ``d(log r)/ds`` settled over the last 40 e-folds of
+     ``r = tr Σ``, else the growth is exponential ("diverge") or unsettled ("undetermined").  Error bound: the
+     tail's uncertainty plus the difference to a run at a 10x looser tolerance;
    * on ``[0, T]``, without a singularity: the covariance at ``T/2ᵏ``; convergence ``Σ(t) = Σ* + Ct^{-p} + …``
      is fitted on the last two doublings (``p`` from ``‖Σ(T/2) - Σ(T/4)‖/‖Σ(T) - Σ(T/2)‖ = 2^p``), ``Σ*`` is
      extrapolated (Richardson for that law) and its error is the gap to the same extrapolation one doubling
@@ -35,17 +32,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..gaussian.regular import R_MAX_FACTOR, blowup_time, integrate_regular
 from ..registry import layout
 from .theorems import Facts, facts_for
 
-__all__ = ["Verdict", "classify_long_time", "integrate_regular", "RegularRun"]
+__all__ = ["Verdict", "classify_long_time"]
 
-#: the regular form runs to ``r = R_MAX_FACTOR·r₀`` (with ``r ≤ R_ABS_MAX``: the quadratic right-hand side then
-#: stays below 1e200, far from float64 overflow); the tail left after it is ``≈ T*/R_MAX_FACTOR``.
-R_MAX_FACTOR = 1e40
-R_ABS_MAX = 1e100
-#: ``g = d(log r)/ds`` counts as settled when it changes by at most this (relative) over the last 40 e-folds
-G_SETTLED = 1e-3
 #: a swing of ``log tr Σ`` by more than ``ln 10`` up and down on ``[T/100, T]`` is a burst
 BURST = math.log(10.0)
 
@@ -77,120 +69,6 @@ class Verdict:
                 "facts": [{"name": f.name, "statement": f.statement, "hypotheses": list(f.hypotheses),
                            "source": f.source} for f in self.facts],
                 "linearisation": self.linearisation, "covariance_only": self.covariance_only}
-
-
-# ------------------------------------------------------------------------------------------ regular form
-#: evaluations without progress in ``s`` after which the regular-form run stops as "stuck"
-STUCK_EVALS = 20_000
-
-
-class _Stuck(Exception):
-    def __init__(self, z):
-        self.z = np.array(z, float)
-
-
-@dataclass
-class RegularRun:
-    """The regular-form run: ``t``, ``log_r`` (``log tr Σ``) and ``Sigma`` along the accepted steps (``s``);
-    ``stop``: ``"T"`` (reached the horizon), ``"r_max"`` (reached ``R_MAX_FACTOR·r₀``), ``"tilt"`` (an
-    existence condition of the tilt crossed 0), or the integrator's status when it stopped otherwise."""
-
-    s: np.ndarray
-    t: np.ndarray
-    log_r: np.ndarray
-    Sigma_end: np.ndarray
-    alpha_end: np.ndarray
-    stop: str
-    status: str
-    nfev: int
-
-
-def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-10, conditions=None,
-                      freeze_alpha: bool = True, max_nfev: int = 1_000_000, max_seconds=None,
-                      precision_guard: bool = False) -> RegularRun:
-    """Integrate ``y' = f(t, y)`` (Gaussian layout) in the regular form of the module docstring until ``t = T``
-    or ``tr Σ = R_MAX_FACTOR·tr Σ₀``.  ``freeze_alpha``: the mean stays 0 (the covariance equation alone,
-    valid where it does not involve ``α``)."""
-    from ..numerics.solve import StopCondition, integrate
-
-    Sigma0 = np.asarray(Sigma0, float)
-    alpha0 = np.zeros(d) if freeze_alpha else np.asarray(alpha0, float)
-    r0 = float(np.trace(Sigma0))
-    wS = layout.trace_weights(d, with_alpha=False)
-    rho_max = min(math.log(r0) + math.log(R_MAX_FACTOR), math.log(R_ABS_MAX))
-    N0 = layout.pack(np.zeros(d), Sigma0 / r0)[d:]
-    z0 = np.concatenate([[0.0, math.log(r0)], alpha0, N0])
-
-    def state(z):
-        r = math.exp(z[1])
-        return np.concatenate([z[2:2 + d], r * z[2 + d:]]), r
-
-    stuck = {"s": 0.0, "n": 0}
-
-    def g(s, z):
-        # the step size collapsed: 20 000 evaluations without s moving by a relative 1e-9 (the right-hand side
-        # lost its precision, e.g. a Σ⁻¹ of a nearly singular Σ): stop with the reason instead of spending the
-        # whole evaluation budget
-        if abs(s - stuck["s"]) > 1e-9 * max(1.0, abs(stuck["s"])):
-            stuck["s"], stuck["n"] = s, 0
-        else:
-            stuck["n"] += 1
-            if stuck["n"] > STUCK_EVALS:
-                raise _Stuck(z)
-        y, r = state(z)
-        fy = np.asarray(f(z[0], y), float)
-        tau = 1.0 / (r0 + r)
-        FS = fy[d:]
-        trF = float(wS @ FS)
-        dN = tau * (FS / r - z[2 + d:] * (trF / r))
-        da = np.zeros(d) if freeze_alpha else tau * fy[:d]
-        return np.concatenate([[tau, tau * trF / r], da, dN])
-
-    def cond(s, z):
-        base = [T - z[0], rho_max - z[1]]
-        if conditions is not None:
-            y, _ = state(z)
-            base += list(np.atleast_1d(conditions(z[0], y)))
-        return np.asarray(base, float)
-
-    # s needed: ~ (r0 + r̄)·T on bounded stretches, ~ 40 ln(10)/g at a blow-up; 1e300 is never reached
-    try:
-        sol = integrate(g, z0, (0.0, 1e300), method="DOP853", rtol=rtol, atol=1e-14, max_nfev=max_nfev,
-                        events=[StopCondition(cond, "regular-stop", "regular form stopped at s = {t:.12g}")],
-                        max_seconds=max_seconds)
-    except _Stuck as exc:
-        y_end, _ = state(exc.z)
-        a_end, S_end = layout.unpack(y_end, d)
-        return RegularRun(np.array([stuck["s"]]), np.array([exc.z[0]]), np.array([exc.z[1]]), S_end, a_end,
-                          "stuck", "stalled", -1)
-    stop = str(sol.status)
-    for ev in getattr(sol, "events", []):
-        if ev.kind == "regular-stop" and ev.index is not None:
-            stop = {0: "T", 1: "r_max"}.get(ev.index, "precision" if precision_guard and ev.index == 2 else "tilt")
-    ys = np.asarray(sol.y, float)
-    y_end, _ = state(ys[-1])
-    a_end, S_end = layout.unpack(y_end, d)
-    return RegularRun(np.asarray(sol.t, float), ys[:, 0], ys[:, 1], S_end, a_end, stop, str(sol.status),
-                      int(sol.nfev))
-
-
-def _tail(run: RegularRun) -> tuple[float | None, float | None, str]:
-    """``(T*, tail uncertainty, note)`` from a run that reached ``r_max``; ``T* = None`` when ``g`` is not
-    settled (the note says how it behaved)."""
-    s, rho = run.s, run.log_r
-    top = rho[-1]
-    if top - rho[0] < 80:
-        return None, None, "log r rose by less than 80 e-folds"
-    sa = np.interp(top - 40, rho, s)
-    sb = np.interp(top - 80, rho, s)
-    g1 = 40.0 / (s[-1] - sa)
-    g2 = 40.0 / (sa - sb)
-    rel = abs(g1 - g2) / g1
-    if rel > G_SETTLED:
-        kind = "decreasing (exponential-type growth)" if g1 < g2 else "increasing"
-        return None, None, f"d(log r)/ds {kind}: {g2:.4g} then {g1:.4g} over the last 80 e-folds"
-    tail = math.exp(-top) / g1
-    return float(run.t[-1] + tail), tail * rel + 1e-16 * run.t[-1], f"d(log r)/ds settled at {g1:.6g} (±{rel:.1g})"
 
 
 def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: float):
@@ -241,20 +119,6 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
         return np.array(out + [1.0 - np.linalg.eigvalsh(half @ M @ half).max() for M in Ms])
 
     return rhs, (conditions if Mall else None), len(Mall) > 0
-
-
-def _blowup_time(run: RegularRun, rerun, rtol: float) -> tuple[float | None, float | None, str]:
-    """``(T*, error bound, note)`` of a regular-form run that reached ``r_max``: the tail estimate of
-    :func:`_tail` plus the gap to the same run at a 10x looser tolerance (``rerun(rtol)``) as the integration
-    error; ``T* = None`` when the blow-up law is not settled."""
-    Tst, err, note = _tail(run)
-    if Tst is None:
-        return None, None, note
-    loose = rerun(10 * rtol)
-    T2 = _tail(loose)[0] if loose.stop == "r_max" else None
-    gap = abs(T2 - Tst) if T2 is not None else abs(Tst - float(run.t[-1]))
-    return Tst, err + gap, (f"{note}; T* error bound {err + gap:.2g} = tail uncertainty {err:.1g} + gap "
-                            f"{gap:.1g} to a run at rtol = {10 * rtol:g}")
 
 
 # ------------------------------------------------------------------------------------------ the classifier
@@ -383,7 +247,7 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
         return Verdict("tilt-ceased", f"the Gaussian tilt ceases to exist at t = {run.t[-1]:.10g} (numerical)",
                        Sigma_T=run.Sigma_end, t=float(run.t[-1]), evidence=evidence, **base)
     if run.stop == "r_max":
-        Tst, err, note = _blowup_time(run, lambda r: integrate_regular(f, d, a0, Sigma0, T, rtol=r, conditions=cond,
+        Tst, err, note = blowup_time(run, lambda r: integrate_regular(f, d, a0, Sigma0, T, rtol=r, conditions=cond,
                                       freeze_alpha=closed, max_seconds=max_seconds), rtol)
         evidence.append(note)
         if Tst is not None and excl is None:
@@ -419,7 +283,7 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
         ahead = integrate_regular(f, d, a0, Sigma0, 10 * T, rtol=rtol, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard,
                                   max_seconds=max_seconds)
         if ahead.stop == "r_max":
-            Tst, err, note = _blowup_time(ahead, lambda r: integrate_regular(
+            Tst, err, note = blowup_time(ahead, lambda r: integrate_regular(
                 f, d, a0, Sigma0, 10 * T, rtol=r, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard, max_seconds=max_seconds), rtol)
             if Tst is not None:
                 evidence.append(f"continued past T in the regular form: blow-up at {Tst:.12g} ({note})")

@@ -13,7 +13,10 @@ about ``10¹⁰`` times its start).  ``blowup_time`` is extrapolated from the gr
 existence condition of the Gaussian tilt crossed zero at ``t``.  ``"overflow"`` (rare): the state
 grew past ``10²⁰⁰`` times its start without the signature of a finite-time singularity (exponential growth);
 ``t`` is where the run stopped to stay finite.  ``"stalled"`` (rare): the integrator's step size collapsed
-before ``T``; ``t`` is where it gave up.  Blow-up and tilt-ceased are results, reported with exit status 0.
+before ``T`` and the regular form (:mod:`symbolic_tpde.gaussian.regular`, Sundman time) found no settled
+blow-up either; ``t`` is where it gave up.  When the regular form does reach the singularity (e.g. an isotropic
+``Σ₀`` with a skew part in ``V``), the status is ``"blowup"`` with its ``T*``, error bound and message, and
+the last row is the regular form's end state (``tr Σ ≈ 10⁴⁰ tr Σ₀``).  Blow-up and tilt-ceased are results, reported with exit status 0.
 
 Bounded work: ``--max-seconds S`` (default :data:`DEFAULT_MAX_SECONDS` = 600) caps the wall-clock time of the
 integration (:class:`symbolic_tpde.numerics.solve.Deadline`, checked before every right-hand side evaluation,
@@ -124,7 +127,7 @@ def output_times(args, T: float):
     return ts
 
 
-def split_rows(sol_t, t_end: float, ts, stopped_early: bool):
+def split_rows(sol_t, ts, stopped_early: bool):
     """Which rows of a run's output are the requested times and which is the stopping point.
 
     With output times ``ts`` the integrator returns the states at the requested times it reached and, when the
@@ -140,7 +143,11 @@ def split_rows(sol_t, t_end: float, ts, stopped_early: bool):
             stop_row[-1] = True
         return stop_row, np.zeros(0)
     ts = np.asarray(ts, dtype=float)
-    reached = int(np.sum(ts < t_end)) if stopped_early else len(ts)
+    # the rows at requested times come first, in order (a run that fell back to the regular form near a
+    # blow-up has none between its stall and T*: those times count as not reached)
+    reached = 0
+    while reached < min(n, len(ts)) and sol_t[reached] == ts[reached]:
+        reached += 1
     if n > reached:
         stop_row[reached:] = True
     return stop_row, ts[reached:]
@@ -241,7 +248,7 @@ def run(args) -> int:
         backend = sol.backend
     ts_out = np.asarray(sol.t, dtype=float)
     stopped_early = str(sol.status) != "ok"
-    stop_row, not_reached = split_rows(ts_out, t_end, ts, stopped_early)
+    stop_row, not_reached = split_rows(ts_out, ts, stopped_early)
     out = {"t": t_end, "alpha": None if a_end is None else a_end.tolist(), "Sigma": S_end.tolist(),
            "status": str(sol.status), "blowup_time": sol.blowup_time, "blowup_time_error": sol.blowup_time_error,
            "growth_exponent": sol.exponent, "backend": backend, "message": sol.message,

@@ -9,7 +9,10 @@ in ``[1, 200]``; ``--K`` in ``[1, 10000]``; at most :data:`MAX_TRAJECTORIES` tra
 kind of the registry whose head the grid can build; ``--d`` in ``[2, 8]`` (the moment ODE is derived per
 ``d``; 8 is far below ``MAX_DIM``); ``--rest`` only for ``d > 2``; ``--V`` ``d`` or ``d²`` numbers; ``--T`` in
 ``(0, T_MAX]``; ``--seed >= 0``; ``--workers`` in ``[1, 1024]`` and not together with ``--scheduler``; the
-output stem's directory writable (or creatable).  Bounded work: ``--max-seconds S`` per grid point (default
+output stem's directory writable (or creatable).  Progress (``point k/N``) goes to stderr, and ``STEM.npz`` /
+``STEM.csv`` are rewritten as points complete (pending points: phase ``-1`` / ``pending``, ``done`` false), so
+an interrupted sweep leaves a loadable partial map; a warning (stderr) when the grid misses ``s = 0`` (an even
+``--n`` on a range around 0).  Bounded work: ``--max-seconds S`` per grid point (default
 60 s, :data:`symbolic_tpde.analysis.sweep.DEFAULT_POINT_SECONDS`); a point that reaches it is phase
 ``time-limit``, the sweep goes on, the files are written and the exit status is 5.
 """
@@ -160,8 +163,16 @@ def run(args) -> int:
     s = np.linspace(spec.smin, spec.smax, spec.n)
     if spec.smin < 0 < spec.smax and not np.any(s == 0.0):
         print(f"tpde sweep: warning: the grid of {spec.n} values on [{spec.smin:g}, {spec.smax:g}] misses s = 0, "
-              "where the low-rank (rank-one) phase lives for V = I; use an odd --n on a symmetric range")
-    res = run_sweep(spec, workers=args.workers, scheduler=args.scheduler)
+              "where the low-rank (rank-one) phase lives for V = I; use an odd --n on a symmetric range",
+              file=sys.stderr)
+
+    def progress(partial, k, total):
+        # the files so far (pending points marked) after every completed chunk: an interrupted sweep leaves
+        # a loadable partial map
+        save_sweep(partial, args.out, png=False)
+        print(f"tpde sweep: point {k}/{total}", file=sys.stderr, flush=True)
+
+    res = run_sweep(spec, workers=args.workers, scheduler=args.scheduler, on_progress=progress)
     for p in save_sweep(res, args.out):
         print(p)
     counts = {PHASES[k]: int((res.phase == k).sum()) for k in range(len(PHASES)) if (res.phase == k).any()}

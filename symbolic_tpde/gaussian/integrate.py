@@ -9,6 +9,11 @@ crossing stops the run, reported with status :data:`TILT_CEASED`).
 The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.solve` (growth law
 ``r ~ (T* - t)^{-p}``, error bar = extrapolation spread + a 100x looser second run); the same function serves
 ``GaussianODE.integrate`` and the ``tpde gaussian`` command, so both report the same numbers.
+When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
+``eps·‖Σ‖²`` the componentwise error control cannot accept), the run is repeated in the regular form of
+:mod:`.regular` (Sundman time), which reaches the singularity: status ``"blowup"`` with its ``T*`` and error
+bound, the rows of the direct run before the stall, and the regular form's end state (``tr Σ ≈ 10⁴⁰ tr Σ₀``)
+as the stopping row (:func:`integrate_moments`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..numerics.solve import BlowupMonitor, Status, StopCondition
+from ..numerics.solve import BlowupMonitor, Event, Solution, Status, StopCondition
 from ..registry import layout
 from ..validation import positive_number
 from ..weights import check_gaussian
+from .regular import STUCK_EVALS, reach_singularity
 
 #: status of a run stopped where the Gaussian tilt ceased to exist (the name of its stop event)
 TILT_CEASED = "tilt-ceased"
@@ -109,11 +115,48 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
         positive_number(max_seconds, "max_seconds")
     y0 = layout.pack(alpha0, Sigma0)
     try:
-        sol = integrate(gaussian_rhs(ode, T), y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol,
-                        t_eval=t_eval, breakpoints=ode.schedule.breakpoints(T), events=gaussian_events(ode, blowup),
-                        max_nfev=max_nfev, progress=progress, jac=ode.jac, max_seconds=max_seconds)
+        sol = integrate_moments(ode, gaussian_rhs(ode, T), y0, T, freeze_alpha=False, method=method, rtol=rtol,
+                                atol=atol, t_eval=t_eval, blowup=blowup, progress=progress, max_nfev=max_nfev,
+                                max_seconds=max_seconds, jac=ode.jac)
     except ValueError as exc:
         raise InputError("method", str(exc)) from None
     alpha, Sigma = layout.unpack(sol.y, ode.d)
-    return GaussianSolution(sol.t, alpha, Sigma, reported_status(sol), sol.blowup_time, sol.message, ode.backend,
+    return GaussianSolution(sol.t, alpha, Sigma, sol.status, sol.blowup_time, sol.message, ode.backend,
                             sol.blowup_time_error, sol.exponent, sol.events, sol.y, sol.nfev)
+
+
+def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str = "DOP853", rtol: float = 1e-12,
+                      atol=None, t_eval=None, blowup: bool = True, progress=None, max_nfev: int = 1_000_000,
+                      max_seconds=None, jac=None) -> Solution:
+    """``f`` (the moment right-hand side on the Gaussian layout; ``freeze_alpha``: ``α`` stays 0) on ``[0, T]``
+    from ``y0`` with the Gaussian layer's stops; its status as the Gaussian layer reports it
+    (:func:`reported_status`).  A stall (after :data:`~.regular.STUCK_EVALS` evaluations without progress, or the
+    budget) is followed, when ``blowup``, by the regular form (module docstring); the stall stands when that
+    does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one."""
+    from ..numerics.solve import Deadline, integrate
+
+    d = ode.d
+    deadline = Deadline.of(max_seconds)
+    cond = getattr(ode, "condition_values", None)
+    sol = integrate(f, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol, t_eval=t_eval,
+                    breakpoints=ode.schedule.breakpoints(T), events=gaussian_events(ode, blowup),
+                    max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=deadline,
+                    stuck_evals=STUCK_EVALS)
+    sol.status = reported_status(sol)
+    if not (blowup and sol.status == Status.STALLED):
+        return sol
+    a0, S0 = layout.unpack(np.asarray(y0, float), d)
+    got = reach_singularity(f, d, a0, S0, T, rtol=rtol, freeze_alpha=freeze_alpha, conditions=cond,
+                            max_seconds=deadline)
+    if got is None:
+        return sol
+    run, Tst, err, note = got
+    keep = np.asarray(sol.t) < sol.t_end              # the direct run's rows before its stall
+    t_stop = float(run.t[-1])
+    y_stop = layout.pack(run.alpha_end, run.Sigma_end)
+    msg = (f"finite-time blow-up: the direct run stalled at t = {sol.t_end:.10g} ({sol.message}); the regular "
+           f"form (Sundman time) reached tr Σ = {math.exp(run.log_r[-1]):.3g} at t = {t_stop:.15g}: {note}")
+    return Solution(np.append(np.asarray(sol.t)[keep], t_stop), np.vstack([np.asarray(sol.y)[keep], y_stop]),
+                    Status.BLOWUP, msg, blowup_time=Tst, blowup_time_error=err, exponent=1.0,
+                    events=list(sol.events) + [Event("blowup", Tst, 1.0)], nfev=sol.nfev + run.nfev,
+                    n_steps=sol.n_steps, method=sol.method, t_end=t_stop, y_end=y_stop, samples=sol.samples)

@@ -274,19 +274,36 @@ class _NonFinite(ArithmeticError):
         self.t = float(t)
 
 
-class _Rhs:
-    """Counts evaluations (``_Stalled`` past ``limit``; :class:`TimeLimitReached` once ``deadline`` expired),
-    notes the time of the last non-finite value and, for the implicit scipy methods, raises ``_NonFinite`` on
-    it (they cannot reject such a step)."""
+#: ``stuck_evals`` evaluations in a row without ``t`` moving by this (relative) are a collapsed step size: a run
+#: stopped there would have moved ``t`` by at most ``STUCK_PROGRESS·max_nfev/stuck_evals`` (relative) with its
+#: whole budget, while a healthy approach to a blow-up passes ``T* - t = 10⁻⁶ … 10⁻¹⁰ T*`` in a few hundred
+#: steps
+STUCK_PROGRESS = 1e-7
 
-    def __init__(self, f, limit, raise_nonfinite, deadline):
+
+class _Rhs:
+    """Counts evaluations (``_Stalled`` past ``limit``, or after ``stuck`` evaluations in a row without ``t``
+    moving by a relative :data:`STUCK_PROGRESS`; :class:`TimeLimitReached` once ``deadline`` expired), notes
+    the time of the last non-finite value and, for the implicit scipy methods, raises ``_NonFinite`` on it
+    (they cannot reject such a step)."""
+
+    def __init__(self, f, limit, raise_nonfinite, deadline, stuck=None):
         self.f, self.limit, self.raise_nonfinite, self.deadline = f, limit, raise_nonfinite, deadline
         self.n, self.bad_t = 0, None
+        self.stuck, self.t_ref, self.n_still = stuck, math.nan, 0
 
     def __call__(self, t, y):
         self.n += 1
         if self.n > self.limit:
-            raise _Stalled()
+            raise _Stalled(f"integrator stalled after {self.limit} right-hand side evaluations")
+        if self.stuck is not None:
+            if abs(t - self.t_ref) <= STUCK_PROGRESS * max(1.0, abs(self.t_ref)):
+                self.n_still += 1
+                if self.n_still > self.stuck:
+                    raise _Stalled(f"integrator stalled: {self.stuck} right-hand side evaluations without t moving "
+                                   f"by a relative {STUCK_PROGRESS:g}")
+            else:
+                self.t_ref, self.n_still = float(t), 0
         self.deadline.check()
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             out = np.asarray(self.f(t, y), dtype=float)
@@ -358,7 +375,8 @@ def _root(g, a, b):
 def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 1e-10, atol: float | None = None,
               t_eval=None, breakpoints: Sequence[float] = (), events: Sequence = (),
               max_nfev: int = 1_000_000, progress: Callable | None = None, h: float | None = None,
-              steps: int | None = None, jac: Callable | None = None, max_seconds=None) -> Solution:
+              steps: int | None = None, jac: Callable | None = None, max_seconds=None,
+              stuck_evals: int | None = None) -> Solution:
     """Integrate ``y' = f(t, y)`` on ``t_span = (t0, T)`` (module docstring).
 
     ``atol`` default ``1e-14 max(1, |y0|_∞)``; ``h``/``steps`` for the fixed-step methods (default 100
@@ -367,7 +385,9 @@ def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 
     ``progress(t, T)`` is
     called after each accepted step; ``max_seconds`` (seconds, a :class:`Deadline`, or ``None``: no cap) the
     wall-clock cap, status ``TIME_LIMIT`` at the last accepted time when it is reached (the clock starts
-    here, after the one-off import of scipy's steppers)."""
+    here, after the one-off import of scipy's steppers).  ``stuck_evals``: stop (``STALLED``) after that many
+    evaluations in a row without ``t`` moving by a relative :data:`STUCK_PROGRESS` (a collapsed step size) instead of
+    spending the whole ``max_nfev`` budget there (``None``: no such stop)."""
     if method in SCIPY_METHODS:
         import scipy.integrate  # noqa: F401  (a one-off import is not integration time)
     deadline = Deadline.of(max_seconds)
@@ -389,7 +409,7 @@ def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 
         raise ValueError("events: at most one BlowupMonitor, and StopCondition objects")
     mon = mons[0] if mons else None
     kw = dict(method=method, rtol=rtol, atol=atol, breakpoints=breakpoints, conditions=conds,
-              max_nfev=max_nfev, h=h, steps=steps, jac=jac, deadline=deadline)
+              max_nfev=max_nfev, h=h, steps=steps, jac=jac, deadline=deadline, stuck=stuck_evals)
     sol = _Run(f, y0, t0, T, mon, t_eval=t_eval, progress=progress, **kw).run()
     if sol.status == Status.BLOWUP and mon.error_run:
         k = len(sol.samples)
@@ -409,8 +429,8 @@ class _Run:
     """One pass of :func:`integrate` (the error-bar run is a second pass)."""
 
     def __init__(self, f, y0, t0, T, mon, *, method, rtol, atol, t_eval, breakpoints, conditions, max_nfev,
-                 progress, h, steps, jac, deadline):
-        self.rhs = _Rhs(f, max_nfev, wants_jacobian(method), deadline)
+                 progress, h, steps, jac, deadline, stuck=None):
+        self.rhs = _Rhs(f, max_nfev, wants_jacobian(method), deadline, stuck)
         self.deadline = deadline
         self.y0, self.t0, self.T, self.mon = y0, t0, T, mon
         self.method, self.rtol, self.atol, self.jac = method, rtol, atol, jac
@@ -481,8 +501,8 @@ class _Run:
                 if isinstance(res, Solution):
                     return res
                 y, t = res, b
-        except _Stalled:
-            return self._stalled(f"integrator stalled after {self.max_nfev} right-hand side evaluations")
+        except _Stalled as exc:
+            return self._stalled(str(exc))
         except TimeLimitReached:
             return self._time_limit()
         if mon is not None and self.k_next == len(self.thresholds) and self.samples:

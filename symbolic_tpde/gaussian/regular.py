@@ -1,0 +1,159 @@
+"""The regular form of a moment ODE: it reaches a finite-time singularity of ``Σ`` without stiffness.
+
+With ``r = tr Σ``, ``N = Σ/r`` and the rescaled time ``dt/ds = 1/(r₀ + r)`` (a Sundman transform),
+``dN/ds`` and ``d(log r)/ds`` stay bounded for the quadratic (Riccati-type) moment equations, so a run goes on
+to ``r = 10⁴⁰ r₀`` without the step-size collapse of the direct form (whose off-diagonal entries, differences of
+``O(r²)`` terms, carry a round-off ``eps·r²`` that the componentwise error control cannot accept near ``T*``).
+At a blow-up ``g = d(log r)/ds`` tends to a constant and ``T* = t + ∫ e^{-log r} ds ≈ t + 1/(g r)``
+(:func:`tail_estimate`): ``T*`` is stated only when ``g`` has settled over the last 40 e-folds of ``r``
+(relative change ≤ :data:`G_SETTLED`), with an error bound (:func:`blowup_time`).
+
+Used by :func:`.integrate.integrate_gaussian` when the direct run stalls (:func:`reach_singularity`) and by the
+long-time classifier (:mod:`symbolic_tpde.analysis.verdict`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..registry import layout
+
+__all__ = ["RegularRun", "integrate_regular", "tail_estimate", "blowup_time", "reach_singularity"]
+
+#: the regular form runs to ``r = R_MAX_FACTOR·r₀`` (with ``r ≤ R_ABS_MAX``: the quadratic right-hand side then
+#: stays below 1e200, far from float64 overflow); the tail left after it is ``≈ T*/R_MAX_FACTOR``.
+R_MAX_FACTOR = 1e40
+R_ABS_MAX = 1e100
+#: ``g = d(log r)/ds`` counts as settled when it changes by at most this (relative) over the last 40 e-folds
+G_SETTLED = 1e-3
+#: evaluations without progress in ``s`` after which a run stops as "stuck" (instead of spending its budget)
+STUCK_EVALS = 20_000
+
+
+@dataclass
+class RegularRun:
+    """The regular-form run: ``t``, ``log_r`` (``log tr Σ``) along the accepted steps (``s``) and the end state;
+    ``stop``: ``"T"`` (reached the horizon), ``"r_max"`` (reached ``R_MAX_FACTOR·r₀``), ``"tilt"`` (an
+    existence condition of the tilt crossed 0), ``"precision"`` (the guard condition), ``"stuck"`` (the step
+    size collapsed), or the integrator's status when it stopped otherwise."""
+
+    s: np.ndarray
+    t: np.ndarray
+    log_r: np.ndarray
+    Sigma_end: np.ndarray
+    alpha_end: np.ndarray
+    stop: str
+    status: str
+    nfev: int
+
+
+def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-10, conditions=None,
+                      freeze_alpha: bool = True, max_nfev: int = 1_000_000, max_seconds=None,
+                      precision_guard: bool = False) -> RegularRun:
+    """Integrate ``y' = f(t, y)`` (Gaussian layout) in the regular form of the module docstring until ``t = T``
+    or ``tr Σ = R_MAX_FACTOR·tr Σ₀``.  ``freeze_alpha``: the mean stays 0 (the covariance equation alone,
+    valid where it does not involve ``α``); otherwise ``α`` is integrated in ``s`` as it is.
+    ``conditions(t, y)``: quantities that must stay > 0 (the first is the precision guard when
+    ``precision_guard``)."""
+    from ..numerics.solve import Status, StopCondition, integrate
+
+    Sigma0 = np.asarray(Sigma0, float)
+    alpha0 = np.zeros(d) if freeze_alpha else np.asarray(alpha0, float)
+    r0 = float(np.trace(Sigma0))
+    wS = layout.trace_weights(d, with_alpha=False)
+    rho_max = min(math.log(r0) + math.log(R_MAX_FACTOR), math.log(R_ABS_MAX))
+    N0 = layout.pack(np.zeros(d), Sigma0 / r0)[d:]
+    z0 = np.concatenate([[0.0, math.log(r0)], alpha0, N0])
+
+    def state(z):
+        r = math.exp(z[1])
+        return np.concatenate([z[2:2 + d], r * z[2 + d:]]), r
+
+    def g(s, z):
+        y, r = state(z)
+        fy = np.asarray(f(z[0], y), float)
+        tau = 1.0 / (r0 + r)
+        FS = fy[d:]
+        trF = float(wS @ FS)
+        dN = tau * (FS / r - z[2 + d:] * (trF / r))
+        da = np.zeros(d) if freeze_alpha else tau * fy[:d]
+        return np.concatenate([[tau, tau * trF / r], da, dN])
+
+    def cond(s, z):
+        base = [T - z[0], rho_max - z[1]]
+        if conditions is not None:
+            y, _ = state(z)
+            base += list(np.atleast_1d(conditions(z[0], y)))
+        return np.asarray(base, float)
+
+    # s needed: ~ (r0 + r̄)·T on bounded stretches, ~ 40 ln(10)/g at a blow-up; 1e300 is never reached
+    sol = integrate(g, z0, (0.0, 1e300), method="DOP853", rtol=rtol, atol=1e-14, max_nfev=max_nfev,
+                    events=[StopCondition(cond, "regular-stop", "regular form stopped at s = {t:.12g}")],
+                    max_seconds=max_seconds, stuck_evals=STUCK_EVALS)
+    stop = str(sol.status)
+    if sol.status == Status.STALLED and sol.nfev <= max_nfev:
+        stop = "stuck"
+    for ev in getattr(sol, "events", []):
+        if ev.kind == "regular-stop" and ev.index is not None:
+            stop = {0: "T", 1: "r_max"}.get(ev.index, "precision" if precision_guard and ev.index == 2 else "tilt")
+    ys = np.asarray(sol.y, float)
+    y_end, _ = state(ys[-1])
+    a_end, S_end = layout.unpack(y_end, d)
+    return RegularRun(np.asarray(sol.t, float), ys[:, 0], ys[:, 1], S_end, a_end, stop, str(sol.status),
+                      int(sol.nfev))
+
+
+def tail_estimate(run: RegularRun) -> tuple[float | None, float | None, str]:
+    """``(T*, tail uncertainty, note)`` from a run that reached ``r_max``; ``T* = None`` when ``g`` is not
+    settled (the note says how it behaved)."""
+    s, rho = run.s, run.log_r
+    top = rho[-1]
+    if top - rho[0] < 80:
+        return None, None, "log r rose by less than 80 e-folds"
+    sa = np.interp(top - 40, rho, s)
+    sb = np.interp(top - 80, rho, s)
+    g1 = 40.0 / (s[-1] - sa)
+    g2 = 40.0 / (sa - sb)
+    rel = abs(g1 - g2) / g1
+    if rel > G_SETTLED:
+        kind = "decreasing (exponential-type growth)" if g1 < g2 else "increasing"
+        return None, None, f"d(log r)/ds {kind}: {g2:.4g} then {g1:.4g} over the last 80 e-folds"
+    tail = math.exp(-top) / g1
+    return float(run.t[-1] + tail), tail * rel + 1e-16 * run.t[-1], f"d(log r)/ds settled at {g1:.6g} (±{rel:.1g})"
+
+
+def blowup_time(run: RegularRun, rerun, rtol: float) -> tuple[float | None, float | None, str]:
+    """``(T*, error bound, note)`` of a regular-form run that reached ``r_max``: the tail estimate of
+    :func:`tail_estimate` plus the gap to the same run at a 10x looser tolerance (``rerun(rtol)``) as the
+    integration error; ``T* = None`` when the blow-up law is not settled."""
+    Tst, err, note = tail_estimate(run)
+    if Tst is None:
+        return None, None, note
+    loose = rerun(10 * rtol)
+    T2 = tail_estimate(loose)[0] if loose.stop == "r_max" else None
+    gap = abs(T2 - Tst) if T2 is not None else abs(Tst - float(run.t[-1]))
+    return Tst, err + gap, (f"{note}; T* error bound {err + gap:.2g} = tail uncertainty {err:.1g} + gap "
+                            f"{gap:.1g} to a run at rtol = {10 * rtol:g}")
+
+
+def reach_singularity(f, d: int, alpha0, Sigma0, T: float, *, rtol: float, freeze_alpha: bool,
+                      conditions=None, max_seconds=None):
+    """The regular form from ``t = 0`` for a direct run that stalled: ``(run, T*, error, note)`` when it
+    reaches ``r_max`` with a settled blow-up law before ``T``; ``None`` otherwise (the stall stands).  ``rtol``
+    is that of the direct run, floored at 1e-12 (the regular form's ``g`` needs no tighter)."""
+    rtol = max(rtol, 1e-12)
+
+    def go(tol):
+        return integrate_regular(f, d, alpha0, Sigma0, T, rtol=tol, conditions=conditions,
+                                 freeze_alpha=freeze_alpha, max_seconds=max_seconds)
+
+    run = go(rtol)
+    if run.stop != "r_max":
+        return None
+    Tst, err, note = blowup_time(run, go, rtol)
+    if Tst is None or Tst > T:
+        return None
+    return run, Tst, err, note
