@@ -201,3 +201,21 @@ def test_production_affine_field_matches_the_oracles():
         assert np.allclose(b, b2, rtol=1e-12, atol=1e-12 * np.abs(b2).max(initial=1.0)), h.kind
         assert np.allclose(J, J2, rtol=1e-12, atol=1e-12 * np.abs(J2).max()), h.kind
     assert affine_field(make_weights([make_head("sigmoid", A=np.eye(d), V=np.eye(d), b=0.0)]), a, S) is None
+
+
+def test_every_fact_is_a_theorem_stated_in_the_registry():
+    """The classifier's facts instantiate the theorems stated once in ``registry.theorems`` (the documents print
+    those): each fact that applies names a registered theorem covering the heads' kind."""
+    from symbolic_tpde.analysis.theorems import facts_for
+    from symbolic_tpde.registry.theorems import THEOREMS
+
+    by_name = {t.name: t for t in THEOREMS}
+    A = np.array([[-1.0, 0.3], [-0.3, 0.0]])           # A + Aᵀ = diag(-2, 0) ⪯ 0
+    cases = [("softmax", make_head("softmax", 2, A=A, V=np.eye(2)), {"riccati", "lyapunov"}),
+             ("l2", make_head("l2", 2, Q=np.eye(2), K=np.eye(2), V=np.eye(2), tau=1.0), {"growth"}),
+             ("sinkhorn", make_head("sinkhorn", 2, A=A, V=np.eye(2), epsilon=1.0), {"growth"})]
+    for kind, head, expected in cases:
+        facts = facts_for(make_weights([head]), np.eye(2)).as_list()
+        assert {f.name for f in facts} == expected, (kind, [f.name for f in facts])
+        for f in facts:
+            assert kind in by_name[f.name].kinds, (kind, f.name)

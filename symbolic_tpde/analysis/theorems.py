@@ -1,41 +1,20 @@
 """What is *known* about the long-time covariance dynamics of a set of weights, each fact with its hypotheses.
 
-The one classifier (:mod:`.verdict`) asks this module first and the numerics second.  A fact applies only
-when its hypotheses are checked on the given weights (the check and its margin are part of the fact), and
-each is stated once, with its proof or its source:
+The one classifier (:mod:`.verdict`) asks this module first and the numerics second.  The theorems themselves
+(statement, hypotheses, proof in brief, source) are stated once, in :data:`symbolic_tpde.registry.theorems.
+THEOREMS` (``riccati``, ``lyapunov``, ``growth``), which the derivation documents also print; this module checks
+their hypotheses on *numeric* weights and instantiates them (``T*``, ``Σ*``, the growth rate ``L``).  A fact
+applies only when its hypotheses are checked on the given weights (the check and its margin are part of the
+fact).  Numeric conventions of the checks:
 
-``riccati`` (softmax heads with ``V_h = c_h I``, ``c_h > 0``; no feed-forward term, constant weights).
-    ``dΣ/dt = Σ_h c_h(ΣA_hΣ + ΣA_hᵀΣ) = ΣSΣ`` with ``S = Σ_h c_h(A_h + A_hᵀ)`` (README Mathematics §3).  The
-    precision ``P = Σ⁻¹`` obeys ``dP/dt = -P(dΣ/dt)P = -S``, so ``Σ(t) = (Σ₀⁻¹ - tS)⁻¹`` (verified symbolically
-    by :func:`.closed_forms.vi_solution`).  Blow-up iff ``S`` has a positive eigenvalue, at
-    ``T* = 1/λ_max(Σ₀^{1/2}SΣ₀^{1/2})``; otherwise ``Σ(t) → Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ`` (``U`` an orthonormal basis of
-    ``ker S``) at rate ``O(1/t)``, so ``rank Σ* = dim ker S`` (README Mathematics §4).  Every ``Σ`` with range
-    in ``ker S`` is an equilibrium: the limits form a continuum and none is hyperbolic.  ``ker S`` is read
-    with the tolerance ``|λ| ≤ KERNEL_RTOL·‖S‖`` (a round-off scale for the entries of ``S``).
-
-``growth`` (ℓ2 heads whose ``K`` has full column rank, Sinkhorn heads, custom heads with ``R + Rᵀ ≺ 0``, an
-affine feed-forward term).
-    No finite-time blow-up: ``‖Σ(t)‖₂ ≤ ‖Σ₀‖₂ e^{2Lt}`` with ``L = Σ_h L_h``, where each head's covariance
-    velocity obeys ``‖dΣ_h/dt‖₂ ≤ 2L_h‖Σ‖₂`` (then ``d‖Σ‖/dt ≤ ‖dΣ/dt‖ ≤ 2L‖Σ‖``, Grönwall):
-
-    * ℓ2, kernel ``exp(-‖Qx - Ky‖²/τ)``, ``K`` of full column rank: ``dΣ/dt = JΣ + ΣJᵀ`` with
-      ``J = V(Σ⁻¹ + M)⁻¹(2/τ)KᵀQ``, ``M = (2/τ)KᵀK ≻ 0``.  Since ``(2/τ)KᵀQ = M K⁺Q``,
-      ``J = V[(Σ⁻¹ + M)⁻¹M]K⁺Q``, and ``(Σ⁻¹ + M)⁻¹M = M^{-1/2}[(M^{-1/2}Σ⁻¹M^{-1/2} + I)⁻¹]M^{1/2}`` has norm at
-      most ``‖M^{-1/2}‖‖M^{1/2}‖ = cond(K)`` (the middle factor is ``⪯ I``).  So
-      ``L_h = ‖V‖ cond(K) ‖K⁺Q‖``.  (The bound ``‖V‖‖K⁻¹Q‖`` without ``cond(K)`` is false: the factor
-      ``(Σ⁻¹ + M)⁻¹M`` is not a contraction when ``K`` is not a multiple of an orthogonal matrix.)
-    * Sinkhorn: ``dΣ/dt = VCᵀ + CVᵀ`` with ``C = Cov_π(x, y)`` for a coupling ``π`` of ``N(α, Σ)`` with itself,
-      and ``‖C‖ ≤ ‖Σ‖`` (Cauchy–Schwarz: ``|uᵀCv| ≤ (uᵀΣu)^{1/2}(vᵀΣv)^{1/2}``), so ``L_h = ‖V‖``
-      (README Mathematics §4, for any ``A`` and ``ε``).
-    * custom ``log k = xᵀBy + yᵀRy + …`` with ``M = R + Rᵀ ≺ 0``: ``J = V(Σ⁻¹ - M)⁻¹Bᵀ`` and
-      ``Σ⁻¹ - M ⪰ -M`` give ``‖J‖ ≤ ‖V‖‖B‖/λ_min(-M) = L_h``.
-    * feed-forward ``Wx + c``: adds ``WΣ + ΣWᵀ``, ``L_ffn = ‖W‖``.
-
-    With layers the bound holds with the largest ``L`` over the layers.  Heads of other kinds void the fact.
-
-``lyapunov`` (one softmax head, ``V`` symmetric positive definite, ``A + Aᵀ ⪯ 0``, no feed-forward term).
-    ``d/dt tr(V⁻¹Σ) = tr(Σ(A + Aᵀ)Σ) ≤ 0`` (README Mathematics §4), so ``tr(V⁻¹Σ(t)) ≤ tr(V⁻¹Σ₀)``: no
-    finite-time blow-up, ``Σ`` stays bounded, and ``rank Σ* ≤ dim ker(A + Aᵀ)`` for any limit ``Σ*``.
+* ``riccati``: ``ker S`` (``S = Σ_h c_h(A_h + A_hᵀ)``) is read with the tolerance ``|λ| ≤ KERNEL_RTOL·‖S‖``;
+  every ``Σ`` with range in ``ker S`` is an equilibrium, so the limits form a continuum and none is hyperbolic.
+* ``growth``: ``L = Σ_h L_h`` with ``L_h = ‖V‖ cond(K) ‖K⁺Q‖`` (ℓ2; the bound ``‖V‖‖K⁻¹Q‖`` without ``cond(K)``
+  is false when ``K`` is not a multiple of an orthogonal matrix), ``‖V‖`` (Sinkhorn), ``‖V‖‖B‖/λ_min(-R - Rᵀ)``
+  (custom), plus ``‖W‖`` for a feed-forward term; with layers, the largest ``L`` over the layers.  Heads of
+  other kinds void the fact.
+* ``lyapunov``: one softmax head, ``V`` symmetric positive definite, ``A + Aᵀ ⪯ 0`` (checked with the same
+  relative tolerance).
 """
 
 from __future__ import annotations
