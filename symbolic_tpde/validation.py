@@ -16,7 +16,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = ["finite_array", "check_shape", "positive_int", "positive_number", "spd", "read_json", "parse_json",
-           "number_tree", "field_name", "one_line", "strict_json", "horizon", "MAX_ENTRY", "T_MAX",
+           "number_tree", "field_name", "one_line", "strict_json", "horizon", "sweep_axis", "MAX_ENTRY", "T_MAX",
            "MAX_BYTES", "MAX_DEPTH", "MAX_DIM", "MAX_DIM_NUMERIC"]
 
 #: Largest magnitude of an entry of a user-given parameter or initial datum.  The moment right-hand sides are
@@ -243,6 +243,24 @@ def horizon(value: Any, field: str = "T", allow_zero: bool = True) -> float:
         raise InputError(field, f"{v:g} exceeds the largest supported horizon {T_MAX:g} (the integrators' step "
                          "and evaluation caps cannot reach it)")
     return v
+
+
+def sweep_axis(args, bounds: str = "SMIN < SMAX") -> tuple[float, float, float]:
+    """``(smin, smax, T)`` of a sweep's command-line arguments ``range``, ``n``, ``T``, ``seed`` (``tpde sweep``
+    on ℝᵈ and on the sphere): finite bounds ``smin < smax`` (equal only with ``n = 1``), a horizon ``T > 0``,
+    ``seed >= 0``."""
+    smin, smax = args.range
+    for x in (smin, smax):
+        if not (math.isfinite(x) and abs(x) <= MAX_ENTRY):
+            raise InputError("range", f"must be finite numbers with |x| <= {MAX_ENTRY:g}, got {x}")
+    if not (smin < smax or (smin == smax and args.n == 1)):
+        raise InputError("range", f"must be {bounds} (equal only with --n 1), got {smin:g} {smax:g}")
+    T = horizon(args.T, "T")
+    if not T > 0:
+        raise InputError("T", f"must be > 0, got {args.T}")
+    if args.seed < 0:
+        raise InputError("seed", f"must be >= 0, got {args.seed}")
+    return smin, smax, T
 
 
 def _finite_or_none(x):

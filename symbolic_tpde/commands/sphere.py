@@ -161,14 +161,12 @@ def run_sweep(args, *, writable_stem) -> int:
     :mod:`symbolic_tpde.analysis.sphere_sweep` (``--range`` is the range of β, ``--n`` the number of β values,
     ``--K`` the clouds per β, ``--tokens`` their size, ``--d`` up to 1024); every argument checked first
     (``writable_stem``: the output check of :mod:`.sweep`, passed in: that module calls this one)."""
-    import math
-
     import numpy as np
 
     from ..analysis.sphere_sweep import run_sphere_sweep, save_sphere_sweep
     from ..errors import InputError
     from ..numerics.sphere import SPHERE_MAX_DIM
-    from ..validation import MAX_ENTRY, horizon
+    from ..validation import sweep_axis
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
     for name, given in (("skew", args.skew != 0.0), ("rest", args.rest is not None), ("V", args.V is not None),
@@ -184,17 +182,7 @@ def run_sweep(args, *, writable_stem) -> int:
         raise InputError("tokens", f"must be in [2, 1024], got {args.tokens}")
     if not 2 <= args.d <= SPHERE_MAX_DIM:
         raise InputError("d", f"must be in [2, {SPHERE_MAX_DIM}] for a sphere kind, got {args.d}")
-    smin, smax = args.range
-    for x in (smin, smax):
-        if not (math.isfinite(x) and abs(x) <= MAX_ENTRY):
-            raise InputError("range", f"must be finite numbers with |x| <= {MAX_ENTRY:g}, got {x}")
-    if not (smin < smax or (smin == smax and args.n == 1)):
-        raise InputError("range", f"must be BETA_MIN < BETA_MAX (equal only with --n 1), got {smin:g} {smax:g}")
-    T = horizon(args.T, "T")
-    if not T > 0:
-        raise InputError("T", f"must be > 0, got {args.T}")
-    if args.seed < 0:
-        raise InputError("seed", f"must be >= 0, got {args.seed}")
+    smin, smax, T = sweep_axis(args, "BETA_MIN < BETA_MAX")
     size = float(args.n) * args.K * args.tokens ** 2 * args.d
     if size > MAX_SWEEP_SIZE:
         raise InputError("K", f"n K tokens² d = {size:.3g} exceeds the cap {MAX_SWEEP_SIZE:g} (lower one of them)")

@@ -91,7 +91,7 @@ def check_args(args):
     from ..analysis.sweep import SweepSpec, head_for
     from ..errors import InputError
     from ..registry import kinds
-    from ..validation import MAX_ENTRY, horizon
+    from ..validation import MAX_ENTRY, sweep_axis
     from .gaussian import max_seconds
 
     if not 1 <= args.n <= 200:
@@ -114,19 +114,11 @@ def check_args(args):
     V = tuple([1.0] * args.d) if args.V is None else tuple(args.V)
     if len(V) not in (args.d, args.d**2):
         raise InputError("V", f"expected d = {args.d} or d² = {args.d ** 2} numbers, got {len(V)}")
-    named = [("range", x) for x in args.range] + [("V", x) for x in V] + \
-        [("skew", args.skew), ("rest", rest), ("theta", args.theta)]
+    named = [("V", x) for x in V] + [("skew", args.skew), ("rest", rest), ("theta", args.theta)]
     for name, x in named:
         if not (math.isfinite(x) and abs(x) <= MAX_ENTRY):
             raise InputError(name, f"must be a finite number with |x| <= {MAX_ENTRY:g}, got {x}")
-    smin, smax = args.range
-    if not (smin < smax or (smin == smax and args.n == 1)):
-        raise InputError("range", f"must be SMIN < SMAX (equal only with --n 1), got {smin:g} {smax:g}")
-    T = horizon(args.T, "T")
-    if not T > 0:
-        raise InputError("T", f"must be > 0, got {args.T}")
-    if args.seed < 0:
-        raise InputError("seed", f"must be >= 0, got {args.seed}")
+    smin, smax, T = sweep_axis(args)
     if not 1 <= args.workers <= MAX_WORKERS:
         raise InputError("workers", f"must be in [1, {MAX_WORKERS}], got {args.workers}")
     if args.scheduler is not None:
