@@ -36,10 +36,12 @@ from ..gaussian.regular import R_MAX_FACTOR, blowup_time, integrate_regular
 from ..registry import layout
 from .theorems import Facts, facts_for
 
-__all__ = ["Verdict", "classify_long_time"]
+__all__ = ["Verdict", "classify_long_time", "classify_many"]
 
 #: a swing of ``log tr Σ`` by more than ``ln 10`` up and down on ``[T/100, T]`` is a burst
 BURST = math.log(10.0)
+#: the limit is fitted on Σ(T/2ᵏ), k = K_DOUBLINGS … 0
+K_DOUBLINGS = 10
 
 
 @dataclass
@@ -60,6 +62,15 @@ class Verdict:
     facts: list = field(default_factory=list)
     linearisation: dict | None = None
     covariance_only: bool = True
+
+    @property
+    def short(self) -> str:
+        """One word or two for a figure legend: ``"collapse"``, ``"rank r"``, ``"blowup"``, ``"diverge"``,
+        ``"no blow-up before T"``, ``"oscillating"``, ``"tilt ceased"``, ``"undetermined"``."""
+        if self.outcome == "rank":
+            return "collapse" if self.rank == 0 else f"rank {self.rank}"
+        return {"no-singularity-before-T": "no blow-up before T", "tilt-ceased": "tilt ceased"}.get(self.outcome,
+                                                                                                  self.outcome)
 
     def as_dict(self) -> dict:
         return {"outcome": self.outcome, "label": self.label, "source": self.source, "horizon": self.horizon,
@@ -232,17 +243,9 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
     if run.stop == "precision":
         t_stop = float(run.t[-1])
         lam = np.linalg.eigvalsh(run.Sigma_end)
-        m = run.t >= t_stop / 2
-        c = float(np.polyfit(run.t[m], run.log_r[m], 1)[0]) if m.sum() >= 3 else float("nan")
         why = (f"the moment equation's float64 precision runs out at t = {t_stop:.6g} (cond Σ = "
                f"{lam.max() / max(lam.min(), 1e-300):.3g}, tr Σ = {lam.sum():.3g})")
-        evidence.append(why)
-        if excl is not None and c > 0:
-            return Verdict("diverge", f"diverge: tr Σ grows like e^(ct), c = {c:.4g} on [t/2, t] up to {why}; "
-                           f"no finite-time blow-up ({excl.name} theorem) (numerical)", Sigma_T=run.Sigma_end,
-                           t=t_stop, rate={"law": "exponential", "rate_last_half": c}, evidence=evidence, **base)
-        return Verdict("undetermined", f"undetermined: {why}", Sigma_T=run.Sigma_end, t=t_stop, evidence=evidence,
-                       **base)
+        return _lost_precision(excl, run.t, run.log_r, why, run.Sigma_end, evidence, base)
     if run.stop == "tilt":
         return Verdict("tilt-ceased", f"the Gaussian tilt ceases to exist at t = {run.t[-1]:.10g} (numerical)",
                        Sigma_T=run.Sigma_end, t=float(run.t[-1]), evidence=evidence, **base)
@@ -290,13 +293,37 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
                 return Verdict("no-singularity-before-T", f"no singularity before T = {T:g} (T* = {Tst:.12g} "
                                f"± {max(err, 1e-16):.2g} beyond it, numerical, regular form)", blowup_time=Tst,
                                blowup_time_error=err, Sigma_T=run.Sigma_end, t=T, evidence=evidence, **base)
-    swing = max(_turning_amplitudes(run.log_r[run.t >= T / 100]) or [0.0])
+    return _on_horizon(T, Sigma0, rtol, facts, evidence, base, run.t, run.log_r, run.Sigma_end,
+                       lambda: _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base), ode, closed)
+
+
+def _lost_precision(excl, t_lr, log_r, why, Sigma_end, evidence, base) -> Verdict:
+    """A run that lost its float64 precision at ``t_lr[-1]`` while ``tr Σ`` grew: "diverge" when a theorem
+    excludes a blow-up and ``log tr Σ`` grows on ``[t/2, t]`` (slope fitted on the samples), else "undetermined"."""
+    t_stop = float(t_lr[-1])
+    m = t_lr >= t_stop / 2
+    c = float(np.polyfit(t_lr[m], log_r[m], 1)[0]) if m.sum() >= 3 else float("nan")
+    evidence.append(why)
+    if excl is not None and c > 0:
+        return Verdict("diverge", f"diverge: tr Σ grows like e^(ct), c = {c:.4g} on [t/2, t] up to {why}; "
+                       f"no finite-time blow-up ({excl.name} theorem) (numerical)", Sigma_T=Sigma_end,
+                       t=t_stop, rate={"law": "exponential", "rate_last_half": c}, evidence=evidence, **base)
+    return Verdict("undetermined", f"undetermined: {why}", Sigma_T=Sigma_end, t=t_stop, evidence=evidence, **base)
+
+
+def _on_horizon(T, Sigma0, rtol, facts, evidence, base, t_lr, log_r, Sigma_T, samples, ode, closed) -> Verdict:
+    """The numeric decision for a run that reached ``T`` without a singularity (shared by
+    :func:`classify_long_time` and :func:`classify_many`): a burst of ``log tr Σ`` (sampled at ``t_lr``) on
+    ``[T/100, T]``, else exponential growth (``log tr Σ`` at ``T/4, T/2, T``), else the limit from
+    ``samples()`` (``Σ(T/2ᵏ)``, ``k = K … 0``, or a Verdict when they could not be computed)."""
+    excl = facts.no_blowup
+    swing = max(_turning_amplitudes(log_r[t_lr >= T / 100]) or [0.0])
     if swing > BURST:
         return Verdict("oscillating", f"oscillating / bursting: tr Σ swings by a factor {math.exp(swing):.3g} "
-                       f"on [T/100, T] (not convergent on [0, {T:g}]) (numerical)", Sigma_T=run.Sigma_end,
+                       f"on [T/100, T] (not convergent on [0, {T:g}]) (numerical)", Sigma_T=Sigma_T,
                        t=T, evidence=evidence, **base)
     # growth: log r on [T/4, T/2] and [T/2, T]
-    lr = lambda t: float(np.interp(t, run.t, run.log_r))   # noqa: E731
+    lr = lambda t: float(np.interp(t, t_lr, log_r))   # noqa: E731
     c2 = (lr(T) - lr(T / 2)) / (T / 2)
     c1 = (lr(T / 2) - lr(T / 4)) / (T / 4)
     if lr(T) - lr(T / 2) > math.log(4):
@@ -306,17 +333,21 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
         bound = f"; theorem bound 2L = {2 * excl.values['L']:.4g}" if excl is not None and "L" in excl.values else ""
         return Verdict("diverge", f"diverge: tr Σ grows like e^(ct), c = {c2:.4g}"
                        + ("" if settled else f" (not settled: {c1:.4g} on [T/4, T/2])") + bound
-                       + f"; no singularity before T = {T:g} (numerical)", Sigma_T=run.Sigma_end, t=T, rate=rate,
+                       + f"; no singularity before T = {T:g} (numerical)", Sigma_T=Sigma_T, t=T, rate=rate,
                        evidence=evidence, **base)
-    return _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence, base)
+    S = samples()
+    if isinstance(S, Verdict):
+        return S
+    return _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base)
 
 
-def _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence, base) -> Verdict:
+def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base):
+    """``Σ(T/2ᵏ)``, ``k = K … 0`` (DOP853; implicit Radau with the generated Jacobian where it stops), or an
+    "undetermined" Verdict."""
     from ..gaussian.integrate import reported_status, tilt_stops
     from ..numerics.solve import integrate
 
-    K = 10
-    ts = T / 2.0 ** np.arange(K, -1, -1)
+    ts = T / 2.0 ** np.arange(K_DOUBLINGS, -1, -1)
     y0 = layout.pack(a0, Sigma0)
     sol = integrate(f, y0, (0.0, T), method="DOP853", rtol=rtol, atol=1e-14 * max(1.0, float(np.abs(y0).max())),
                     t_eval=ts, breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond))
@@ -335,7 +366,12 @@ def _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence
     if sol.status != "ok":
         return Verdict("undetermined", f"undetermined: the integration stopped ({reported_status(sol)}) at "
                        f"t = {sol.t[-1]:.6g} < T = {T:g}", t=float(sol.t[-1]), evidence=evidence, **base)
-    S = np.array([layout.unpack(y, d)[1] for y in sol.y])
+    return np.array([layout.unpack(y, d)[1] for y in sol.y])
+
+
+def _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base) -> Verdict:
+    """Σ* and its rank from ``S = Σ(T/2ᵏ)`` (module docstring): settled, or the ``t^-p`` law extrapolated."""
+    S = np.asarray(S, float)
     S = 0.5 * (S + np.transpose(S, (0, 2, 1)))
     nT = float(np.linalg.norm(S[-1]))
     floor = 1e-12 * float(np.trace(Sigma0))
@@ -379,3 +415,127 @@ def _numeric_limit(ode, f, d, a0, Sigma0, T, rtol, cond, closed, facts, evidence
             "meaning": "‖Σ(t) - Σ*‖ ~ t^-p fitted on the last doublings of t"}
     return Verdict("rank", label, rank=r, Sigma_star=Sst, Sigma_star_error=err, Sigma_T=S[-1], t=T, rate=rate,
                    evidence=evidence, linearisation=lin, **base)
+
+
+# ------------------------------------------------------------------------------------ many Σ₀ in one batch
+#: the burst test of :func:`classify_many` sees ``log tr Σ`` at this many log-spaced times on ``[T/100, T]``
+BATCH_BURST_SAMPLES = 64
+
+
+def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_steps: int = 50_000) -> list:
+    """:func:`classify_long_time` for many ``Σ₀`` under one set of weights (the figures), one :class:`Verdict`
+    each, by the same rules: the theorems of :mod:`.theorems` per point first (the closed form decides a point
+    outright; a no-blow-up theorem forbids the label "blow-up"), then the same numeric decision
+    (:func:`_on_horizon`) on evidence from one batched Dormand-Prince run (:func:`symbolic_tpde.numerics.rk.rk_solve`,
+    ``α`` frozen at 0) instead of one run per point.  What differs from the single-point evidence (stated in each
+    verdict): a singularity is detected by the batched blow-up monitor (levels ``10³…10¹⁰ tr Σ₀`` and the
+    singularity signature; the error bar adds the gap to a rerun at ``100·rtol``) rather than by the regular form,
+    and the burst test sees ``log tr Σ`` at :data:`BATCH_BURST_SAMPLES` log-spaced times on ``[T/100, T]``.
+    Weights the batch cannot take (a ``Σ`` equation involving ``α``, layers, tilt-existence conditions) go through
+    :func:`classify_long_time` point by point."""
+    from ..gaussian import GaussianODE
+    from ..numerics import rk
+    from ..numerics.solve import BlowupMonitor, Status
+    from .clustering import OVERFLOW, covariance_closed
+
+    S0 = np.asarray(Sigma0s, float)
+    N, d, _ = S0.shape
+    ode = GaussianODE.from_weights(weights)
+    from .closed_forms import quadratic_form
+
+    w0 = ode.schedule(0.0) if getattr(ode.schedule, "is_constant", False) else None
+    # a head whose key-quadratic block has R + Rᵀ ⪯ 0 (softmax, ℓ2) always has its tilt (see _matrix_form)
+    tilt_ok = w0 is not None and all(q is None or np.linalg.eigvalsh(q[1] + q[1].T).max() <= 0
+                                     for q in map(quadratic_form, w0.heads))
+    if not (tilt_ok and covariance_closed(ode)):
+        return [classify_long_time(ode, S, T, rtol=rtol) for S in S0]
+    facts = [facts_for(ode.schedule, S, T) for S in S0]
+    out: list = [None] * N
+    for i, fa in enumerate(facts):
+        if fa.riccati is not None:
+            out[i] = _from_riccati(fa.riccati, ode, S0[i], T, True)
+            out[i].facts = fa.as_list()
+    p = ode.params(0.0)
+
+    def F(t, Y):
+        dY = np.array(ode.rhs_batch(t, Y, p), float)
+        dY[:, :d] = 0.0
+        return dY
+
+    size = layout.gaussian_size(d)
+    ks = T / 2.0 ** np.arange(K_DOUBLINGS, -1, -1)
+    t_lr = np.unique(np.concatenate([ks, np.geomspace(T / 100, T, BATCH_BURST_SAMPLES)]))
+    at_k = np.searchsorted(t_lr, ks)
+    for excluded in (True, False):
+        rows = np.array([i for i in range(N) if out[i] is None and (facts[i].no_blowup is not None) == excluded], int)
+        if rows.size == 0:
+            continue
+        # without a theorem excluding it, a blow-up after T is looked for up to 10 T (as the single-point path)
+        T_run = T if excluded else 10 * T
+        Y0 = layout.pack(np.zeros((rows.size, d)), S0[rows])
+
+        def run(tol, t_eval, Y0=Y0, T_run=T_run):
+            bm = BlowupMonitor(*size, overflow=OVERFLOW).rows(Y0)
+            r = rk.rk_solve(F, 0.0, Y0, T_run, rtol=tol, atol=1e-14 * tol / rtol, monitor=bm, t_eval=t_eval,
+                            max_steps=max_steps)
+            return r, bm.settle(r.status), bm
+
+        res, status, bm = run(rtol, t_lr)
+        err = bm.spread.copy()
+        blown = np.nonzero(status == Status.BLOWUP)[0]
+        if blown.size and not excluded:
+            r2, st2, bm2 = run(100 * rtol, None, Y0[blown])
+            ok2 = st2 == Status.BLOWUP
+            err[blown] += np.where(ok2, np.abs(bm.blowup_time[blown] - bm2.blowup_time), 0.0)
+            gap = np.abs(bm.blowup_time[blown] - res.t[blown])
+            err[blown[~ok2]] = np.maximum(err[blown[~ok2]], gap[~ok2])
+        for j, i in enumerate(rows):
+            fa = facts[i]
+            excl = fa.no_blowup
+            t_end = float(res.t[j])
+            Sig = np.array([layout.unpack(y, d)[1] for y in res.ys[:, j]])
+            S_end = layout.unpack(res.y[j], d)[1]
+            tr_end = float(np.trace(S_end))
+            evidence = [f"theorem '{k}' does not apply: {why}" for k, why in fa.why_not.items()]
+            evidence.append(f"batched Dormand-Prince (rtol {rtol:g}) with the blow-up monitor: stopped by "
+                            f"{Status(status[j]).value} at t = {t_end:.10g}, tr Σ = {tr_end:.4g}")
+            if excl is not None:
+                evidence.append(f"theorem '{excl.name}': {excl.statement}")
+            base = dict(source="numerical", horizon=T, facts=fa.as_list(), covariance_only=True)
+            st = status[j]
+            if st == Status.BLOWUP and excl is None:
+                Tst, e = float(bm.blowup_time[j]), float(err[j])
+                evidence.append("singularity signature of the blow-up monitor; error: extrapolation spread + gap "
+                                "to a rerun at 100·rtol")
+                if Tst <= T:
+                    out[i] = Verdict("blowup", f"blow-up at T* = {Tst:.12g} ± {e:.2g} (numerical, batched "
+                                     "blow-up monitor)", blowup_time=Tst, blowup_time_error=e, t=t_end,
+                                     evidence=evidence, rate={"law": "finite-time"}, **base)
+                else:
+                    out[i] = Verdict("no-singularity-before-T", f"no singularity before T = {T:g} (T* = "
+                                     f"{Tst:.12g} ± {e:.2g} beyond it, numerical, batched blow-up monitor)",
+                                     blowup_time=Tst, blowup_time_error=e, Sigma_T=Sig[at_k[-1]], t=T,
+                                     evidence=evidence, **base)
+                continue
+            if t_end < T:         # stopped before the horizon
+                if st in (Status.BLOWUP, Status.OVERFLOW):
+                    fast = f"tr Σ grew to {tr_end / np.trace(S0[i]):.3g} tr Σ₀ by t = {t_end:.6g}"
+                    out[i] = (Verdict("diverge", f"diverge: {fast}; no finite-time blow-up ({excl.name} theorem) "
+                                      "(numerical)", t=t_end, evidence=evidence, **base) if excl is not None else
+                              Verdict("undetermined", f"undetermined: {fast} without the blow-up signature",
+                                      t=t_end, evidence=evidence, **base))
+                else:     # the step size collapsed or the budget ran out
+                    seen = np.isfinite(Sig[:, 0, 0]) & (t_lr < t_end)
+                    lam = np.linalg.eigvalsh(S_end)
+                    cond_S = lam.max() / lam.min() if lam.min() > 0 else math.inf
+                    why = (f"the batched run stopped at t = {t_end:.6g} < T ({Status(st).value}; cond Σ = "
+                           f"{cond_S:.3g}, tr Σ = {tr_end:.3g}): the moment "
+                           "equation's float64 precision ran out")
+                    out[i] = _lost_precision(excl, np.append(t_lr[seen], t_end),
+                                             np.log(np.append(np.trace(Sig[seen], axis1=1, axis2=2), tr_end)),
+                                             why, S_end, evidence, base)
+                continue
+            log_r = np.log(np.trace(Sig, axis1=1, axis2=2))
+            out[i] = _on_horizon(T, S0[i], rtol, fa, evidence, base, t_lr, log_r, Sig[at_k[-1]],
+                                 lambda Sig=Sig: Sig[at_k], ode, True)
+    return out

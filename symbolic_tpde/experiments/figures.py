@@ -4,8 +4,7 @@ All in ``d = 2``, mean 0 (invariant; the covariance ODE of these variants does n
 trace-one grid ``Σ₀ = [[(1+u)/2, w/2], [w/2, (1-u)/2]]``, ``u² + w² < 0.95``.  Trajectories come from the
 *generated* batched right-hand side (:meth:`symbolic_tpde.gaussian.GaussianODE.rhs_batch`)
 integrated by the adaptive Dormand-Prince 5(4) of :mod:`.batch` (per-trajectory step control), with a
-blow-up monitor; blown-up rows are classified (finite-time singularity vs exponential divergence) by
-:func:`.clustering.classify_batch`.  Each family figure has one row per variant and three panels:
+blow-up monitor; every row is classified by :func:`.verdict.classify_many`, the rules of ``tpde classify``.  Each family figure has one row per variant and three panels:
 
 1. cone coordinates ``(a - b, 2c, a + b)`` of ``Σ = [[a, c], [c, b]]`` (the PSD cone drawn translucent),
    trajectories clipped at ``tr Σ ≤ 3``;
@@ -210,53 +209,37 @@ class Trajectories:
 
 
 def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, rtol: float = 1e-7,
-            extend: float = 100.0, diverge_factor: float = 1.0, resolve_T: float | None = 200.0) -> Trajectories:
-    """Classify every row (:func:`.clustering.classify_batch` at ``T``; rows still ``"undetermined"`` there are
-    classified again at ``extend·T``, which settles directions whose decay time lies between the two; rows
-    then ``"undetermined"`` or ``"rank 2"`` are classified again by :func:`.figures_resolve.resolve_d2` at
-    horizon ``resolve_T`` with ``log det Σ`` integrated alongside, which resolves a small eigenvalue that
-    decays exponentially below ``rtol·tr Σ``; ``resolve_T = 200``: the exponential approach to ``s uuᵀ``
-    of the indefinite families is complete by then, and a longer run only costs time), then
-    integrate the dense output.  Rows stop at ``tr Σ = 10⁶ tr Σ₀``; rows that diverge without blow-up
-    run on to ``10⁶·diverge_factor·tr Σ₀`` (or ``T``), so that ``Σ/tr Σ`` can approach its rank-one limit
-    (default 1: a larger factor makes ℓ2 rows, whose right-hand side involves ``Σ⁻¹``, very slow): for exponential growth the ratio of eigenvalues decays like ``e^{-(rate gap) t}`` while the trace
+            extend: float = 100.0, diverge_factor: float = 1.0) -> Trajectories:
+    """Classify every row by the package's one classifier (:func:`.verdict.classify_many`: the theorems per
+    point, then the batched numerics with the decision rule of ``tpde classify``) at ``T``; rows still
+    ``"undetermined"`` there are classified again at ``extend·T``, which settles directions whose decay time lies
+    between the two; then integrate the dense output.  Rows stop at ``tr Σ = 10⁶ tr Σ₀``; rows that diverge
+    without blow-up run on to ``10⁶·diverge_factor·tr Σ₀`` (or ``T``), so that ``Σ/tr Σ`` can approach its
+    rank-one limit (default 1: a larger factor makes ℓ2 rows, whose right-hand side involves ``Σ⁻¹``, very
+    slow): for exponential growth the ratio of eigenvalues decays like ``e^{-(rate gap) t}`` while the trace
     grows like ``e^{(top rate) t}``, so stopping at ``10⁶`` would cut it off early."""
     from ..numerics.rk import Status, rk_solve
-    from ..analysis.clustering import classify_batch
+    from ..analysis.verdict import classify_many
 
     F = batched_rhs(weights)
     N = len(Sigma0s)
     Y0 = np.concatenate([np.zeros((N, 2)), Sigma0s[:, 0, :], Sigma0s[:, 1, 1:]], axis=1)
     tr0 = np.trace(Sigma0s, axis1=1, axis2=2)
-    cls = classify_batch(F, Sigma0s, T=T, rtol=rtol)
-    fooled = [i for i, c in enumerate(cls) if c.kind == "undetermined" or (c.kind == "rank" and c.rank == 2)]
-    if fooled and resolve_T:
-        # d = 2 rows whose small eigenvalue sank below the integration's resolution (module figures_resolve):
-        # re-classified with log det Σ integrated alongside Σ; kinds without a log-det formula keep the verdict
-        from .figures_resolve import logdet_rate, resolve_d2
-
-        try:
-            logdet_rate(weights)
-        except ValueError:
-            fooled = []
-        if fooled:
-            for i, c in zip(fooled, resolve_d2(weights, F, Sigma0s[fooled], resolve_T)):
-                if c.kind != "undetermined":
-                    cls[i] = c
-    und = [i for i, c in enumerate(cls) if c.kind == "undetermined"]
+    cls = classify_many(weights, Sigma0s, T=T, rtol=rtol)
+    und = [i for i, c in enumerate(cls) if c.outcome == "undetermined"]
     if und and extend > 1:
-        for i, c in zip(und, classify_batch(F, Sigma0s[und], T=extend * T, rtol=rtol)):
+        for i, c in zip(und, classify_many(weights, Sigma0s[und], T=extend * T, rtol=rtol)):
             cls[i] = c
-    T_plot = max([T] + [extend * T for i in und if cls[i].kind != "undetermined"])
+    T_plot = max([T] + [extend * T for i in und if cls[i].outcome != "undetermined"])
     t_eval = np.concatenate([[0.0], np.geomspace(1e-3, T_plot, n_out)])
-    bt = np.array([c.blowup_time if c.blowup_time is not None else np.nan for c in cls])
+    bt = np.array([c.blowup_time if c.outcome == "blowup" else np.nan for c in cls])
     if np.isfinite(bt).any():
         # samples approaching each blow-up time T* (Riccati: tr Σ ~ 1/(T* - t), so the stop at 10⁶ tr Σ₀ comes
         # at T* - t ~ 1e-6 T*), else the disk panel joins the last sample to the end state by a chord
         near = np.outer(bt[np.isfinite(bt)], 1.0 - np.geomspace(1e-6, 0.5, 24)).ravel()
         t_eval = np.unique(np.concatenate([t_eval, near[(near > 0) & (near < T_plot)]]))
     # the plotted range: a row stops at tr Σ = 10⁶·base (a display cut, not a blow-up test)
-    cut = 1e6 * np.where([c.kind == "diverge" for c in cls], tr0 * diverge_factor, tr0)
+    cut = 1e6 * np.where([c.outcome == "diverge" for c in cls], tr0 * diverge_factor, tr0)
     res = rk_solve(F, 0.0, Y0, T_plot, rtol=rtol, atol=1e-12, t_eval=t_eval, max_steps=50_000,
                    monitor=lambda acc: np.where(acc.y1[:, 2] + acc.y1[:, 4] > cut[acc.rows], Status.OVERFLOW, None))
 
@@ -265,7 +248,7 @@ def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, r
         S[..., 0, 0], S[..., 0, 1], S[..., 1, 0], S[..., 1, 1] = Y[..., 2], Y[..., 3], Y[..., 3], Y[..., 4]
         return S
 
-    return Trajectories(t_eval, mats(res.ys), mats(res.y), res.t, [c.label() for c in cls], bt)
+    return Trajectories(t_eval, mats(res.ys), mats(res.y), res.t, [c.short for c in cls], bt)
 
 
 # ------------------------------------------------------------------------------------------ plotting
