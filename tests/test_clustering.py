@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.analysis import closed_forms as cf
-from symbolic_tpde.analysis.clustering import (classify, classify_batch, growth_bound_ratio, l2_growth_rate,
+from symbolic_tpde.analysis.clustering import (classify, growth_bound_ratio, l2_growth_rate,
                                                lyapunov_identity, rate_slope, volume_identity)
 from symbolic_tpde.gaussian import GaussianODE
 from symbolic_tpde.weights import make_head, make_weights
@@ -119,22 +119,3 @@ def test_growth_bounds_l2_sinkhorn():
     assert r <= 1.0
     # the bound is not vacuous: with half the rate it fails for Sinkhorn (growth is genuinely exponential)
     assert growth_bound_ratio(ode("sinkhorn", V=np.eye(2), A=A).rhs, np.zeros(2), S0, 0.5, 4.0) > 1.0
-
-
-def test_classify_batch_agrees_with_single():
-    rng = np.random.default_rng(4)
-    G = rng.normal(size=(12, 2, 2))
-    S0s = G @ G.transpose(0, 2, 1) + 0.05 * np.eye(2)
-    for A, T in ((np.diag([0.0, -0.7]), 1e5), (np.array([[0.4, 0.2], [0.0, -0.3]]), 1e5)):
-        o = ode(A=A)
-        p = o.params(0.0)
-        res = classify_batch(lambda t, Y: o.compiled.batch(t, Y, p), S0s, T=T)
-        for i in range(0, 12, 4):
-            single = classify(o.rhs, S0s[i], T=T)
-            assert res[i].label() == single.label()
-            if single.kind == "blowup":
-                assert abs(res[i].blowup_time - single.blowup_time) <= res[i].blowup_time_error
-                Tc = cf.blowup_time_vi(S0s[i], A)
-                assert abs(res[i].blowup_time - Tc) <= res[i].blowup_time_error
-        labels = {r.label() for r in res}
-        assert labels <= {"rank 1", "blowup"}

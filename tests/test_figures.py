@@ -68,8 +68,8 @@ def test_stiff_continuation_matches_closed_form_v_identity():
     from symbolic_tpde.experiments.rank_resolve import continue_stiff
 
     ode, A, _, S0 = _draw(5, 90, 3, v_random=False)
-    R = continue_stiff(ode, sigma_vi(10.0, S0, A), 10.0, 1e8, float(np.trace(S0)), 3)
-    assert R.result is not None and R.result.label() == "rank 3", R.reason
+    R = continue_stiff(ode, sigma_vi(10.0, S0, A), 10.0, 1e8, S0, 3)
+    assert R.result is not None and R.result.short == "rank 3", R.reason
     S_ref = sigma_vi(1e8, S0, A)
     # Radau at rtol 1e-6 over ~7 decades of t: 1e-4 relative to ‖Σ‖ leaves two decades for accumulation
     assert np.abs(R.Sigma - S_ref).max() < 1e-4 * np.abs(S_ref).max()
@@ -85,11 +85,11 @@ def test_stiff_continuation_settles_ill_conditioned_draw():
 
     ode, A, V, S0 = _draw(5, 91, 26)
     assert np.linalg.eigvalsh(V)[0] < 1e-5
-    R = continue_stiff(ode, S0, 0.0, 1e8, float(np.trace(S0)), 3)
-    assert R.result is not None and R.result.kind == "rank" and R.result.rank <= 3, R.reason
+    R = continue_stiff(ode, S0, 0.0, 1e8, S0, 3)
+    assert R.result is not None and R.result.outcome == "rank" and R.result.rank <= 3, R.reason
     # independent checks from README Mathematics §4: the persistent range lies in ker(A + Aᵀ) (Σ*(A + Aᵀ)Σ* = 0;
     # the decaying part is O(1/T), so ‖A U‖ is small against ‖A‖), and tr(V⁻¹Σ) has not increased
-    U = R.result.range
+    U = np.linalg.eigh(R.result.Sigma_star)[1][:, 5 - R.result.rank:]     # the range of Σ* (eigh: ascending)
     assert np.linalg.norm(A @ U, 2) < 1e-2 * np.linalg.norm(A, 2)
     Vi = np.linalg.inv(V)
     assert np.trace(Vi @ R.Sigma) <= np.trace(Vi @ S0)
@@ -99,7 +99,7 @@ def test_stiff_continuation_reports_reason_when_budget_spent():
     from symbolic_tpde.experiments.rank_resolve import continue_stiff
 
     ode, _, _, S0 = _draw(5, 91, 26)
-    R = continue_stiff(ode, S0, 0.0, 1e8, float(np.trace(S0)), 3, max_nfev=50)
+    R = continue_stiff(ode, S0, 0.0, 1e8, S0, 3, max_nfev=50)
     assert R.result is None and "budget of 50 evaluations" in R.reason and R.t_reached < 1e7
 
 

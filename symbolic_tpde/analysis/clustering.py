@@ -19,7 +19,7 @@ eigenvalue ``-ε``, decay time ``~1/ε``) count as persistent; ``decay_slope`` i
 slowest decaying direction between ``t_mid`` and ``T`` (``≈ -1`` for the ``O(1/t)`` rate).
 
 Every time loop here runs on the package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`,
-scipy's DOP853 stepper; :func:`classify_batch` on the batched Dormand-Prince of :mod:`symbolic_tpde.numerics.rk`),
+scipy's DOP853 stepper),
 with the package's one blow-up monitor (:class:`~symbolic_tpde.numerics.solve.BlowupMonitor`, default levels
 ``10³…10¹⁰ r₀``); a row that passes the top level without the singularity signature is "diverge"
 (:data:`OVERFLOW` is the top level: the signature is tested there first).
@@ -37,16 +37,14 @@ Growth bounds (no blow-up): Sinkhorn ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖t}`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
-from ..registry import layout
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
 from ..gaussian.integrate import gaussian_events, gaussian_rhs, integrate_moments, reported_status
-from ..numerics import rk
-from ..numerics.solve import DEFAULT_LEVELS, BlowupMonitor, Status, integrate
+from ..numerics.solve import DEFAULT_LEVELS, Status, integrate
 from ..registry.layout import gaussian_size
 from .blowup import integrate_blowup
 
@@ -125,54 +123,6 @@ def classify(f: Callable, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 
         kind = "diverge" if np.trace(S_T) > 10 * np.trace(Sigma0) else "undetermined"
         return ClusteringResult(kind, Sigma_T=S_T, t=res.t)
     return classify_pair(_unpack(r1.y, d)[1], _unpack(res.y, d)[1], t_mid, T, float(np.trace(Sigma0)), **kw)
-
-
-def classify_batch(F: Callable, Sigma0s: np.ndarray, T: float = 1e4, *, alpha0s: np.ndarray | None = None,
-                   args: Sequence = (), rtol: float = 1e-8, atol: float = 1e-14, max_steps: int = 20_000,
-                   **kw) -> list[ClusteringResult]:
-    """Batched :func:`classify` for many ``Σ₀`` (and per-row ``args``): Dormand-Prince rows of
-    :func:`symbolic_tpde.numerics.rk.rk_solve` with the one blow-up monitor on every row
-    (:meth:`~symbolic_tpde.numerics.solve.BlowupMonitor.rows`, overflow :data:`OVERFLOW`).
-
-    Blow-up rows get the error bar of :func:`~symbolic_tpde.numerics.solve.integrate`: extrapolation spread plus
-    the difference to a rerun of those rows at ``100·rtol`` (or ``|T* - t|`` if the rerun shows no signature).
-    Rows that exhaust ``max_steps`` or whose step size collapses without the signature (e.g. a right-hand side
-    that loses accuracy on a nearly singular ``Σ``) are ``"diverge"`` when ``tr Σ`` grew tenfold, else
-    ``"undetermined"``.
-    """
-    S0 = np.asarray(Sigma0s, float)
-    N, d, _ = S0.shape
-    a0 = np.zeros((N, d)) if alpha0s is None else np.asarray(alpha0s, float)
-    Y0 = layout.pack(a0, S0)
-    tr0 = np.trace(S0, axis1=1, axis2=2)
-    mon = BlowupMonitor(*gaussian_size(d), overflow=OVERFLOW)
-
-    def run(rows, tol, t_eval=None):
-        bm = mon.rows(Y0[rows])
-        r = rk.rk_solve(F, 0.0, Y0[rows], T, rtol=tol, atol=atol * tol / rtol, monitor=bm, t_eval=t_eval,
-                        args=[np.asarray(a)[rows] for a in args], max_steps=max_steps)
-        return r, bm.settle(r.status), bm
-
-    res, status, bm = run(np.arange(N), rtol, [T / 10, T])
-    blown = np.nonzero(status == Status.BLOWUP)[0]
-    err = bm.spread.copy()
-    if blown.size:
-        _, st2, bm2 = run(blown, 100 * rtol)
-        ok2 = st2 == Status.BLOWUP
-        err[blown] += np.where(ok2, np.abs(bm.blowup_time[blown] - bm2.blowup_time), 0.0)
-        err[blown[~ok2]] = np.maximum(err[blown[~ok2]], np.abs(bm.blowup_time[blown[~ok2]] - res.t[blown[~ok2]]))
-    out = []
-    for i in range(N):
-        S_T = _unpack(res.y[i], d)[1]
-        if status[i] == Status.BLOWUP:
-            out.append(ClusteringResult("blowup", Sigma_T=S_T, t=float(res.t[i]),
-                                        blowup_time=float(bm.blowup_time[i]), blowup_time_error=float(err[i])))
-        elif status[i] == Status.OK:
-            out.append(classify_pair(_unpack(res.ys[0, i], d)[1], S_T, T / 10, T, float(tr0[i]), **kw))
-        else:
-            grown = status[i] == Status.OVERFLOW or np.trace(S_T) > 10 * tr0[i]
-            out.append(ClusteringResult("diverge" if grown else "undetermined", Sigma_T=S_T, t=float(res.t[i])))
-    return out
 
 
 # ------------------------------------------------------------------------------ identities along trajectories

@@ -423,8 +423,9 @@ BATCH_BURST_SAMPLES = 64
 
 
 def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_steps: int = 50_000) -> list:
-    """:func:`classify_long_time` for many ``Σ₀`` under one set of weights (the figures), one :class:`Verdict`
-    each, by the same rules: the theorems of :mod:`.theorems` per point first (the closed form decides a point
+    """:func:`classify_long_time` for many ``Σ₀`` (the figures), one :class:`Verdict` each, under one set of
+    weights or one per ``Σ₀`` (a list of :class:`~symbolic_tpde.weights.Weights` of one structure: one
+    generated right-hand side, per-row parameters), by the same rules: the theorems of :mod:`.theorems` per point first (the closed form decides a point
     outright; a no-blow-up theorem forbids the label "blow-up"), then the same numeric decision
     (:func:`_on_horizon`) on evidence from one batched Dormand-Prince run (:func:`symbolic_tpde.numerics.rk.rk_solve`,
     ``α`` frozen at 0) instead of one run per point.  What differs from the single-point evidence (stated in each
@@ -438,27 +439,30 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     from ..numerics.solve import BlowupMonitor, Status
     from .clustering import OVERFLOW, covariance_closed
 
+    from ..weights import Weights
+
     S0 = np.asarray(Sigma0s, float)
     N, d, _ = S0.shape
-    ode = GaussianODE.from_weights(weights)
+    ode = GaussianODE.from_weights(weights if isinstance(weights, Weights) else weights[0])
+    odes = [ode] * N if isinstance(weights, Weights) else [GaussianODE.from_weights(w) for w in weights]
     from .closed_forms import quadratic_form
 
-    w0 = ode.schedule(0.0) if getattr(ode.schedule, "is_constant", False) else None
     # a head whose key-quadratic block has R + Rᵀ ⪯ 0 (softmax, ℓ2) always has its tilt (see _matrix_form)
-    tilt_ok = w0 is not None and all(q is None or np.linalg.eigvalsh(q[1] + q[1].T).max() <= 0
-                                     for q in map(quadratic_form, w0.heads))
+    tilt_ok = all(getattr(o.schedule, "is_constant", False) and
+                  all(q is None or np.linalg.eigvalsh(q[1] + q[1].T).max() <= 0
+                      for q in map(quadratic_form, o.schedule(0.0).heads)) for o in odes)
     if not (tilt_ok and covariance_closed(ode)):
-        return [classify_long_time(ode, S, T, rtol=rtol) for S in S0]
-    facts = [facts_for(ode.schedule, S, T) for S in S0]
+        return [classify_long_time(o, S, T, rtol=rtol) for o, S in zip(odes, S0)]
+    facts = [facts_for(o.schedule, S, T) for o, S in zip(odes, S0)]
     out: list = [None] * N
     for i, fa in enumerate(facts):
         if fa.riccati is not None:
-            out[i] = _from_riccati(fa.riccati, ode, S0[i], T, True)
+            out[i] = _from_riccati(fa.riccati, odes[i], S0[i], T, True)
             out[i].facts = fa.as_list()
-    p = ode.params(0.0)
+    P = np.array([o.params(0.0) for o in odes])
 
-    def F(t, Y):
-        dY = np.array(ode.rhs_batch(t, Y, p), float)
+    def F(t, Y, PP):
+        dY = np.array(ode.rhs_batch(t, Y, PP), float)
         dY[:, :d] = 0.0
         return dY
 
@@ -474,17 +478,17 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
         T_run = T if excluded else 10 * T
         Y0 = layout.pack(np.zeros((rows.size, d)), S0[rows])
 
-        def run(tol, t_eval, Y0=Y0, T_run=T_run):
+        def run(tol, t_eval, Y0=Y0, T_run=T_run, sel=rows):
             bm = BlowupMonitor(*size, overflow=OVERFLOW).rows(Y0)
             r = rk.rk_solve(F, 0.0, Y0, T_run, rtol=tol, atol=1e-14 * tol / rtol, monitor=bm, t_eval=t_eval,
-                            max_steps=max_steps)
+                            args=(P[sel],), max_steps=max_steps)
             return r, bm.settle(r.status), bm
 
         res, status, bm = run(rtol, t_lr)
         err = bm.spread.copy()
         blown = np.nonzero(status == Status.BLOWUP)[0]
         if blown.size and not excluded:
-            r2, st2, bm2 = run(100 * rtol, None, Y0[blown])
+            r2, st2, bm2 = run(100 * rtol, None, Y0[blown], sel=rows[blown])
             ok2 = st2 == Status.BLOWUP
             err[blown] += np.where(ok2, np.abs(bm.blowup_time[blown] - bm2.blowup_time), 0.0)
             gap = np.abs(bm.blowup_time[blown] - res.t[blown])
@@ -537,5 +541,5 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
                 continue
             log_r = np.log(np.trace(Sig, axis1=1, axis2=2))
             out[i] = _on_horizon(T, S0[i], rtol, fa, evidence, base, t_lr, log_r, Sig[at_k[-1]],
-                                 lambda Sig=Sig: Sig[at_k], ode, True)
+                                 lambda Sig=Sig: Sig[at_k], odes[i], True)
     return out

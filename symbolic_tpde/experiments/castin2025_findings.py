@@ -88,7 +88,7 @@ def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: floa
                           limit_horizon: float = 1e6) -> dict:
     """Their softmax ``V = I`` rank rule on their first ``n`` draws at ``d`` (module docstring)."""
     from ..numerics.rk import rk_solve
-    from ..analysis.clustering import classify_batch
+    from ..analysis.verdict import classify_many
     from ..gaussian import GaussianODE
 
     Qs, S0s = cd.histogram_draws(d, n)
@@ -113,7 +113,7 @@ def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: floa
     ours = cd.layout.unpack(ad.y, d)[1]
     rank_exact = np.sum(np.linalg.eigvalsh(exact) > threshold, axis=1)
     rank_ours = np.sum(np.linalg.eigvalsh(ours) > threshold, axis=1)
-    lim = classify_batch(lambda t, Y, PP: ode.rhs_batch(t, Y, PP), S0, T=limit_horizon, args=(P,))
+    lim = classify_many(ws, S0, T=limit_horizon)
     bound = (d + 1) // 2
     wrong = rank["h"] != rank["h/10"]
     return {"finding": f"rank histogram errors at d = {d}", "d": d, "n": n, "h": h,
@@ -126,7 +126,7 @@ def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: floa
             "adaptive_vs_exact_max_rel": _rel(ours, exact),
             "n_wrong_with_clipping": int(np.sum(wrong & (runs["h"].clipped > 0))),
             "n_wrong_lower": int(np.sum(rank["h"][wrong] < rank["h/10"][wrong])),
-            "limit_ranks": [r.rank if r.kind in ("rank", "collapse") else -1 for r in lim], "bound": bound}
+            "limit_ranks": [v.rank if v.outcome == "rank" else -1 for v in lim], "bound": bound}
 
 
 # ------------------------------------------------------------------------------------------ Sinkhorn

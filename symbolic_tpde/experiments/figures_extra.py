@@ -3,7 +3,7 @@
 Rank histograms (horizon ``T = 10⁶``: with ``V = BᵀB`` the smallest eigenvalue of ``V`` can be ``~10⁻⁴``, which
 slows the ``O(1/t)`` decay so much that at ``T = 10⁴`` some draws still look full rank): ``A = -QᵀQ/√d`` with ``Q ∈ R^{⌊d/2⌋×d}`` (so ``dim ker(A + Aᵀ) = ⌈d/2⌉``), rows ``V = I`` and
 ``V = BᵀB`` (``B`` standard normal), one ``Σ₀ = GGᵀ`` per draw; each ``(Q, V, Σ₀)`` is classified by
-:func:`.clustering.classify_batch` at horizon ``T`` with all parameter sets integrated in one batch (per-row
+:func:`.verdict.classify_many` (the rules of ``tpde classify``) at horizon ``T`` with all parameter sets integrated in one batch (per-row
 parameter vectors through :meth:`~symbolic_tpde.gaussian.GaussianODE.rhs_batch`).  Two counts are drawn: the persistence rank of
 our classifier and the authors' rule "eigenvalues of ``Σ(T)`` above 0.1" (which undercounts small limits).
 ℓ2 uses ``K = -Q`` and ``τ = 2√d`` (same cross term as softmax).
@@ -34,18 +34,18 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
     and ``Σ*(A + Aᵀ)Σ* = 0``).  A persistence rank above it, or ``"undetermined"``, means a direction had not
     reached its decaying regime by ``T`` (ill-conditioned ``V = BᵀB`` slows the ``O(1/t)`` decay by its
     smallest eigenvalue).  Such rows are classified again at ``extend[k]·T`` (default none: with ``V = BᵀB``
-    the flow is stiff, an explicit run to ``10⁸`` took minutes per row on the shared machine); softmax rows with ``V = I`` take the verified
-    closed-form limit ``Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ`` (:func:`.closed_forms.sigma_star_vi`) instead, its rank being the
-    number of eigenvalues above ``10⁻⁹ tr Σ*`` (the classifier's floor).  Rows still unresolved are reported
+    the flow is stiff, an explicit run to ``10⁸`` took minutes per row on the shared machine); softmax rows with
+    ``V = I`` are decided by the classifier's theorem (the closed-form limit ``Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ``, rank
+    ``dim ker(A + Aᵀ)``).  Rows still unresolved are reported
     as ``-1``, never as a rank the theorem excludes.  Rows still open after that are continued alone by the
     implicit Radau method with the generated Jacobian to ``stiff_T`` (at most ``stiff_nfev`` right-hand-side
-    evaluations each, deterministic; :func:`.rank_resolve.continue_stiff`, same persistence rule on ``(Σ(stiff_T/10), Σ(stiff_T))``, settled
-    only with a rank within the bound).  ``labels`` carries the final verdict (suffix ``" (closed form)"``,
+    evaluations each, deterministic; :func:`.rank_resolve.continue_stiff`, the classifier's limit rule on
+    ``Σ(stiff_T/2ᵏ)``, settled only with a rank within the bound).  ``labels`` carries the final verdict (suffix ``" (closed form)"``,
     ``" (T = …)"`` or ``" (stiff Radau, T = …)"`` when it was not obtained at ``T``) or, for a row left
     unresolved, ``"unresolved: <reason>"``."""
     from ..gaussian import GaussianODE
-    from ..analysis.closed_forms import sigma_star_vi, sigma_vi
-    from ..analysis.clustering import classify_batch
+    from ..analysis.closed_forms import sigma_vi
+    from ..analysis.verdict import classify_many
 
     rng = np.random.default_rng(seed)
     m = d // 2
@@ -66,58 +66,46 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
         S0s.append(G @ G.T)
         As.append(-Q.T @ Q / np.sqrt(d))
     odes = [GaussianODE.from_weights(w) for w in weights]
-    ode = odes[0]
-    P = np.array([o.params(0.0) for o in odes])
     S0s = np.array(S0s)
-
-    def F(t, Y, PP):
-        return ode.rhs_batch(t, Y, PP)
-
-    res = classify_batch(F, S0s, T=T, args=(P,))
+    res = classify_many(weights, S0s, T=T, rtol=1e-8)
     bound = (d + 1) // 2
-    labels = [r.label() for r in res]
-    sig_T = [r.Sigma_T for r in res]
+    labels = [v.short + (" (closed form)" if v.source == "theorem" else "") for v in res]
+    # the authors' threshold rule reads Σ(T): the closed form's where the theorem decided
+    sig_T = [sigma_vi(T, S, v.facts[0].values["A_eff"]) if v.source == "theorem" else v.Sigma_T
+             for v, S in zip(res, S0s)]
 
-    def ok(r) -> bool:
-        return r.kind in ("rank", "collapse") and (r.rank or 0) <= bound
+    def ok(v) -> bool:
+        return v.outcome == "rank" and v.rank <= bound
 
-    bad = [i for i, r in enumerate(res) if not ok(r)]
-    if bad and kind == "softmax" and not v_random:
-        for i in bad:
-            S_star, _ = sigma_star_vi(S0s[i], As[i])
-            lam = np.linalg.eigvalsh(S_star)
-            k = int(np.sum(lam > 1e-9 * lam.sum()))
-            res[i] = type(res[i])("collapse" if k == 0 else "rank", k, Sigma_T=S_star, t=float("inf"))
-            labels[i] = res[i].label() + " (closed form)"
-            sig_T[i] = sigma_vi(T, S0s[i], As[i])
-        bad = []
+    bad = [i for i, v in enumerate(res) if not ok(v)]
     for fac in extend:
         if not bad:
             break
-        again = classify_batch(F, S0s[bad], T=fac * T, args=(P[bad],))
-        for i, r in zip(bad, again):
-            if ok(r):
-                res[i], labels[i], sig_T[i] = r, f"{r.label()} (T = {fac * T:g})", r.Sigma_T
+        again = classify_many([weights[i] for i in bad], S0s[bad], T=fac * T, rtol=1e-8)
+        for i, v in zip(bad, again):
+            if ok(v):
+                res[i], labels[i], sig_T[i] = v, f"{v.short} (T = {fac * T:g})", v.Sigma_T
         bad = [i for i in bad if not ok(res[i])]
     if bad and stiff_T is not None:
         from .rank_resolve import continue_stiff
 
+        from ..analysis.verdict import K_DOUBLINGS
+
         for i in bad:
             t_stop = float(res[i].t or T)
-            if t_stop >= stiff_T / 10:
+            if t_stop >= stiff_T / 2 ** K_DOUBLINGS or res[i].Sigma_T is None:
                 labels[i] = f"unresolved: {labels[i]} at t = {t_stop:.3g}"
                 continue
-            R = continue_stiff(odes[i], res[i].Sigma_T, t_stop, stiff_T, float(np.trace(S0s[i])), bound,
-                               max_nfev=stiff_nfev)
+            R = continue_stiff(odes[i], res[i].Sigma_T, t_stop, stiff_T, S0s[i], bound, max_nfev=stiff_nfev)
             if R.result is not None:
                 res[i], sig_T[i] = R.result, R.Sigma
-                labels[i] = f"{R.result.label()} (stiff Radau, T = {stiff_T:g})"
+                labels[i] = f"{R.result.short} (stiff Radau, T = {stiff_T:g})"
             else:
                 labels[i] = f"unresolved: {R.reason}"
-    for i, r in enumerate(res):
-        if not ok(r) and not labels[i].startswith("unresolved"):
-            labels[i] = f"unresolved: {labels[i]} at T = {float(r.t or T):.3g}"
-    ranks = [r.rank if ok(r) else -1 for r in res]
+    for i, v in enumerate(res):
+        if not ok(v) and not labels[i].startswith("unresolved"):
+            labels[i] = f"unresolved: {labels[i]} at T = {float(v.t or T):.3g}"
+    ranks = [v.rank if ok(v) else -1 for v in res]
     thr = [int(np.sum(np.linalg.eigvalsh(S) > 0.1)) if k >= 0 else -1 for S, k in zip(sig_T, ranks)]
     return ranks, thr, labels
 
