@@ -131,10 +131,11 @@ def test_propagated_noise_understates_late_covariance_scatter():
     the initial sampling error propagated by the ODE (Φ C₀ Φᵀ/n), is right for the means but not for Σ late in
     the run.  40 independent particle runs (n = 1000, the planted (AC, V) of the coverage test) against the
     model with the exact C₀ of a Gaussian: at t = 2 the variance of α matches (measured ratios 1.06, 0.98) while
-    that of Σ_00 is measured 13 times larger (Σ_01: 3.0): the mean has grown to |α| ≈ 7, where the softmax weights e^{<Ax,y>}
-    concentrate on few tokens (effective sample size n e^{-uᵀΣu}, u = Aα, about 6% of n), so the particle system
-    is far from its mean field.  Bounds: a variance ratio from 40 runs has relative spread √(2/39) ≈ 0.23, so a
-    true ratio of 1 lies in [0.4, 2.5] and a true ratio of 13 above 4, each with margin > 2.5 spreads."""
+    that of Σ_00 is measured 13 times larger (Σ_01: 3.0): the mean has grown to |α| ≈ 7, where the softmax
+    weights e^{<Ax,y>} concentrate on few tokens (effective sample size n e^{-uᵀΣu}, u = Aα: 3.5% of n at the
+    mean), so the particle system is far from its mean field.  Bounds: a variance ratio from 40 runs has
+    relative spread √(2/39) ≈ 0.23, so a true ratio of 1 lies in [0.4, 2.5] and a true ratio of 13 above 4, each
+    with margin > 2.5 spreads."""
     from symbolic_tpde.gaussian.sensitivities import integrate_sensitivities
 
     n, runs, a0, times = 1000, 40, np.array([1.5, -1.0]), np.linspace(0, 2, 5)
