@@ -95,6 +95,7 @@ def test_particle_run_recovers_planted_parameters():
     with informative intervals (standard errors < 0.1)."""
     r, z = _particle_fit(0)
     assert r.converged and r.rank == 4 and r.identifiable.all()
+    assert "coverage 37/40" in r.noise          # the intervals carry their measured evidence
     assert np.all(np.abs(z) <= 5), z
     assert np.all(r.stderr < 0.1)
 
