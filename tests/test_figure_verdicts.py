@@ -2,6 +2,7 @@
 a verdict the theory excludes is never printed)."""
 
 import numpy as np
+import pytest
 
 from symbolic_tpde.analysis.verdict import classify_long_time
 from symbolic_tpde.experiments import figures as F
@@ -39,6 +40,7 @@ def test_numeric_points_agree_with_classify():
         assert set(fig.labels) <= {"collapse", "rank 1"}
 
 
+@pytest.mark.slow   # ~23 s (the Sinkhorn rows run until precision is lost)
 def test_no_l2_or_sinkhorn_point_labelled_blowup():
     """A + Aᵀ ≻ 0, V = I (explosion family): softmax blows up, but ℓ2 (square invertible K) and Sinkhorn have
     no finite-time blow-up (growth theorem), so their rows are never labelled blow-up."""

@@ -20,6 +20,7 @@ def test_init_grid_trace_one_spd():
     assert np.isclose(np.hypot(x, y)[0], z[0])
 
 
+@pytest.mark.slow   # ~30 s: every family; the fast suite checks figure labels = classify (test_figure_verdicts)
 def test_family_outcomes_match_theory():
     S0, _ = F.init_grid(4, 0.8)
     fam = F.family_explosion()

@@ -406,7 +406,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 @needs_c
 @pytest.mark.skipif(not X86, reason="the ISA forms are x86 flags")
-@pytest.mark.parametrize("isa", ["avx2", "plain"])
+@pytest.mark.parametrize("isa", [pytest.param("avx2", marks=pytest.mark.slow), "plain"])   # avx2: ~20 s
 def test_other_machines_forms(isa, fresh_state, monkeypatch):
     """The loops other machines compile, built here through TPDE_FUSED_ISA (AVX2: fused_simd's 256-bit form;
     plain: the plain-C loops): their exp (as above), agreement with the long-double reference for softmax with

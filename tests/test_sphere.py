@@ -193,7 +193,7 @@ def test_two_tokens():
     # |dt/drho| = 1/(1 - rho^2) ~ 1.7 at the end: a 1e-9 error on rho is < 2e-9 on t
     assert abs(t_of.imag) < 1e-12 and abs(t_of.real - 1.5) <= 1e-8
 
-@pytest.mark.parametrize("z,sa", [("softmax", True), ("n", False)])
+@pytest.mark.parametrize("z,sa", [pytest.param("softmax", True, marks=pytest.mark.slow), ("n", False)])
 def test_circle_linearisation_rates_are_bessel(z, sa):
     """The derived λ_k equals k² I_k(β)/β (÷ I_0(β) for SA), the Bessel values by mpmath; the Bessel
     integral it rests on (DLMF 10.32.3) by mpmath quadrature; k*(5) = 3, k*(8) = 4 (≈ √(2β))."""

@@ -56,6 +56,7 @@ def _pdflatex(tmp_path, name: str, document: str) -> str:
 @pytest.mark.skipif(shutil.which("pdflatex") is None and os.environ.get("CI") != "true",
                     reason="pdflatex not installed (Debian: apt-get install --no-install-recommends "
                            "texlive-latex-base)")
+@pytest.mark.slow   # ~30 s of pdflatex runs; one document per kind compiles in the fast suite (test_derive_documents)
 def test_latex_compiles_for_every_variant(tmp_path, capsys):
     """Every ``tpde derive --format latex`` output (matrix form, entrywise d = 1, 2, 3, the witnesses, FFN and
     3 heads) typesets in ONE amsmath document (one pdflatex run keeps this fast), with no line running off
