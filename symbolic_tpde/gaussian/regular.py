@@ -69,9 +69,12 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
     z0 = np.concatenate([[0.0, math.log(r0)], alpha0, N0])
 
     def state(z):
-        r = math.exp(z[1])
+        # numpy's exp: a trial step with an absurd log r gives r = 0 or inf (the integrator rejects the non-finite
+        # derivative), never Python's OverflowError / ZeroDivisionError (fuzz: V entries ~1e75)
+        r = np.exp(np.float64(z[1]))
         return np.concatenate([z[2:2 + d], r * z[2 + d:]]), r
 
+    @np.errstate(all="ignore")
     def g(s, z):
         y, r = state(z)
         fy = np.asarray(f(z[0], y), float)
