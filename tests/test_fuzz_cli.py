@@ -25,12 +25,15 @@ def test_fuzz_cli_fast():
     _check(counts, examples, 250)
 
 
+# 4000 cases (~4 min here; the full 10 000 took ~9 min and pushed the slow CI stage toward its 60-minute limit).
+# Seed 12345's cases 3000 and 3503 found the regular form's ZeroDivisionError (V ~ 1e75); the longer run stays a
+# script: python numerics/fuzz_cli.py --cases 10000 --seed 12345
 @pytest.mark.slow
-@pytest.mark.timeout(3000)
-def test_fuzz_cli_10000_cases():
+@pytest.mark.timeout(1500)
+def test_fuzz_cli_4000_cases():
     mod = _fuzz_module()
-    counts, examples = mod.fuzz(seed=12345, cases=10000, hang=30.0)
-    _check(counts, examples, 10000)
+    counts, examples = mod.fuzz(seed=12345, cases=4000, hang=30.0)
+    _check(counts, examples, 4000)
 
 
 LONG = {"attention": "softmax", "A": [[0.0, 1.0], [-1.0, 0.0]], "V": [[0.0, 1.0], [-1.0, 0.0]],

@@ -223,7 +223,7 @@ def test_every_fact_is_a_theorem_stated_in_the_registry():
 
 
 def test_huge_V_gives_a_verdict_not_an_internal_error(tmp_path, capsys):
-    """Fuzz case (slow 10 000-case fuzz, seed 12345): V ~ 1e75 made a trial step of the regular form overflow
+    """Fuzz case (the CLI fuzz, seed 12345, case 3000): V ~ 1e75 made a trial step of the regular form overflow
     log r, and Python's float division raised ZeroDivisionError (internal error).  Now the non-finite trial step
     is rejected and the run ends with a stated verdict."""
     import json
