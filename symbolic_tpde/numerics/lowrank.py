@@ -12,7 +12,7 @@ is evaluated numerically in matrix form (products through the factors: ``O(d² k
 ``Σ`` (state ``(α, vec Σ)``, ``d + d²`` numbers), since no entrywise symbolic form is needed.  Layers are
 time-dependent weights: layer ``l`` acts on ``[l τ, (l+1) τ)``.  Integration: the package's integrator
 (:func:`.solve.integrate`, fixed-step ``rk4`` by default, breakpoints at the layer ends, blow-up monitor on
-``tr Σ + |α|²``); particles by the classical RK4 in this module (the field is the costly part).
+``tr Σ + |α|²``); particles by the same integrator's fixed-step classical RK4 (the field is the costly part).
 """
 
 from __future__ import annotations
@@ -38,18 +38,20 @@ def particle_field(X: np.ndarray, layer) -> np.ndarray:
 
 
 def simulate_layers(X0, layers, tau: float = 1.0, steps_per_layer: int = 10, save: bool = True):
-    """RK4 with ``steps_per_layer`` steps on each layer (``[l τ, (l+1) τ)``); returns the clouds at
-    ``t = 0, τ, 2τ, …`` (``(L + 1, n, d)``) when ``save``, else the last one."""
+    """Fixed-step classical RK4 (:func:`.rk.rk_solve`, the :data:`.rk.RK4` tableau) with ``steps_per_layer``
+    steps on each layer (``[l τ, (l+1) τ)``); returns the clouds at ``t = 0, τ, 2τ, …`` (``(L + 1, n, d)``)
+    when ``save``, else the last one."""
+    from .rk import rk_solve
+
     X = np.array(X0, dtype=float)
-    h = tau / steps_per_layer
+    shape = X.shape
     out = [X.copy()] if save else None
-    for layer in layers:
-        for _ in range(steps_per_layer):
-            k1 = particle_field(X, layer)
-            k2 = particle_field(X + 0.5 * h * k1, layer)
-            k3 = particle_field(X + 0.5 * h * k2, layer)
-            k4 = particle_field(X + h * k3, layer)
-            X = X + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+    for l, layer in enumerate(layers):
+        def F(t, Y, layer=layer):
+            return particle_field(Y.reshape(shape), layer).reshape(1, -1)
+
+        X = rk_solve(F, l * tau, X.reshape(1, -1), (l + 1) * tau, method="rk4",
+                     steps=steps_per_layer).y[0].reshape(shape)
         if save:
             out.append(X.copy())
     return np.array(out) if save else X
