@@ -84,15 +84,6 @@ def unpack(y, d: int) -> tuple[np.ndarray, np.ndarray]:
     return alpha, Sigma
 
 
-def trace_weights(d: int, with_alpha: bool = True) -> np.ndarray:
-    """Weights ``w`` with ``w·y = tr Σ`` for the Gaussian state layout (alpha, then upper triangle of Sigma)."""
-    off = d if with_alpha else 0
-    w = np.zeros(off + d * (d + 1) // 2)
-    for i in range(d):
-        w[off + i * d - i * (i - 1) // 2] = 1.0
-    return w
-
-
 def gaussian_size(d: int) -> tuple[Callable, Callable]:
     """``r = tr Σ + |α|²`` and ``dr/dt = tr(dΣ/dt) + 2α·dα/dt`` for the Gaussian layout (covers linear
     attention, where the mean can blow up together with the covariance); one state ``(n,)`` or rows ``(m, n)``
