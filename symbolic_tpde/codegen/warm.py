@@ -117,13 +117,6 @@ class CompiledRHS:
                 self._jac = self._jac_factory()
         return self._jac
 
-    def bind(self, p) -> tuple[Callable, Callable]:
-        """``(fun, jac)`` closures of ``(t, y)`` with the parameters fixed, for ``scipy.integrate.solve_ivp``;
-        the Jacobian is still generated only when ``jac`` is first called."""
-        p = np.ascontiguousarray(p, dtype=float)
-        f = self.f
-        return (lambda t, y: f(t, y, p)), (lambda t, y: self.jac(t, y, p))
-
     def __repr__(self) -> str:
         variant = "<derived on first use>" if self._system is None else dict(self._system.origin).get("variant", "?")
         return (f"CompiledRHS(backend={self.backend!r}, n_states={self.n_states}, n_params={self.n_params}, "

@@ -31,7 +31,6 @@ from typing import Callable
 import numpy as np
 
 from ..weights import Weights, make_head, make_weights
-from ..registry import layout
 
 D = 2
 CLIP = 1e-14          # the value their projection gives to negative eigenvalues

@@ -102,8 +102,6 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
     ``progress(t, T)``: called after each accepted step.  Caps (status, never a hang): ``max_nfev`` rhs
     evaluations (``"stalled"``) and ``max_seconds`` of wall-clock time (``"time-limit"`` at the last accepted
     time; ``None``: no cap)."""
-    from ..numerics.solve import integrate
-
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, ode.d)
     if not (math.isfinite(T) and T >= 0):
         raise InputError("T", f"must be finite and >= 0, got {T}")

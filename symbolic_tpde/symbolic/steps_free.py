@@ -191,11 +191,6 @@ class _Algebra:
         return {(self._cinv(key),): sp.S.One}
 
 
-def free_normal_form(e, symmetric: tuple = ()) -> dict:
-    """The normal form of the matrix expression ``e`` (module docstring): ``{word: coefficient}``."""
-    return _Algebra(symmetric).poly(e)
-
-
 def free_equal(lhs, rhs, symmetric: tuple = (), free_of: tuple = ()) -> bool:
     """True when ``lhs - rhs`` has normal form 0 (a proof for every ``d``); with ``free_of`` (names of matrix
     symbols, e.g. ``("y",)``), when every word of the difference that remains contains none of them (equal up

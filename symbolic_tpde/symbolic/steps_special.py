@@ -20,10 +20,6 @@ from .steps_check import SPD_NAMES, _rand, check_equal, explicit
 D = sp.Symbol("d", integer=True, positive=True)
 
 
-def _sym2(name: str) -> sp.Matrix:
-    return sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"{name}{min(i, j)}{max(i, j)}", real=True))
-
-
 def constant_precision_rate(mf, V_identity: bool, A_symmetric: bool):
     """``(S_dot, rep, sym, M)``: the covariance equation with the structure put in (``rep``: ``V -> I``;
     ``sym``: names of the matrices taken symmetric) and ``M`` with ``d(Σ⁻¹)/dt = -Σ⁻¹(dΣ/dt)Σ⁻¹ = -M`` when that

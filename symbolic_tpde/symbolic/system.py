@@ -4,7 +4,7 @@ An :class:`OdeSystem` is an explicit first-order ODE ``dy/dt = rhs(t, y, p)`` wr
 
 * ``states``: ordered state symbols.  For Gaussian moment ODEs the order is fixed: ``alpha_0 .. alpha_{d-1}``
   then the upper triangle of ``Sigma`` row by row (``Sigma_0_0, Sigma_0_1, .., Sigma_0_{d-1}, Sigma_1_1, ..``);
-  see :func:`gaussian_state_layout`.
+  see :func:`symbolic_tpde.registry.layout.state_index`.
 * ``params``: ordered parameter symbols; ``param_layout`` says how to fill the flat parameter vector ``p``
   from named arrays (``("heads", 0, "A")`` means ``weights.heads[0].params["A"]`` flattened row-major,
   ``("ffn", "W")`` the feed-forward matrix, and so on).
@@ -21,7 +21,6 @@ from typing import Any, Mapping
 
 import sympy as sp
 
-from ..registry.layout import state_index, state_size
 
 
 @dataclass(frozen=True)
@@ -115,12 +114,3 @@ class OdeSystem:
         return (f"OdeSystem({o.get('variant', '?')!r}, d={o.get('d', '?')}: {self.n_states} states, "
                 f"{self.n_params} params, time {self.time.name}, {len(self.conditions)} conditions, "
                 f"steps {'on demand' if 'steps' not in self._memo else len(self.steps)})")
-
-
-def gaussian_state_layout(d: int) -> list[tuple[str, tuple[int, ...]]]:
-    """Names of the flat Gaussian state (:func:`symbolic_tpde.registry.layout.state_index`)."""
-    return state_index(d)
-
-
-def gaussian_state_size(d: int) -> int:
-    return state_size(d)

@@ -25,7 +25,7 @@ import sympy as sp
 
 from ..registry import layout
 from ..symbolic.system import OdeSystem
-from .mp import U64, mp_eval, op_depth, tree_size
+from .mp import mp_eval, op_depth, roundoff_tolerance, tree_size
 from .verify import result, row_rng
 
 LAMBDIFY_MAX_TREE = 50000
@@ -90,8 +90,8 @@ def relative_errors(a, b, mags) -> float:
 
 
 def tolerance_for(system: OdeSystem) -> float:
-    k = max(op_depth(e) for e in system.rhs)
-    return 4.0 * (2 * k + 8) * U64
+    """Relative (to the term magnitude) round-off bound of the deepest right-hand side (:func:`.mp.roundoff_tolerance`)."""
+    return roundoff_tolerance(1.0, max(op_depth(e) for e in system.rhs))
 
 
 def compare_system(system: OdeSystem, crhs_list, rng: np.random.Generator, n_points: int = 4,

@@ -251,19 +251,6 @@ def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndar
     return b, J
 
 
-def loop_field(X, weights) -> np.ndarray:
-    """The particle field of ``weights`` by the kinds' pure-Python loops (summed heads + FFN)."""
-    from ..registry import kinds
-
-    X = np.asarray(X, dtype=float)
-    out = np.zeros_like(X)
-    for head in weights.heads:
-        out += kinds.part(head.kind, "oracle").loop(X, head.effective, sink=weights.sink)
-    if weights.ffn is not None:
-        out += X @ weights.ffn.W.T + weights.ffn.c
-    return out
-
-
 # ------------------------------------------------------------------ exact claims (rational SymPy matrices)
 def _softmax_claim(P, alpha, Sigma):                   # E[y|x] = α + ΣAx
     return P["V"] * alpha, P["V"] * Sigma * P["A"]
