@@ -32,7 +32,7 @@ from symbolic_tpde.codegen import c_backend
 from symbolic_tpde.codegen.cache import Cache
 from symbolic_tpde.codegen.compile import compile_system
 from symbolic_tpde.symbolic.moments import derive_gaussian_system
-from symbolic_tpde.validate.mp import tree_size
+from symbolic_tpde.symbolic.printing import tree_size
 
 LAMBDIFY_MAX_TREE = 200_000
 
@@ -88,7 +88,7 @@ def bench_calls(dims, n_batch, have_c, cache):
         hf, hg = hand_written(d)
         ref = hf(0.0, y, p)
         assert np.allclose(cn.f(0.0, y, p), ref, rtol=1e-12, atol=1e-12)
-        tsize = sum(tree_size(e) for e in system.rhs)
+        tsize = tree_size(system.rhs)
         # lambdify prints the full expression tree: at d = 16 that is ~3.6e6 nodes (minutes just to print)
         lam = (sp.lambdify([system.time, list(system.states), list(system.params)], list(system.rhs),
                            modules="numpy", cse=False) if tsize <= LAMBDIFY_MAX_TREE else None)

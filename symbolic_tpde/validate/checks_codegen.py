@@ -25,7 +25,8 @@ import sympy as sp
 
 from ..registry import layout
 from ..symbolic.system import OdeSystem
-from .mp import mp_eval, op_depth, roundoff_tolerance, tree_size
+from ..symbolic.printing import tree_size
+from .mp import mp_eval, op_depth, roundoff_tolerance
 from .verify import result, row_rng
 
 LAMBDIFY_MAX_TREE = 50000
@@ -160,7 +161,7 @@ def checks(quick: bool) -> Iterator:
             if have_c:
                 backends.append(compile_system(system, "c"))
             # lambdify prints the full expression tree: skip it where that tree is huge (minutes of printing)
-            small = sum(tree_size(e) for e in system.rhs) <= LAMBDIFY_MAX_TREE
+            small = tree_size(system.rhs) <= LAMBDIFY_MAX_TREE
             errs = compare_system(system, backends, row_rng("codegen", variant, d), n_points=2 if quick else 4,
                                   with_lambdify=small)
             tol = tolerance_for(system)

@@ -130,22 +130,6 @@ def op_depth(expr: sp.Basic) -> int:
     return rec(sp.sympify(expr))
 
 
-def tree_size(expr: sp.Basic) -> int:
-    """Number of nodes of the expression *tree* (shared sub-expressions counted every time), computed in one
-    pass over the DAG.  Printing with ``str``/``lambdify`` costs time proportional to this."""
-    memo: dict = {}
-
-    def rec(e):
-        hit = memo.get(id(e))
-        if hit is not None:
-            return hit[0]
-        r = 1 + sum(rec(a) for a in e.args)
-        memo[id(e)] = (r, e)
-        return r
-
-    return rec(sp.sympify(expr))
-
-
 def roundoff_tolerance(magnitude, depth: int, safety: float = 4.0) -> float:
     """Float64 round-off bound ``safety · (depth + CSE reassociation slack) · u · M``.
 
