@@ -71,14 +71,15 @@ def test_scaling_A_V_is_a_null_direction_of_covariances():
 AC = np.array([[-0.6, 0.2], [0.1, -0.4]])     # contracting (A + Aᵀ ≺ 0): no blow-up on [0, 2]
 
 
-def _clouds(seed, n=1000, times=np.linspace(0, 2, 5), a0=np.array([1.5, -1.0])):
-    """One independent particle run per observation time, each from n fresh draws of N(a0, S0)."""
+def _clouds(seed, n=1000, times=np.linspace(0, 2, 5), a0=np.array([1.5, -1.0]), adaptive=False):
+    """One independent particle run per observation time, each from n fresh draws of N(a0, S0) (RK4 with
+    dt = 0.05, or error-controlled)."""
     rng = np.random.default_rng(seed)
     w = make_weights([make_head("softmax", 2, A=AC, V=V)])
     out = []
     for t in times:
         X0 = rng.multivariate_normal(a0, S0, size=n)
-        out.append(X0 if t == 0 else simulate(X0, w, t, steps=int(20 * t), progress=False).X)
+        out.append(X0 if t == 0 else simulate(X0, w, t, steps=None if adaptive else int(20 * t), progress=False).X)
     return times, out, a0
 
 
@@ -98,6 +99,66 @@ def test_particle_run_recovers_planted_parameters():
     assert "coverage 37/40" in r.noise          # the intervals carry their measured evidence
     assert np.all(np.abs(z) <= 5), z
     assert np.all(r.stderr < 0.1)
+
+
+def test_softmax_ess_against_gaussian_closed_form():
+    """ESS of e^{<Ax,y>} over y ~ N(0, I) for a query x: n e^{-|Ax|²} as n -> inf; with A = a I (d = 2) the median
+    over x of e^{-a²|x|²} is e^{-a² 2 ln 2} (|x|² ~ χ²₂, median 2 ln 2).  A = 0: every weight equal, ESS = n.
+    Tolerance: the per-query ESS of n = 3000 draws has relative error ~ (e^{a²|x|²} / n)^{1/2} ≈ 0.02 here, the
+    median of 3000 queries moves by ~0.01: 0.04 is > 2 of each."""
+    from symbolic_tpde.analysis.fit import softmax_ess
+
+    X = np.random.default_rng(0).standard_normal((3000, 2))
+    a = 0.5
+    ess = softmax_ess([X], make_weights([make_head("softmax", 2, A=a * np.eye(2), V=np.eye(2))]))
+    assert abs(ess[0] / np.exp(-a * a * 2 * np.log(2)) - 1) < 0.04, ess
+    assert softmax_ess([X], make_weights([make_head("softmax", 2, A=np.zeros((2, 2)), V=np.eye(2))]))[0] == 1.0
+    assert softmax_ess([X], make_weights([make_head("linear", 2, A=np.eye(2), V=np.eye(2))])) is None
+
+
+def test_replicates_without_interaction_find_no_bias(tmp_path, capsys):
+    """A = 0: every token moves by V x̄, so the sample mean follows dα/dt = Vα exactly and the sample covariance
+    stays put: the particle system *is* its mean field and the replicate bias correction must vanish to within
+    its Monte-Carlo error (sd of the moments / √R, checked at 5 of them).  Also: V is recovered, the ESS is n.
+    Through `tpde fit --replicates --json`."""
+    from scipy.linalg import expm
+
+    a0, times, n, R = np.array([1.5, -1.0]), np.array([0.0, 0.5, 1.0, 1.5]), 200, 8
+    rng = np.random.default_rng(3)
+    Vr = np.array([[0.2, -0.5], [0.5, 0.1]])
+    w = make_weights([make_head("softmax", 2, A=np.zeros((2, 2)), V=Vr)])
+    clouds = [X0 if t == 0 else simulate(X0, w, t, progress=False).X
+              for t, X0 in ((t, rng.multivariate_normal(a0, S0, size=n)) for t in times)]
+    # start near V (from V = I the propagated first fit runs off to |V| ~ 500 on these data)
+    scn = {"attention": "softmax", "d": 2, "A": [[0, 0], [0, 0]], "V": (0.8 * Vr).tolist(),
+           "alpha0": a0.tolist(), "Sigma0": S0.tolist()}
+    (tmp_path / "s.json").write_text(json.dumps(scn))
+    np.savez(tmp_path / "d.npz", times=times, clouds=np.array(clouds))
+    assert main(["fit", "--scenario", str(tmp_path / "s.json"), "--data", str(tmp_path / "d.npz"),
+                 "--params", "h0_V", "--replicates", str(R), "--seed", "1", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["converged"] and r["replicates"] == R and f"{R} replicate particle runs" in r["noise"]
+    assert r["scale"] == 1.0 and r["ess_fraction"] == [1.0] * 4
+    # sd of the moments of one run: x̄(t) = e^{Vt} x̄(0), var Σ̂_ij = (Σ_ii Σ_jj + Σ_ij²)/(n - 1) for Gaussian draws
+    var_S = np.array([2 * S0[0, 0] ** 2, S0[0, 0] * S0[1, 1] + S0[0, 1] ** 2, 2 * S0[1, 1] ** 2]) / (n - 1)
+    sd = np.sqrt([np.concatenate([np.diag(expm(Vr * t) @ S0 @ expm(Vr * t).T) / n, var_S]) for t in times])
+    bias = np.array(r["bias_correction"])
+    assert bias.shape == (4, 5) and np.all(np.abs(bias) <= 5 * sd / np.sqrt(R)), bias / sd
+    est, se = np.array(r["estimate"]), np.array(r["stderr"])
+    assert np.all(np.abs(est - Vr.ravel()) <= 5 * se), (est, se)
+
+
+def test_replicates_input_errors():
+    from symbolic_tpde.errors import InputError
+
+    a0, times = np.array([0.5, -0.3]), np.linspace(0, 1, 4)
+    _, Sg = _exact(A, np.eye(2), a0, times)
+    with pytest.raises(InputError, match="replicates"):
+        fit(_ode(A, np.eye(2)), times, ["h0_A"], Sigma=Sg, alpha0=a0, Sigma0=S0, replicates=10)
+    clouds = [np.random.default_rng(0).standard_normal((50, 2)) for _ in times]
+    for bad in (3, True, 2.5):
+        with pytest.raises(InputError, match="replicates"):
+            fit(_ode(A, np.eye(2)), times, ["h0_A"], clouds=clouds, replicates=bad)
 
 
 @pytest.mark.slow
@@ -158,3 +219,20 @@ def test_propagated_noise_understates_late_covariance_scatter():
     ratio = var_mc / np.diag(Phi.T @ C0 @ Phi / n)
     assert np.all((ratio[:2] > 0.4) & (ratio[:2] < 2.5)), ratio
     assert ratio[2] > 4, ratio
+
+
+
+def _replicate_coverage(seeds, joint: bool, R=20, log=None):
+    """z = (estimate - planted)/stderr with ``replicates=R`` over ``seeds`` (the measurements quoted in README,
+    Fitting and in the noise label of `fit`): ``joint``: A and V from start (0, I), data of error-controlled
+    runs; else A with V known, the data of the 37/40 measurement (`_clouds`, fixed RK4 steps)."""
+    truth = np.concatenate([AC.ravel(), V.ravel()] if joint else [AC.ravel()])
+    zs = []
+    for s in seeds:
+        times, clouds, a0 = _clouds(s, adaptive=joint)
+        r = fit(_ode(np.zeros((2, 2)), np.eye(2) if joint else V), times, ["h0_A", "h0_V"] if joint else ["h0_A"],
+                clouds=clouds, alpha0=a0, Sigma0=S0, replicates=R, seed=10_000 + s)
+        zs.append((r.estimate - truth) / r.stderr)
+        if log:
+            log(s, zs[-1], r)
+    return np.concatenate(zs)

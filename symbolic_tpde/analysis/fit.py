@@ -19,6 +19,23 @@ measured at d = 2, n = 1000, |α| ≈ 7, the variance of ``Σ_00`` is ~13 times 
 for ``A`` and ``V`` fitted together are not calibrated; README, Fitting).  Tokens of *one* run followed through
 time are correlated across times: intervals for such data ignore that correlation and are not calibrated.
 
+Replicates (``replicates=R``, clouds): after the propagated fit, ``R`` particle runs at the fitted parameters
+(same token counts, initial law ``N(α₀, Σ₀)``, times; :func:`replicate_moments`) give, per time, the sample
+covariance ``Ĉ_k`` of their moments and their mean minus the ODE's moments, ``b_k`` (the finite-n bias of the
+particle moments against the mean field, self-interaction included).  The fit is repeated on ``m_obs - b`` with
+``C = blockdiag(Ĉ_k)·(R-1)/(R-q-2)·(1 + 1/R)`` (``q`` moments per time: the Hartlap factor makes the inverse of a
+sample covariance unbiased; ``1/R`` is the variance of the estimated ``b``) and ``s² = 1``; this is repeated at
+the new point (at most :data:`REPLICATE_ROUNDS` rounds, until the point moves by at most
+:data:`REPLICATE_SHIFT` standard errors): a fixed point is an indirect-inference estimate (the particle system's
+mean moments at ``θ̂`` match the data).  It replaces the error model, not the linearisation: where the fit is
+weakly determined (standard errors comparable to the parameters) the confidence region spans regimes from near
+mean field to one-token attention and no linearised interval is calibrated (measured: README, Fitting).
+
+Effective sample size (clouds with softmax heads): per time the median over tokens of ``(Σ_j w_ij)²/Σ_j w_ij²``
+for ``w_ij ∝ e^{<A x_i, x_j>}`` at the fitted ``A`` over the observed cloud, as a fraction of ``n``
+(:func:`softmax_ess`): ``≈ e^{-|Ax|²_Σ}`` for a Gaussian cloud; times below :data:`MEAN_FIELD_ESS` are named in
+the noise description (far from mean field: at 4 % the propagated error model was measured 13x too small).
+
 Least squares: ``min_θ |L⁻¹(m(θ) - m_obs)|²`` (``C = LLᵀ``) by ``scipy.optimize.least_squares`` with the
 Jacobian ``L⁻¹ ∂m/∂θ`` from the forward sensitivities (generated code, not differences).
 
@@ -45,6 +62,16 @@ import numpy as np
 from ..errors import InputError
 from ..registry import layout
 from ..weights import check_gaussian
+
+#: measured coverage of the replicate error model (README, Fitting; tests/test_fit.py::_replicate_coverage)
+REPLICATE_EVIDENCE = "coverage not yet measured"
+
+#: replicate rounds at most: each simulates the runs at the current point, corrects, refits; stop when the point
+#: moved by at most REPLICATE_SHIFT standard errors (module docstring, Replicates)
+REPLICATE_ROUNDS, REPLICATE_SHIFT = 3, 0.2
+
+#: ESS fraction below which an observation time is named as far from mean field (module docstring)
+MEAN_FIELD_ESS = 0.05
 
 #: relative singular value at or below which a direction is reported as not identifiable (module docstring)
 NULL_REL = 1e-6
@@ -75,6 +102,9 @@ class FitResult:
     converged: bool
     message: str
     point: np.ndarray
+    replicates: int = 0
+    bias: np.ndarray | None = None
+    ess: np.ndarray | None = None
 
     def describe_null(self, tol: float = 1e-3) -> list[str]:
         """Each null direction as text, ``0.707 h0_A_0_1 - 0.707 h0_A_1_0`` (coefficients above ``tol``)."""
@@ -90,7 +120,10 @@ class FitResult:
                 "identifiable": [bool(b) for b in self.identifiable], "rank": self.rank,
                 "n_params": len(self.names), "singular_values": [float(s) for s in self.singular_values],
                 "null_directions": self.describe_null(), "cost": self.cost, "n_obs": self.n_obs,
-                "noise": self.noise, "scale": self.scale, "converged": self.converged, "optimiser": self.message}
+                "noise": self.noise, "scale": self.scale, "converged": self.converged, "optimiser": self.message,
+                "replicates": self.replicates,
+                "bias_correction": None if self.bias is None else [_nan_none(b) for b in self.bias],
+                "ess_fraction": None if self.ess is None else _nan_none(self.ess)}
 
 
 def _nan_none(a):
@@ -116,14 +149,17 @@ def cloud_moments(clouds):
 
 
 def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=None, Sigma0=None, noise=None,
-        level: float = 0.95, rtol: float = 1e-10, max_nfev: int = 200) -> FitResult:
+        level: float = 0.95, rtol: float = 1e-10, max_nfev: int = 200, replicates: int = 0,
+        seed=None) -> FitResult:
     """Least-squares fit of ``directions`` of ``ode`` to observations at ``times`` (module docstring).
 
     Observations: ``alpha (K, d)`` and/or ``Sigma (K, d, d)``, or ``clouds`` (K token clouds; both moments are
     used and the noise comes from the clouds).  ``alpha0``/``Sigma0``: the initial Gaussian (start values of
     fitted initial entries); from the first cloud when ``clouds`` are given and ``times[0] == 0``.  ``noise``:
     the covariance ``C`` of the stacked observations, or a vector of standard deviations (``None``: unknown,
-    estimated from the residuals)."""
+    estimated from the residuals).  ``replicates=R`` (clouds only): after the fit, ``R`` particle runs at the
+    fitted parameters give the noise and a bias correction, and the fit is repeated (module docstring,
+    Replicates); ``seed`` seeds their initial draws."""
     from scipy.optimize import least_squares
     from scipy.stats import norm
 
@@ -151,6 +187,13 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
             alpha0, Sigma0 = alpha[0], Sigma[0]
     if not (use_a or use_S):
         raise InputError("observations", "give alpha and/or Sigma (or clouds)")
+    q = d + d * (d + 1) // 2                      # moments per cloud
+    if replicates and clouds is None:
+        raise InputError("replicates", "replicate particle runs apply to token clouds (clouds=) only")
+    if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or (
+            replicates and replicates < q + 3):
+        raise InputError("replicates", f"must be 0 or an integer >= {q + 3} (the {q} moments of a cloud need "
+                         f"at least {q + 3} runs for an invertible covariance estimate), got {replicates!r}")
     if alpha0 is None or Sigma0 is None:
         raise InputError("alpha0", "the initial Gaussian (alpha0, Sigma0) is required")
     iu = np.triu_indices(d)
@@ -184,9 +227,15 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     if clouds is not None:
         # the evidence for the intervals of this error model (README, Fitting; tests/test_fit.py, slow)
         values = [nm for nm in names if re.match(r"h\d+_V_", nm)]
-        how += ("; intervals NOT calibrated when V is fitted too (measured coverage 26/32 for A and V together: "
-                "late covariances scatter up to 13x the propagated error)" if values else
-                "; intervals measured for A with V known: coverage 37/40 (95% level, d = 2, n = 1000)")
+        if replicates:
+            how = (f"clouds: {replicates} replicate particle runs at the first fit (same n, initial law, times): "
+                   "their moment covariance as C (s² = 1) and their mean minus the ODE as a bias correction; "
+                   + REPLICATE_EVIDENCE)
+        else:
+            how += ("; intervals NOT calibrated when V is fitted too (measured coverage 26/32 for A and V "
+                    "together: late covariances scatter up to 13x the propagated error; use replicates)"
+                    if values else
+                    "; intervals measured for A with V known: coverage 37/40 (95% level, d = 2, n = 1000)")
     p_base = ode.params(0.0).copy()
     pidx = {s.name: i for i, s in enumerate(ode.system.params)}
     snames = layout.state_names(d)
@@ -203,11 +252,16 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     sel = np.concatenate(sel)
     cache: dict = {}
 
-    def run(theta, dirs):
-        """The sensitivity run at ``theta`` (``None`` when it does not reach the last time)."""
+    def at(theta):
+        """The parameter vector and the initial state at ``theta``."""
         p, y0 = p_base.copy(), y0_base.copy()
         for (w, i), v in zip(slots, theta):
             (p if w == "p" else y0)[i] = v
+        return p, y0
+
+    def run(theta, dirs):
+        """The sensitivity run at ``theta`` (``None`` when it does not reach the last time)."""
+        p, y0 = at(theta)
         try:
             sol = integrate_sensitivities(ode, *layout.unpack(y0, d), float(times[-1]), dirs, rtol=rtol,
                                           t_eval=times, params=p)
@@ -255,6 +309,31 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
         res = least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
                             ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
         x = res.x
+    bias, obs_raw, shift = None, obs, np.inf
+    for it in range(REPLICATE_ROUNDS if replicates else 0):
+        from scipy.linalg import block_diag
+
+        if shift <= REPLICATE_SHIFT:
+            break
+        p, y0 = at(x)
+        M = replicate_moments(_weights_at(ode, p), *layout.unpack(y0, d), times, ns, replicates,
+                              np.random.default_rng(seed))
+        sol = run(x, directions)
+        if sol is None:
+            raise InputError("model", f"the moment ODE does not reach t = {times[-1]} at the first fit")
+        bias = M.mean(0) - np.array([sol.y[k][sel] for k in range(K)])
+        # Hartlap factor (R-1)/(R-q-2): the inverse of a sample covariance of R runs over-states the precision
+        # by that factor on average; (1 + 1/R): the variance the estimated bias correction adds
+        R = replicates
+        scale = (R - 1) / (R - q - 2) * (1 + 1 / R)
+        Lw[0] = _cholesky(block_diag(*[np.cov(M[:, k], rowvar=False) * scale for k in range(K)]))
+        obs = obs_raw - bias.ravel()
+        cache.clear()
+        res = least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
+                            ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
+        _, Jr = evaluate(res.x)
+        shift = float(np.max(np.abs(res.x - x) / np.sqrt(np.diag(np.linalg.pinv(Jr.T @ Jr)))))
+        x = res.x
     r, J = evaluate(res.x)
     U, s, Vt = np.linalg.svd(J, full_matrices=True)
     s_full = np.zeros(theta0.size)
@@ -264,7 +343,7 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     Vn = Vt[null]
     identifiable = np.linalg.norm(Vn, axis=0) <= 1e-6 if Vn.size else np.ones(theta0.size, bool)
     s2 = 1.0
-    if not how.startswith("given"):
+    if not (how.startswith("given") or replicates):
         if m <= rank:
             raise InputError("observations", f"{m} observations cannot estimate the noise of {rank} identifiable "
                              "combinations; give noise=")
@@ -274,8 +353,78 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     se = np.where(identifiable, np.sqrt(np.clip(np.diag(cov), 0, None)), np.nan)
     est = np.where(identifiable, res.x, np.nan)
     z = float(norm.ppf(0.5 + level / 2))
+    ess = None
+    if clouds is not None and ode.structure is not None:
+        ess = softmax_ess(clouds, _weights_at(ode, at(res.x)[0]))
+        low = [f"{t:g}" for t, e in zip(times, ess if ess is not None else ()) if e < MEAN_FIELD_ESS]
+        if low:
+            how += (f"; softmax weights concentrated at the fit (ESS < {MEAN_FIELD_ESS:.0%} of n) at t = "
+                    f"{', '.join(low)}: far from mean field there")
     return FitResult(tuple(names), est, se, est - z * se, est + z * se, level, identifiable, rank, s_full, Vn,
-                     float(0.5 * r @ r), m, how, s2, bool(res.status > 0), str(res.message), res.x)
+                     float(0.5 * r @ r), m, how, s2, bool(res.status > 0), str(res.message), res.x,
+                     replicates, bias, ess)
+
+
+def _weights_at(ode, p):
+    """The weights of ``ode`` with the flat parameter vector ``p`` (heads given by ``A``/``V``-type blocks and an
+    FFN; a structured head's ``Q``, ``K``, ``WO`` blocks are filled the same way)."""
+    from ..weights import make_head, make_weights
+
+    w = ode.weights(0.0)
+    heads = [dict(h.params) for h in w.heads]
+    ffn = None if w.ffn is None else {"W": w.ffn.W, "c": w.ffn.c}
+    for blk in ode.compiled.param_layout:
+        val = p[blk.offset:blk.offset + blk.size].reshape(blk.shape)
+        val = float(val) if val.ndim == 0 else val
+        if blk.key[0] == "heads":
+            heads[blk.key[1]][blk.key[2]] = val
+        elif blk.key[0] == "ffn":
+            ffn[blk.key[1]] = val
+        else:
+            raise InputError("replicates", f"cannot rebuild weights for the parameter block {blk.key}")
+    return make_weights([make_head(h.kind, w.d, **prm) for h, prm in zip(w.heads, heads)], ffn=ffn, sink=w.sink)
+
+
+def replicate_moments(weights, alpha0, Sigma0, times, ns, R: int, rng) -> np.ndarray:
+    """``(R, K, q)``: the stacked moments ``(x̄, upper(Σ̂))`` at ``times`` of ``R`` particle runs with constant
+    ``weights`` from ``n_k`` draws of ``N(alpha0, Sigma0)`` (error-controlled :func:`simulate`).  Times with one
+    token count share one run per replicate (followed through time): only the per-time marginals are used."""
+    from ..numerics.integrate import simulate
+
+    d = len(alpha0)
+    iu = np.triu_indices(d)
+    M = np.empty((R, len(times), d + len(iu[0])))
+    for r in range(R):
+        for n in np.unique(ns):
+            X, t = rng.multivariate_normal(alpha0, Sigma0, size=int(n)), 0.0
+            for k in np.flatnonzero(ns == n):
+                if times[k] > t:
+                    X, t = simulate(X, weights, float(times[k] - t), progress=False).X, float(times[k])
+                M[r, k] = np.concatenate([X.mean(0), np.cov(X, rowvar=False).reshape(d, d)[iu]])
+    return M
+
+
+def softmax_ess(clouds, weights, block: int = 512):
+    """Per cloud: the median over its tokens ``x_i`` of the effective sample size ``(Σ_j w_ij)²/Σ_j w_ij²`` of
+    the softmax weights ``w_ij ∝ e^{<A x_i, x_j>}`` over the cloud, as a fraction of ``n`` (the smallest over
+    softmax heads); ``None`` without a softmax head.  ``1``: every token weighs alike (mean-field regime);
+    ``1/n``: each query sees one token."""
+    As = [h.effective["A"] for h in weights.heads if h.kind == "softmax"]
+    if not As:
+        return None
+    out = []
+    for X in clouds:
+        X = np.asarray(X, float)
+        frac = 1.0
+        for A in As:
+            ess = []
+            for i in range(0, len(X), block):
+                Lg = X[i:i + block] @ A.T @ X.T
+                W = np.exp(Lg - Lg.max(1, keepdims=True))
+                ess.append(W.sum(1) ** 2 / (W ** 2).sum(1))
+            frac = min(frac, float(np.median(np.concatenate(ess))) / len(X))
+        out.append(frac)
+    return np.array(out)
 
 
 def _cholesky(C):

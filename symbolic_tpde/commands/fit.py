@@ -1,6 +1,6 @@
 """``tpde fit``: least-squares fit of a scenario's parameters to observed moments or token clouds.
 
-``tpde fit --scenario S --data D.npz --params h0_A,h0_V [--level 0.95] [--json]``
+``tpde fit --scenario S --data D.npz --params h0_A,h0_V [--level 0.95] [--replicates R --seed N] [--json]``
 
 The scenario gives the model (its weights are the start values of the fitted parameters and the values of
 all others; constant weights only) and the initial Gaussian ``alpha0``, ``Sigma0``.  ``D.npz`` (read with
@@ -8,12 +8,15 @@ all others; constant weights only) and the initial Gaussian ``alpha0``, ``Sigma0
 moments and their sampling error are taken from them) or ``alpha`` ``(K, d)`` and/or ``Sigma`` ``(K, d, d)``
 with optional ``noise`` (``m`` standard deviations or an ``(m, m)`` covariance of the stacked observations;
 absent: estimated from the residuals).  ``--params``: comma-separated names (a parameter such as ``h0_A_0_1``,
-a block such as ``h0_A``, initial data ``alpha0_0``/``Sigma0_0_1``).
+a block such as ``h0_A``, initial data ``alpha0_0``/``Sigma0_0_1``).  ``--replicates R`` (clouds): the noise and a
+bias correction from ``R`` particle runs at the fit (:func:`symbolic_tpde.analysis.fit.fit`), seeded by ``--seed``.
 
 Prints the estimates with their confidence intervals and the identifiability report
 (:func:`symbolic_tpde.analysis.fit.fit`): the rank of the whitened sensitivity matrix at the fit, its singular
 values, and the null directions as combinations of the names; an unidentifiable parameter is printed as
-``not identifiable`` with no number.  Exit 0; 2 on bad input.
+``not identifiable`` with no number.  For clouds: the effective sample size of the softmax weights per time
+(where it is a few per cent of n the particle system is far from its mean field) and the noise description
+with the measured calibration of its intervals.  Exit 0; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("--data", required=True, help=".npz with times and clouds, or alpha / Sigma (/ noise)")
     p.add_argument("--params", required=True, help="comma-separated directions, e.g. h0_A,h0_V_0_1,Sigma0_0_0")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    p.add_argument("--replicates", type=int, default=0,
+                   help="clouds: R particle runs at the fit for the noise and a bias correction (default 0: none)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the replicate runs")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -65,7 +71,8 @@ def run(args) -> int:
     names = [s.strip() for s in args.params.split(",") if s.strip()]
     ode = GaussianODE.from_scenario(scn)
     kw = {k: data[k] for k in ("clouds", "alpha", "Sigma", "noise") if k in data}
-    res = fit(ode, data["times"], names, alpha0=scn.alpha0, Sigma0=scn.Sigma0, level=args.level, **kw)
+    res = fit(ode, data["times"], names, alpha0=scn.alpha0, Sigma0=scn.Sigma0, level=args.level,
+              replicates=args.replicates, seed=args.seed, **kw)
     rep = res.report()
     if args.json:
         print(strict_json(rep))
@@ -79,4 +86,7 @@ def run(args) -> int:
           + json.dumps([float(f"{s:.3g}") for s in res.singular_values]))
     for text in res.describe_null():
         print(f"  null direction (no effect on the observations): {text}")
+    if res.ess is not None:
+        print("effective sample size of the softmax weights per time (median over tokens, fraction of n): "
+              + ", ".join(f"t = {t:g}: {e:.3g}" for t, e in zip(data["times"], res.ess)))
     return 0
