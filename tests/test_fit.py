@@ -97,6 +97,11 @@ def test_particle_run_recovers_planted_parameters():
     r, z = _particle_fit(0)
     assert r.converged and r.rank == 4 and r.identifiable.all()
     assert "coverage 37/40" in r.noise          # the intervals carry their measured evidence
+    # ESS per time from the clouds: falls as |α| grows (5-10% of n at t = 2 measured at the planted values);
+    # the times below 10% are named in the noise description
+    assert r.ess[0] > 0.3 and np.all(np.diff(r.ess) < 0), r.ess
+    low = [f"{t:g}" for t, e in zip(np.linspace(0, 2, 5), r.ess) if e < 0.10]
+    assert ("far from mean field" in r.noise) == bool(low) and all(f"t = {low[0]}" in r.noise for _ in low[:1])
     assert np.all(np.abs(z) <= 5), z
     assert np.all(r.stderr < 0.1)
 
@@ -138,6 +143,7 @@ def test_replicates_without_interaction_find_no_bias(tmp_path, capsys):
                  "--params", "h0_V", "--replicates", str(R), "--seed", "1", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["converged"] and r["replicates"] == R and f"{R} replicate particle runs" in r["noise"]
+    assert "not measured for this choice of parameters" in r["noise"]      # V alone: no coverage measured
     assert r["scale"] == 1.0 and r["ess_fraction"] == [1.0] * 4
     # sd of the moments of one run: x̄(t) = e^{Vt} x̄(0), var Σ̂_ij = (Σ_ii Σ_jj + Σ_ij²)/(n - 1) for Gaussian draws
     var_S = np.array([2 * S0[0, 0] ** 2, S0[0, 0] * S0[1, 1] + S0[0, 1] ** 2, 2 * S0[1, 1] ** 2]) / (n - 1)
@@ -220,6 +226,17 @@ def test_propagated_noise_understates_late_covariance_scatter():
     assert np.all((ratio[:2] > 0.4) & (ratio[:2] < 2.5)), ratio
     assert ratio[2] > 4, ratio
 
+
+
+@pytest.mark.slow
+def test_replicate_fit_of_A_over_seeds():
+    """A with V known from clouds with replicates=20, seeds 1-3 (a regression guard for the measured coverage
+    37/40 over seeds 1-10, README, Fitting: these three measured 12 of 12 inside).  At least 10 of 12 inside:
+    probability >= 0.98 for calibrated 95% intervals.  Also the finite-n upward bias of A_00 (propagated model:
+    z up to 3.5) is gone: |z| < 2 on A_00 for each seed (measured 0.62, -0.27, -0.43)."""
+    z = _replicate_coverage([1, 2, 3], joint=False).reshape(3, 4)
+    assert np.sum(np.abs(z) <= 1.96) >= 10, z
+    assert np.all(np.abs(z[:, 0]) < 2), z
 
 
 def _replicate_coverage(seeds, joint: bool, R=20, log=None):
