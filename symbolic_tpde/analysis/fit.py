@@ -326,18 +326,18 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
         res = least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
                             ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
         x = res.x
+    from scipy.linalg import block_diag
+
     bias, obs_raw, shift = None, obs, np.inf
     for it in range(REPLICATE_ROUNDS if replicates else 0):
-        from scipy.linalg import block_diag
-
         if shift <= REPLICATE_SHIFT:
             break
         p, y0 = at(x)
         M = replicate_moments(_weights_at(ode, p), *layout.unpack(y0, d), times, ns, replicates,
-                              np.random.default_rng(seed))
+                              np.random.default_rng(seed))      # same draws each round (common random numbers)
         sol = run(x, directions)
         if sol is None:
-            raise InputError("model", f"the moment ODE does not reach t = {times[-1]} at the first fit")
+            raise InputError("model", f"the moment ODE does not reach t = {times[-1]} at the current fit")
         bias = M.mean(0) - np.array([sol.y[k][sel] for k in range(K)])
         # Hartlap factor (R-1)/(R-q-2): the inverse of a sample covariance of R runs over-states the precision
         # by that factor on average; (1 + 1/R): the variance the estimated bias correction adds
@@ -349,7 +349,8 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
         res = least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
                             ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
         _, Jr = evaluate(res.x)
-        shift = float(np.max(np.abs(res.x - x) / np.sqrt(np.diag(np.linalg.pinv(Jr.T @ Jr)))))
+        with np.errstate(divide="ignore", invalid="ignore"):      # a null direction: shift nan, next round
+            shift = float(np.max(np.abs(res.x - x) / np.sqrt(np.diag(np.linalg.pinv(Jr.T @ Jr)))))
         x = res.x
     r, J = evaluate(res.x)
     U, s, Vt = np.linalg.svd(J, full_matrices=True)
