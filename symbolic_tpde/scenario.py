@@ -355,10 +355,7 @@ def _init_file(block, where, base_dir, suffix):
         raise InputError(f"{where}.path", f"cannot read {_fname(str(p))}: {exc.strerror or exc}") from None
     if size > MAX_INIT_FILE_BYTES:
         raise InputError(f"{where}.path", f"file of {size} bytes exceeds the bound {MAX_INIT_FILE_BYTES}")
-    try:
-        return np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as exc:   # not a numpy file, or an object array (pickles are never loaded)
-        raise InputError(f"{where}.path", f"not a readable {suffix} file without pickles ({str(exc)[:120]})") from None
+    return _checks.read_arrays(p, f"{where}.path", suffix)
 
 
 def _init_empirical(block, where, base_dir):
@@ -382,27 +379,30 @@ def _init_empirical(block, where, base_dir):
 def _init_grid_density(block, where, base_dir):
     import numpy as np
 
-    with _init_file(block, where, base_dir, ".npz") as z:
-        names = set(z.files)
-        if "density" not in names:
-            raise InputError(f"{where}.path", f"the .npz file needs an array 'density', has {sorted(names)[:10]}")
-        dens = np.array(z["density"], dtype=float)
-        d = dens.ndim
-        if not 1 <= d <= 3:
-            raise InputError(f"{where}.path", f"density must have 1 to 3 axes (one per dimension), got {d}")
-        keys = ["edges"] if d == 1 and "edges" in names else [f"edges_{k}" for k in range(d)]
-        extra = names - set(keys) - {"density"}
-        if extra:
-            raise InputError(f"{where}.path", f"unknown arrays in the .npz file: {sorted(extra)[:5]}; expected "
-                             f"'density' and {keys}")
-        edges = []
-        for k, key in enumerate(keys):
-            if key not in names:
-                raise InputError(f"{where}.path", f"the .npz file needs an array {key!r} (cell edges of axis {k})")
-            e = np.array(z[key], dtype=float)
-            if e.shape != (dens.shape[k] + 1,) or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
-                raise InputError(f"{where}.path", f"{key} must be {dens.shape[k] + 1} finite increasing edges")
-            edges.append(_ro(e))
+    z = _init_file(block, where, base_dir, ".npz")
+    bad = sorted(k for k, v in z.items() if v.dtype.kind not in "iuf")
+    if bad:
+        raise InputError(f"{where}.path", f"array {_fname(bad[0])} of the .npz file is not real numbers")
+    names = set(z)
+    if "density" not in names:
+        raise InputError(f"{where}.path", f"the .npz file needs an array 'density', has {sorted(names)[:10]}")
+    dens = np.array(z["density"], dtype=float)
+    d = dens.ndim
+    if not 1 <= d <= 3:
+        raise InputError(f"{where}.path", f"density must have 1 to 3 axes (one per dimension), got {d}")
+    keys = ["edges"] if d == 1 and "edges" in names else [f"edges_{k}" for k in range(d)]
+    extra = names - set(keys) - {"density"}
+    if extra:
+        raise InputError(f"{where}.path", f"unknown arrays in the .npz file: {sorted(extra)[:5]}; expected "
+                         f"'density' and {keys}")
+    edges = []
+    for k, key in enumerate(keys):
+        if key not in names:
+            raise InputError(f"{where}.path", f"the .npz file needs an array {key!r} (cell edges of axis {k})")
+        e = np.array(z[key], dtype=float)
+        if e.shape != (dens.shape[k] + 1,) or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
+            raise InputError(f"{where}.path", f"{key} must be {dens.shape[k] + 1} finite increasing edges")
+        edges.append(_ro(e))
     if not np.all(np.isfinite(dens)) or np.any(dens < 0):
         raise InputError(f"{where}.path", "density must be finite and >= 0")
     vol = dens

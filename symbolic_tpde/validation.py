@@ -234,6 +234,31 @@ def read_json(path, field: str = "scenario", max_bytes: int = MAX_BYTES) -> Any:
     return parse_json(data, field, max_bytes)
 
 
+def read_arrays(path, field: str, suffix: str):
+    """The arrays of a ``.npy`` (``suffix=".npy"``: one array) or ``.npz`` file (a ``dict``, read in full), never
+    unpickling.  Every way the file can be bad is an InputError naming ``field``: unreadable, not numpy, pickled
+    object arrays, a truncated archive or member, or the other format than its suffix (``np.load`` goes by the
+    content, so a ``.npz`` name may hold one array)."""
+    import zipfile
+    import zlib
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.ndarray):
+            got = ".npy"
+        else:
+            got = ".npz"
+            with data as z:
+                data = {k: np.asarray(z[k]) for k in z.files}
+    except OSError as exc:
+        raise InputError(field, f"cannot read {str(path)[-80:]!r}: {exc.strerror or exc}"[:200]) from None
+    except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise InputError(field, f"not a readable {suffix} file without pickles ({str(exc)[:120]})") from None
+    if got != suffix:
+        raise InputError(field, f"expected a {suffix} file, but it holds {'one array (.npy)' if got == '.npy' else 'an archive (.npz)'}")
+    return data
+
+
 def horizon(value: Any, field: str = "T", allow_zero: bool = True) -> float:
     """A horizon ``0 <= T <= T_MAX`` (``> 0`` unless ``allow_zero``)."""
     if isinstance(value, TooLarge):

@@ -193,6 +193,26 @@ def test_cli_fit_reports_null_direction(tmp_path, capsys):
                  "--params", "h0_A"]) == 2
 
 
+def test_cli_fit_refuses_unreadable_data_in_one_line(tmp_path, capsys):
+    """A data file that is one .npy array, empty, not a zip, truncated, or holds a pickled member: exit 2 and
+    one ``tpde fit:`` line naming ``data`` (each was an internal error before)."""
+    (tmp_path / "s.json").write_text(json.dumps({"attention": "softmax", "A": [[-0.5]], "V": [[1.0]],
+                                                 "alpha0": [0.2], "Sigma0": [[1.0]]}))
+    np.save(tmp_path / "one.npy", np.ones(3))
+    np.savez(tmp_path / "ok.npz", times=np.array([0.1, 0.2]), alpha=np.zeros((2, 1)))
+    np.savez(tmp_path / "obj.npz", times=np.array([0.1, 0.2], dtype=object), alpha=np.zeros((2, 1)))
+    whole = (tmp_path / "ok.npz").read_bytes()
+    blobs = {"a.npz": (tmp_path / "one.npy").read_bytes(), "b.npz": b"", "c.npz": b"PK\x03\x04garbage",
+             "d.npz": whole[: len(whole) // 2], "e.npz": (tmp_path / "obj.npz").read_bytes()}
+    for name, blob in blobs.items():
+        (tmp_path / name).write_bytes(blob)
+        capsys.readouterr()
+        code = main(["fit", "--scenario", str(tmp_path / "s.json"), "--data", str(tmp_path / name),
+                     "--params", "h0_A"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("tpde fit: error: data"), (name, err)
+
+
 @pytest.mark.slow
 def test_propagated_noise_understates_late_covariance_scatter():
     """Why the joint (A, V) fit from clouds under-covers (README, Fitting): the noise model of `fit` for clouds,

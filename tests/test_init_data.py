@@ -69,6 +69,31 @@ def test_files_are_read_without_pickles_and_checked(tmp_path):
         parse_init({"type": "grid_density", "path": "bad.npz"}, tmp_path)
 
 
+def _bad_files(tmp_path):
+    """Files that np.load reads as something else than their name says, or cannot read: each was an internal
+    error (TypeError, EOFError, BadZipFile, a ValueError from a lazily read member) before read_arrays."""
+    np.save(tmp_path / "one.npy", np.ones(3))
+    np.savez(tmp_path / "two.npz", density=np.ones(2), edges=np.arange(3.0))
+    whole = (tmp_path / "two.npz").read_bytes()
+    files = {"npy_in.npz": (tmp_path / "one.npy").read_bytes(), "npz_in.npy": whole, "empty.npz": b"",
+             "empty.npy": b"", "garbage.npz": b"PK\x03\x04garbage", "half.npz": whole[: len(whole) // 2]}
+    np.savez(tmp_path / "obj.npz", density=np.array([None, 1.0], dtype=object), edges=np.arange(3.0))
+    np.savez(tmp_path / "str.npz", density=np.array(["a", "b"]), edges=np.arange(3.0))
+    np.savez(tmp_path / "cplx.npz", density=np.ones(2) * 1j, edges=np.arange(3.0))
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    return sorted(files) + ["obj.npz", "str.npz", "cplx.npz"]
+
+
+def test_unreadable_or_mislabelled_files_are_input_errors(tmp_path):
+    for name in _bad_files(tmp_path):
+        typ = "grid_density" if name.endswith(".npz") else "empirical"
+        with pytest.raises(InputError) as e:
+            parse_init({"type": typ, "path": name}, tmp_path)
+        assert e.value.field == "init.path", name
+    assert parse_init({"type": "grid_density", "path": "two.npz"}, tmp_path).d == 1   # the good file still reads
+
+
 def test_scenario_init_rules(tmp_path):
     scn = parse_scenario(_scn(MIX), gaussian_data=False)
     assert scn.d == 2 and scn.init.type == "mixture"

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..validation import read_arrays
 
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
            "I8": "i1", "U8": "u1"}
@@ -91,14 +92,10 @@ def read_tensors(path) -> dict[str, np.ndarray]:
     p = Path(path)
     if p.suffix == ".safetensors":
         return read_safetensors(p)
-    try:
-        if p.suffix == ".npz":
-            with np.load(p, allow_pickle=False) as z:
-                return {k: np.asarray(z[k]) for k in z.files}
-        if p.suffix == ".npy":
-            return {"": np.load(p, allow_pickle=False)}
-    except ValueError as exc:
-        raise InputError("file", f"{p.name}: {exc}") from None
+    if p.suffix == ".npz":
+        return read_arrays(p, "file", ".npz")
+    if p.suffix == ".npy":
+        return {"": read_arrays(p, "file", ".npy")}
     raise InputError("file", f"{p.name}: expected .safetensors, .npz or .npy")
 
 

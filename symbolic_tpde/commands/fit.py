@@ -40,13 +40,9 @@ def register(sub) -> None:
 
 
 def _load(path: str) -> dict:
-    import numpy as np
+    from ..validation import read_arrays
 
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: np.asarray(z[k]) for k in z.files}
-    except (ValueError, OSError) as exc:
-        raise InputError("data", f"cannot read {path!r} as .npz: {exc}") from None
+    data = read_arrays(path, "data", ".npz")
     if "times" not in data:
         raise InputError("data", "the .npz has no 'times'")
     unknown = set(data) - {"times", "clouds", "alpha", "Sigma", "noise"}
