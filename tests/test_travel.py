@@ -262,3 +262,86 @@ def test_missing_command_module_is_an_import_error(monkeypatch):
     monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, "no_such_command"))
     with pytest.raises(ImportError, match="no_such_command"):
         cli.build_parser()
+
+
+# ------------------------------------------------------------------ the newer values (issues 21, 22, 23)
+def _same(a, b) -> bool:
+    """Equal by value, field by field (arrays entry by entry, NaN equal to NaN; nested dataclasses, lists,
+    tuples and dicts recursively)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    if dataclasses.is_dataclass(a):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
+
+
+def _sphere_values():
+    from symbolic_tpde.analysis.sphere_verdict import classify_sphere
+    from symbolic_tpde.numerics.sphere import load_sphere_scenario, simulate_sphere
+
+    scn = load_sphere_scenario("sphere_ngpt")
+    X0 = scn.initial(4, np.random.default_rng(0))
+    verdict = classify_sphere(scn, X0, 0.5)
+    run = simulate_sphere(X0, scn.weights, 0.2, norm=scn.norm, alpha=scn.alpha)
+    return scn, verdict, run
+
+
+@pytest.mark.parametrize("how", list(ROUND_TRIPS))
+def test_sphere_scenario_verdict_and_run_travel(how):
+    trip = ROUND_TRIPS[how]
+    scn, verdict, run = _sphere_values()
+    c = trip(scn)
+    assert c is not scn and c == scn and hash(c) == hash(scn) and {c: 1}[scn] == 1   # usable as a memo key
+    assert c.law == scn.law and hash(c.law) == hash(scn.law)
+    assert np.array_equal(c.initial(4, np.random.default_rng(0)), scn.initial(4, np.random.default_rng(0)))
+    v = trip(verdict)
+    assert v is not verdict and _same(v, verdict) and v.as_dict() == verdict.as_dict()
+    assert verdict.evidence                                   # a non-trivial verdict (reasons recorded)
+    r = trip(run)
+    assert r is not run and _same(r, run) and run.X.shape == (4, 4)
+
+
+@pytest.mark.parametrize("how", list(ROUND_TRIPS))
+@pytest.mark.parametrize("kind,params", [("sigmoid", {"A": [[0.3, 0.1], [0.0, 0.2]], "V": np.eye(2), "b": 0.1}),
+                                         ("softmax_unnormalized", {"A": [[0.1, 0.0], [0.05, 0.1]], "V": np.eye(2)})])
+def test_closure_ode_travels_and_computes_the_same_rhs(how, kind, params):
+    """``ClosureODE`` held compiled code and a lambdified condition (neither pickles; deepcopy failed on a lock):
+    it travels as its weights and rebuilds.  The copy's right-hand side and conditions are the original's, bit
+    for bit (same code on the same numbers)."""
+    from symbolic_tpde.gaussian.closure import ClosureODE
+
+    ode = ClosureODE(make_weights([make_head(kind, **params)]), backend="numpy")
+    c = ROUND_TRIPS[how](ode)
+    assert c is not ode and type(c) is ClosureODE and repr(c) == repr(ode)
+    y = pack_state(np.array([0.1, -0.2]), np.array([[0.8, 0.1], [0.1, 0.5]]))
+    assert np.array_equal(c.rhs(0.3, y), ode.rhs(0.3, y)) and np.any(ode.rhs(0.3, y))
+    assert np.array_equal(c.condition_values(0.3, y), ode.condition_values(0.3, y))
+
+
+@pytest.mark.parametrize("how", list(ROUND_TRIPS))
+def test_grid_run_and_fit_result_travel(how):
+    from symbolic_tpde.analysis.fit import fit
+    from symbolic_tpde.numerics.grid import solve_grid
+    from symbolic_tpde.scenario import load_scenario
+
+    trip = ROUND_TRIPS[how]
+    scn = load_scenario("mixture_1d", gaussian_data=False)
+    run = solve_grid(scn.init, scn.schedule, 0.1, 8, save_every=0.05)
+    assert run.frames and run.status == "ok"
+    r = trip(run)
+    assert r is not run and _same(r, run) and np.array_equal(r.density, run.density) and r.occupied == run.occupied
+    ode = GaussianODE(Schedule.constant(make_weights([make_head("softmax", A=[[-0.5]], V=[[1.0]])])),
+                      backend="numpy")
+    times = np.array([0.1, 0.2, 0.3])
+    alpha = np.array([[0.21], [0.22], [0.235]])
+    res = fit(ode, times, ["h0_A"], alpha=alpha, alpha0=[0.2], Sigma0=[[1.0]])
+    f = trip(res)
+    assert f is not res and _same(f, res) and f.report() == res.report() and f.describe_null() == res.describe_null()

@@ -98,6 +98,7 @@ class ClosureODE:
         if len(weights.heads) != 1 or weights.ffn is not None or weights.sink is not None:
             raise InputError("heads", "the Gaussian closure is built for one head, no FFN, no sink")
         head = weights.heads[0]
+        self._args = (weights, backend, int(n_outer), int(n_inner))
         self.kind, self.d, self.label = head.kind, weights.d, LABEL
         self.n_outer, self.n_inner = int(n_outer), int(n_inner)
         if self.kind not in CLOSURE_KINDS:
@@ -120,6 +121,11 @@ class ClosureODE:
 
             sysm = self.system
             self._cond = sp.lambdify([*sysm.states, *sysm.params], [c.lhs for c in sysm.conditions], "numpy")
+
+    def __reduce__(self):
+        """Pickle / deep-copy by rebuilding from the weights (the compiled code and the lambdified conditions are
+        process-local; the derivation is memoised)."""
+        return ClosureODE, self._args
 
     def rhs(self, t: float, y) -> np.ndarray:
         if self.system is not None:

@@ -43,7 +43,7 @@ schedule is read at each stage time).  A state that leaves the floats, or a step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Callable
 
 import numpy as np
@@ -296,7 +296,7 @@ class SphereScenario:
     weights: Weights
     norm: str
     alpha: float
-    init: dict
+    init: dict = dc_field(hash=False)      # a dict does not hash; ``law`` holds the same law and hashes
     T: float
     r0: float
     d: int
