@@ -217,9 +217,365 @@ def generate(seed: int, n: int):
         yield argv, scn, bool(invalid)
 
 
-def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, str]:
+# ------------------------------------------------------------------------ the newer paths (second stream)
+# The cases above are the stream pinned by the slow test (seed 12345, 4000 cases); the newer commands and
+# scenario forms (``tpde pde``, sphere scenarios, ``init`` blocks with data files, ``tpde fit``, sphere sweeps
+# and derivations) come from :func:`generate_new`, an independent stream (``fuzz(..., stream="new")``), so
+# that the first stream's cases stay exactly what they were.  Sizes are capped (grids <= 16 cells per axis,
+# <= 8 tokens, T <= 2, d <= 4) so that each case takes about a second.
+
+def _npy(arr) -> bytes:
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=True)
+    return buf.getvalue()
+
+
+def _npz(**arrays) -> bytes:
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _r_bases():
+    """Scenarios on R^d with an ``init`` block: (scenario, data files)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    soft1 = {"attention": "softmax", "d": 1, "A": [[-0.5]], "V": [[1.0]], "T": 0.3}
+    soft2 = {"attention": "softmax", "d": 2, "A": [[-0.6, 0.2], [0.1, -0.4]], "V": [[1.0, 0.3], [-0.2, 0.8]],
+             "T": 0.3}
+    e1 = np.linspace(-2, 2, 9)
+    return [
+        ({**soft1, "init": {"type": "mixture", "weights": [0.4, 0.6], "means": [[-1.0], [1.2]],
+                            "covs": [[[0.15]], [[0.25]]]}}, {}),
+        ({**soft2, "init": {"type": "mixture", "weights": [0.5, 0.5], "means": [[1.0, 0.0], [-0.5, 0.6]],
+                            "covs": [[[0.2, 0.05], [0.05, 0.15]], [[0.15, -0.03], [-0.03, 0.25]]]}}, {}),
+        ({**soft2, "init": {"type": "uniform_box", "low": [-1.0, -0.5], "high": [1.0, 0.5]}}, {}),
+        ({**soft1, "attention": "l2", "A": None, "Q": [[1.0]], "K": [[0.5]], "tau": 1.0,
+          "init": {"type": "uniform_ball", "center": [0.2], "radius": 1.0}}, {}),
+        ({**soft2, "init": {"type": "uniform_ball", "center": [0.0, 0.1], "radius": 0.8}}, {}),
+        ({**soft1, "init": {"type": "empirical", "path": "data.pts.npy"}},
+         {"data.pts.npy": _npy(rng.normal(size=(12, 1)))}),
+        ({**soft2, "init": {"type": "empirical", "path": "data.pts.npy"}},
+         {"data.pts.npy": _npy(rng.normal(size=(10, 2)))}),
+        ({**soft1, "init": {"type": "grid_density", "path": "data.dens.npz"}},
+         {"data.dens.npz": _npz(density=np.exp(-((e1[1:] + e1[:-1]) / 2) ** 2), edges=e1)}),
+        ({**soft2, "init": {"type": "grid_density", "path": "data.dens.npz"}},
+         {"data.dens.npz": _npz(density=np.ones((4, 3)), edges_0=np.linspace(-1, 1, 5),
+                                edges_1=np.linspace(0, 1, 4))}),
+        ({**soft1, "init": {"type": "gaussian", "alpha": [0.1], "Sigma": [[0.5]]}}, {}),
+    ]
+
+
+def _sphere_bases():
+    import numpy as np
+
+    pts = np.random.default_rng(3).normal(size=(6, 3))
+    return [
+        ({"geometry": "sphere", "norm": "post", "attention": "sphere_sa", "d": 2, "beta": 2.0, "A": "identity",
+          "V": "identity", "init": {"type": "vmf", "mu": [1.0, 0.0], "kappa": 1.0}, "T": 0.5}, {}),
+        ({"geometry": "sphere", "norm": "post", "attention": "sphere_usa", "d": 2, "beta": 1.0, "A": "identity",
+          "V": "identity", "init": {"type": "uniform_sphere"}, "T": 0.5}, {}),
+        ({"geometry": "sphere", "norm": "post", "attention": "sphere_sa", "d": 3, "beta": 1.0, "A": "identity",
+          "V": "identity", "init": {"type": "uniform_sphere"}, "T": 1.0}, {}),
+        ({"geometry": "sphere", "norm": "ngpt", "alpha": 0.5, "d": 3,
+          "heads": [{"attention": "sphere_sa", "beta": 4.0, "A": "identity", "V": "identity"},
+                    {"attention": "sphere_sa", "beta": 1.0, "A": "identity",
+                     "V": [[0.5, 0.2, 0], [-0.2, 0.5, 0], [0, 0, 0.5]]}],
+          "init": {"type": "uniform_sphere"}, "T": 1.0}, {}),
+        ({"geometry": "sphere", "norm": "post", "attention": "sphere_causal", "d": 3, "beta": 1.0,
+          "A": "identity", "V": "identity", "init": {"type": "vmf", "mu": [0, 0, 1], "kappa": 2.0}, "T": 1.0}, {}),
+        ({"geometry": "sphere", "norm": "pre", "attention": "sphere_usa", "d": 4, "beta": 1.0, "A": "identity",
+          "V": "identity", "r0": 1.5, "init": {"type": "frame"}, "T": 1.0}, {}),
+        ({"geometry": "sphere", "norm": "peri", "attention": "sphere_sa", "d": 3, "beta": 1.0, "A": "identity",
+          "V": "identity", "init": {"type": "points", "path": "data.pts.npy"}, "T": 1.0},
+         {"data.pts.npy": _npy(pts)}),
+    ]
+
+
+#: hostile contents of a data file (.npy / .npz), by what it breaks
+HOSTILE_FILES = {
+    "nan": lambda np: _npy(np.array([[np.nan, 1.0], [0.0, 1.0]])),
+    "inf": lambda np: _npy(np.full((3, 2), np.inf)),
+    "huge": lambda np: _npy(np.full((3, 2), 1e300)),
+    "one point": lambda np: _npy(np.zeros((1, 2))),
+    "zeros": lambda np: _npy(np.zeros((4, 3))),
+    "3-D": lambda np: _npy(np.zeros((2, 2, 2))),
+    "empty": lambda np: _npy(np.zeros((0, 2))),
+    "object": lambda np: _npy(np.array([{"a": 1}, None], dtype=object)),
+    "strings": lambda np: _npy(np.array(["a", "b"])),
+    "complex": lambda np: _npy(np.ones((3, 2), dtype=complex)),
+    "bool": lambda np: _npy(np.ones((3, 2), dtype=bool)),
+    "wide": lambda np: _npy(np.ones((3, 5000))),
+    "text": lambda np: b"not a numpy file",
+    "truncated": lambda np: _npy(np.ones((30, 2)))[:-20],
+    "npz no density": lambda np: _npz(x=np.ones(3)),
+    "npz bad edges": lambda np: _npz(density=np.ones(3), edges=np.array([0.0, 2.0, 1.0, 3.0])),
+    "npz negative": lambda np: _npz(density=-np.ones(3), edges=np.arange(4.0)),
+    "npz zero mass": lambda np: _npz(density=np.zeros(3), edges=np.arange(4.0)),
+    "npz 4 axes": lambda np: _npz(density=np.ones((2, 2, 2, 2)), **{f"edges_{k}": np.arange(3.0) for k in range(4)}),
+    "npz tiny cells": lambda np: _npz(density=np.ones(3), edges=np.array([0.0, 1e-300, 2e-300, 3e-300])),
+    "npz huge edges": lambda np: _npz(density=np.ones(2), edges=np.array([-1e300, 0.0, 1e300])),
+    "npz extra": lambda np: _npz(density=np.ones(2), edges=np.arange(3.0), other=np.ones(1)),
+    "npz object": lambda np: _npz(density=np.array([None, 1], dtype=object), edges=np.arange(3.0)),
+}
+
+HOSTILE_MATRICES = [[[1, 2], [3]], [["x"]], [[True]], [[1e300, 0], [0, 1]], [], [[]], "Identity", "identity ",
+                    [[float("nan")]], [[1, 0], [0, 1], [0, 0]], {"a": 1}, 3]
+
+
+def _mutate_new(rng: random.Random, scn: dict, files: dict):
+    """A mutated newer-style scenario: (scenario, files, certainly invalid)."""
+    import numpy as np
+
+    s, files = json.loads(json.dumps(scn)), dict(files)
+    s = {k: v for k, v in s.items() if v is not None}
+    init = s["init"]
+    kind = rng.randrange(12)
+    if kind == 0:  # hostile value for one key of the init block
+        key = rng.choice(sorted(init))
+        init[key] = rng.choice(HOSTILE + HOSTILE_MATRICES + ["uniform_ball", "vmf", "frame", "../../etc/passwd",
+                                                            "data.pts.npz", "/dev/zero.npy", "data.missing.npy"])
+        return s, files, key != "type" and (key != "rotate" or not isinstance(init[key], bool))
+    if kind == 1:  # an entry of an init array
+        keys = [k for k, v in init.items() if isinstance(v, list) and v]
+        if keys:
+            v = init[rng.choice(keys)]
+            while isinstance(v[0], list) and v[0]:
+                v = v[0]
+            v[0] = rng.choice(["NaN", None, True, BIG, 1e300, -1e300, [1], "1"])
+            return s, files, v[0] not in (1e300, -1e300)
+        return s, files, False
+    if kind == 2:  # unknown / missing keys in the init block
+        if rng.random() < 0.5:
+            init[rng.choice(["extra", "Type", "\u2028", "path"])] = 1
+        else:
+            init.pop(rng.choice(sorted(init)))
+        return s, files, True
+    if kind == 3:  # another init type (the keys of the first)
+        init["type"] = rng.choice(["mixture", "uniform_box", "uniform_ball", "empirical", "grid_density",
+                                   "uniform_sphere", "vmf", "frame", "points", "gaussian", "nope", "", None])
+        return s, files, False
+    if kind == 4:  # hostile data file
+        name = rng.choice(sorted(HOSTILE_FILES))
+        files = {k: HOSTILE_FILES[name](np) for k in files} or files
+        if not files:
+            init.clear()
+            init.update({"type": rng.choice(["empirical", "grid_density", "points"]),
+                         "path": "data.f." + ("npz" if name.startswith("npz") else "npy")})
+            files = {init["path"]: HOSTILE_FILES[name](np)}
+        return s, files, name not in ("zeros", "bool", "npz tiny cells", "npz huge edges", "wide")
+    if kind == 5:  # hostile top-level value
+        key = rng.choice(sorted(s))
+        value = s[key] = rng.choice(HOSTILE + HOSTILE_MATRICES)
+        number = type(value) in (int, float) or value == BIG
+        return s, files, key not in ("name", "description", "A", "Q", "K", "WO") and not number
+    if kind == 6:  # sphere-only keys, geometry and norms everywhere
+        key = rng.choice(["geometry", "norm", "alpha", "r0", "beta", "d"])
+        s[key] = rng.choice(["sphere", "R^d", "post", "pre", "peri", "ngpt", "nope", 0.5, 0, -1, 1e300, 2, 3,
+                             1025, 10 ** 6, True, None])
+        return s, files, False
+    if kind == 7:  # hostile matrix in a head (sphere scenarios: "identity" strings allowed)
+        holder = s["heads"][rng.randrange(len(s["heads"]))] if "heads" in s else s
+        holder[rng.choice(["A", "V", "Q", "K", "WO"])] = rng.choice(HOSTILE_MATRICES)
+        return s, files, False
+    if kind == 8:  # huge / tiny magnitudes that stay valid in form
+        scale = rng.choice([1e-300, 1e-8, 1e3, 1e20, 1e75])
+        for key in ("beta", "T"):
+            if key in s and rng.random() < 0.5:
+                s[key] = s[key] * scale
+        if isinstance(s.get("V"), list):
+            s["V"] = [[x * scale for x in row] for row in s["V"]]
+        return s, files, False
+    if kind == 9:  # heads: empty, not objects, mixed kinds
+        s["heads"] = rng.choice([[], [1], [{}], "x", [{"attention": "softmax", "V": "identity"}],
+                                 [{"attention": "sphere_usa", "beta": 1.0, "V": "identity"},
+                                  {"attention": "sphere_causal", "beta": -2.0, "V": "identity"}]])
+        return s, files, False
+    if kind == 10:  # truncated / NaN-literal JSON
+        text = _dumps(s)
+        return rng.choice([text[:-1], text.replace("1.0", "NaN", 1), "[]", "null"]), files, True
+    return s, files, False
+
+
+def _new_args(rng: random.Random, sphere: bool) -> tuple[list[str], bool]:
+    """A command for a newer-style scenario and whether its options are certainly invalid."""
+    if sphere:
+        cmd = rng.choice(["particles", "particles", "classify", "pde", "gaussian"])
+    else:
+        cmd = rng.choice(["pde", "pde", "pde", "particles", "gaussian", "classify"])
+    argv, bad = [cmd, "--scenario", "{path}", "--json"], False
+    T = rng.choice(["0.1", "0.3", "1"])
+    if cmd == "pde":
+        argv += ["--grid", str(rng.choice([4, 6, 8, 12, 16])), "--T", T]
+        if rng.random() < 0.3:
+            argv += rng.choice([["--scheme", "upwind"], ["--method", "ssprk3"], ["--cfl", "0.5"], ["--pad", "0.5"],
+                                ["--noise", "0.2"], ["--noise", "0"]])
+        if rng.random() < 0.15:
+            argv += ["--save", "{dir}/data.save.npz", "--save-every", rng.choice(["0.05", "0.1"])]
+    elif cmd == "particles":
+        argv += ["--n", str(rng.choice([2, 3, 5, 8])), "--seed", str(rng.randrange(5)), "--T", T]
+        if not sphere:
+            argv += ["--steps", str(rng.choice([1, 2, 3]))]
+        if rng.random() < 0.15:
+            argv += ["--save", "{dir}/data.save.npz"]
+    elif cmd == "classify":
+        argv += ["--backend", "numpy", "--T", rng.choice(["0.5", "2"])]
+        if sphere:
+            argv += ["--n", str(rng.choice([2, 3, 5])), "--seed", str(rng.randrange(3))]
+    else:
+        argv += ["--backend", "numpy"]
+    if rng.random() < 0.25:  # hostile options
+        extra = {"pde": [["--grid", "3"], ["--grid", "0"], ["--grid", "-4"], ["--grid", "100000000"],
+                         ["--cfl", "0"], ["--cfl", "nan"], ["--cfl", "1e9"], ["--pad", "-1"], ["--pad", "inf"],
+                         ["--noise", "-1"], ["--noise", "nan"], ["--noise", "1e300"], ["--T", "nan"],
+                         ["--T", "-1"], ["--T", "1e999"], ["--save", "/dev/full"],
+                         ["--save", "{dir}/data.s.npz", "--save-every", "0"],
+                         ["--save", "{dir}/data.s.npz", "--save-every", "nan"], ["--save-every", "0.1"],
+                         ["--max-seconds", "0"], ["--max-seconds", "nan"]],
+                 "particles": [["--n", "1"], ["--n", "1000000000000"], ["--seed", "-1"], ["--T", "nan"],
+                               ["--T", "-1"], ["--save", "/dev/full"], ["--rtol", "nan", "--method", "adaptive"],
+                               ["--steps", "0"]],
+                 "classify": [["--n", "0"], ["--n", "1"], ["--n", "100000000"], ["--seed", "-1"], ["--rtol", "nan"],
+                              ["--T", "inf"], ["--T", "-1"]],
+                 "gaussian": [["--T", "nan"], ["--T", "-1"]]}[cmd]
+        piece = rng.choice(extra)
+        argv += piece
+        bad = piece not in (["--n", "1"],) or cmd != "classify"
+        bad = bad and piece != ["--save-every", "0.1"]
+    if cmd != "classify" and rng.random() < 0.1:
+        argv += ["--max-seconds", rng.choice(["1e-6", "0.001", "0.05"])]
+    return argv, bad
+
+
+def _fit_case(rng: random.Random):
+    """``tpde fit`` on a small d = 1 softmax scenario with a generated (possibly hostile) data file."""
+    import numpy as np
+
+    scn = {"attention": "softmax", "A": [[-0.5]], "V": [[1.0]], "alpha0": [0.2], "Sigma0": [[1.0]], "T": 0.5}
+    g = np.random.default_rng(rng.randrange(100))
+    times = np.array([0.1, 0.2, 0.3])
+    choice = rng.randrange(9)
+    data, bad = {"times": times}, False
+    if choice == 0:
+        data["clouds"] = g.normal(size=(3, 6, 1))
+    elif choice == 1:
+        data["alpha"], data["Sigma"] = 0.2 + 0.01 * g.normal(size=(3, 1)), 1 + 0.05 * np.abs(g.normal(size=(3, 1, 1)))
+        if rng.random() < 0.5:
+            data["noise"] = np.full(6, 0.01)
+    elif choice == 2:  # hostile arrays
+        key = rng.choice(["times", "alpha", "Sigma", "clouds", "noise"])
+        data["alpha"] = np.zeros((3, 1))
+        data[key], bad = rng.choice([(np.full((3, 1), np.nan), True), (np.zeros(0), True),
+                                     (np.ones((3, 1, 1, 1)), True), (np.array([1e308] * 3), False),
+                                     (np.array([0.3, 0.2, 0.1]), False), (np.array(["a", "b", "c"]), True),
+                                     (-np.ones(6), False), (np.zeros((6, 6)), False), (np.array([0.1] * 3), False)])
+    elif choice == 3:
+        data = {"alpha": np.zeros((3, 1))}
+        bad = True
+    elif choice == 4:
+        data["clouds"] = g.normal(size=(3, 1, 1))
+        bad = True
+    elif choice == 5:
+        data["alpha"] = np.zeros((3, 1))
+        data["extra"] = np.ones(1)
+        bad = True
+    else:
+        data["alpha"] = 0.2 + 0.01 * g.normal(size=(3, 1))
+    blob = _npz(**data)
+    if choice == 6 and rng.random() < 0.5:
+        blob, bad = rng.choice([b"PK\x03\x04garbage", blob[:len(blob) // 2], b""]), True
+    params = rng.choice(["h0_A", "h0_A,h0_V", "h0_V_0_0", "alpha0_0", "Sigma0_0_0", "h0_A,h0_A", "nope", "",
+                         "h0_A_5_5", "h0_A,alpha0_0,Sigma0_0_0"])
+    argv = ["fit", "--scenario", "{path}", "--data", "{dir}/data.fit.npz", "--params", params, "--json"]
+    if params in ("nope", "", "h0_A_5_5"):
+        bad = True
+    if rng.random() < 0.2:
+        level = rng.choice(["0", "1", "nan", "-0.5", "0.5"])
+        argv += ["--level", level]
+        bad = bad or level != "0.5"
+    return argv, scn, bad, {"data.fit.npz": blob}
+
+
+SPHERE_SWEEP = [(["--kind", "sphere_sa"], False), (["--kind", "sphere_usa"], False), (["--kind", "sphere_causal"], False)]
+SPHERE_SWEEP_BAD = [(["--tokens", "0"], True), (["--tokens", "1"], True), (["--tokens", "100000000"], True),
+                    (["--tokens", "-3"], True), (["--d", "1"], True), (["--d", "100000"], True),
+                    (["--range", "nan", "1"], True), (["--range", "-1e300", "1e300"], True),
+                    (["--range", "1", "-1"], True), (["--V", "1", "2", "3"], True), (["--T", "0"], True),
+                    (["--T", "1e7"], True), (["--max-seconds", "0"], True), (["--skew", "0.3"], False),
+                    (["--rest", "0.5"], False), (["--d", "3"], False), (["--d", "2"], False),
+                    (["--max-seconds", "0.01"], False), (["--range", "0", "0"], False), (["--no-symmetrise"], False)]
+
+
+def _sphere_sweep_case(rng: random.Random):
+    kind = rng.choice(SPHERE_SWEEP)[0]
+    argv = ["sweep", "--n", rng.choice(["1", "2"]), "--K", "1", "--T", "0.5", "--tokens", "4"] + kind + \
+        ["--out", "{dir}/sw", "--max-seconds", "20"]
+    piece, bad = rng.choice(SPHERE_SWEEP_BAD)
+    if piece[0] in ("--rest", "--skew", "--no-symmetrise", "--range", "--V"):
+        bad = False   # whether Euclidean-only options are refused or ignored for sphere kinds is not the fuzz's call
+    return argv + piece, bad
+
+
+DERIVE_SPHERE = ["equiangular", "two-tokens", "circle", "harmonics", "causal", "nope", ""]
+
+
+def _derive_case(rng: random.Random):
+    red = rng.choice(DERIVE_SPHERE)
+    argv = ["derive", "--sphere", red, "--format", rng.choice(["json", "json", "text", "latex"])]
+    if rng.random() < 0.5:
+        argv += ["--norm", rng.choice(["post", "pre", "peri", "ngpt", "nope"])]
+    if rng.random() < 0.5:
+        argv += ["--sphere-kind", rng.choice(["sphere_sa", "sphere_usa", "sphere_causal", "softmax"])]
+    if rng.random() < 0.2:
+        argv += rng.choice([["--attention", "softmax"], ["--d", "3"], ["--steps"], ["--energy"], ["--standalone"],
+                            ["--scenario", "sphere_sa_circle"]])
+    bad = red in ("nope", "") or "nope" in argv or argv[-1] == "sphere_causal" or "softmax" in argv[-2:]
+    return argv, bad
+
+
+def generate_new(seed: int, n: int):
+    """``n`` cases ``(argv_template, scenario, invalid, files)`` of the newer paths (an independent stream)."""
+    rng = random.Random(seed)
+    r_bases, s_bases = _r_bases(), _sphere_bases()
+    for _ in range(n):
+        u = rng.random()
+        if u < 0.07:
+            argv, bad = _sphere_sweep_case(rng)
+            yield argv, None, bad, {}
+            continue
+        if u < 0.13:
+            argv, bad = _derive_case(rng)
+            yield argv, None, bad, {}
+            continue
+        if u < 0.23:
+            yield _fit_case(rng)
+            continue
+        sphere = rng.random() < 0.45
+        base, files = rng.choice(s_bases if sphere else r_bases)
+        if rng.random() < 0.75:
+            scn, files, invalid = _mutate_new(rng, base, files)
+        else:
+            scn, invalid = {k: v for k, v in base.items() if v is not None}, False
+        argv, bad = _new_args(rng, sphere)
+        yield argv, scn, bool(invalid or bad), files
+
+
+def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | None = None) -> tuple[str, str]:
+    """One case; ``files`` (name -> bytes) are written into ``tmpdir`` first (data files of ``init`` blocks and
+    ``tpde fit``; stale ones from an earlier case are removed)."""
     from symbolic_tpde.cli import main
 
+    for old in os.listdir(tmpdir):
+        if old.startswith("data."):
+            os.remove(os.path.join(tmpdir, old))
+    for name, data in (files or {}).items():
+        with open(os.path.join(tmpdir, name), "wb") as fh:
+            fh.write(data)
     path = os.path.join(tmpdir, "case.json")
     if scn is not None:
         data = scn if isinstance(scn, bytes) else (scn if isinstance(scn, str) else _dumps(scn)).encode("utf-8")
@@ -268,6 +624,8 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, 
         if obj.get("status") == "time-limit" and isinstance(t, float) and t >= 0:
             return "time-limit", ""
         return "traceback", f"exit 5 without a time-limit status: {out.getvalue()[:150]!r}"
+    if rc == 0 and args[0] == "derive" and "json" not in args:   # text / LaTeX by design
+        return ("wrong success", " ".join(args)[:200]) if invalid else ("success", "")
     if rc == 0:
         text = out.getvalue()
         try:
@@ -297,19 +655,21 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0) -> tuple[str, 
     return "traceback", f"exit {rc}: {e[:200]!r}"
 
 
-def fuzz(seed: int = 0, cases: int = 300, hang: float = 30.0, commands: Counter | None = None):
+def fuzz(seed: int = 0, cases: int = 300, hang: float = 30.0, commands: Counter | None = None,
+         stream: str = "first"):
     """Outcome counts and the first examples of each bad outcome; ``commands`` (if given) counts
-    ``(command, outcome)`` pairs."""
+    ``(command, outcome)`` pairs; ``stream``: ``"first"`` (:func:`generate`) or ``"new"`` (:func:`generate_new`)."""
     counts: Counter = Counter()
     examples: dict[str, list[str]] = {}
+    cases_of = generate_new(seed, cases) if stream == "new" else ((*c, None) for c in generate(seed, cases))
     with tempfile.TemporaryDirectory() as tmp:
-        for argv, scn, invalid in generate(seed, cases):
-            outcome, detail = run_case(argv, scn, invalid, tmp, hang)
+        for i, (argv, scn, invalid, files) in enumerate(cases_of):
+            outcome, detail = run_case(argv, scn, invalid, tmp, hang, files)
             counts[outcome] += 1
             if commands is not None:
                 commands[(argv[0], outcome)] += 1
             if outcome not in ("success", "clean error", "time-limit"):
-                examples.setdefault(outcome, []).append(detail)
+                examples.setdefault(outcome, []).append(f"case {i}: {detail}")
     return counts, examples
 
 
@@ -318,10 +678,12 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hang", type=float, default=30.0)
+    ap.add_argument("--stream", choices=["first", "new"], default="first",
+                    help="first: the original cases; new: pde, sphere, init blocks, fit, sphere sweeps/derivations")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     per: Counter = Counter()
-    counts, examples = fuzz(a.seed, a.cases, a.hang, per)
+    counts, examples = fuzz(a.seed, a.cases, a.hang, per, a.stream)
     print(f"{'cases':>8} {'success':>8} {'clean errors':>13} {'time-limits':>12} {'tracebacks':>11} "
           f"{'non-finite succ.':>17} {'wrong succ.':>12} {'hangs':>6} {'seconds':>8}")
     print(f"{a.cases:>8} {counts['success']:>8} {counts['clean error']:>13} {counts['time-limit']:>12} "

@@ -255,7 +255,8 @@ def read_arrays(path, field: str, suffix: str):
     except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise InputError(field, f"not a readable {suffix} file without pickles ({str(exc)[:120]})") from None
     if got != suffix:
-        raise InputError(field, f"expected a {suffix} file, but it holds {'one array (.npy)' if got == '.npy' else 'an archive (.npz)'}")
+        held = "one array (.npy)" if got == ".npy" else "an archive (.npz)"
+        raise InputError(field, f"expected a {suffix} file, but it holds {held}")
     return data
 
 
