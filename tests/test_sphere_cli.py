@@ -49,7 +49,11 @@ def test_geometry_key_may_be_omitted_for_sphere_kinds(tmp_path):
     ({"norm": "layer"}, "norm"), ({"d": 1}, "d"), ({"attention": "softmax"}, "attention"),
     ({"A": "eye"}, "A"), ({"init": {"type": "vmf", "mu": [0, 0, 1]}}, "init"), ({"alpha": 2.0}, "alpha"),
     ({"bogus": 1}, "bogus"), ({"T": -1.0}, "T"), ({"beta": float("nan")}, "beta"), ({"r0": 2.0}, "r0"),
-    ({"init": {"type": "gaussian"}}, "init.type")])
+    ({"init": {"type": "gaussian"}}, "init.type"),
+    # matrices go through the shared reader (before: ragged rows or a string were internal ValueErrors, true
+    # was read as 1.0, 1e300 passed)
+    ({"A": [[1, 2], [3]]}, "A"), ({"V": [["x"]]}, "V"), ({"A": [[True, 0, 0], [0, 1, 0], [0, 0, 1]]}, "A"),
+    ({"V": [[1e300, 0, 0], [0, 1, 0], [0, 0, 1]]}, "V")])
 def test_bad_sphere_scenarios_name_the_field(change, field):
     base = {"geometry": "sphere", "attention": "sphere_sa", "d": 3, "A": "identity", "V": "identity",
             "init": {"type": "uniform_sphere"}, "T": 1.0}

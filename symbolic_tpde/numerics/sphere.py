@@ -311,12 +311,13 @@ class SphereScenario:
 
 
 def _matrix(value, d, field):
+    from ..validation import finite_array
+
     if value == "identity":
         return np.eye(d)
-    arr = np.asarray(value, dtype=float) if isinstance(value, list) else None
-    if arr is None or arr.ndim != 2:
+    if not isinstance(value, list):
         raise InputError(field, 'expected a matrix (list of rows) or "identity"')
-    return arr
+    return finite_array(value, field, 2)     # numbers only, rectangular, finite, bounded (as every scenario)
 
 
 def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
