@@ -341,3 +341,22 @@ def test_mixture_2d_particles_vs_grid_error_model():
     assert p > 0.8, (p, d1, d2)                 # the grid converges (MUSCL: between 1 and 2 pre-asymptotically)
     assert abs(q - 0.5) <= 0.2, (q, spread)
     assert np.all(diff <= 4 * se + e_g), (diff, se, e_g)
+
+
+def test_a_cfl_step_below_the_floor_is_reported_at_once():
+    """V ~ 1e75 makes the CFL step ~1e-76: the run could never reach T (the new-paths fuzz ran it into the
+    600 s cap).  The step floor 1e-12·max(1, T) of rejected steps applies to the CFL step too: a blow-up report
+    at t = 0, not a grind (max_seconds=20 turns the old behaviour into a failing time-limit)."""
+    from symbolic_tpde.errors import BlowupError
+
+    mix = {"type": "mixture", "weights": [0.5, 0.5], "means": [[1.0, 0.0], [-0.5, 0.6]],
+           "covs": [[[0.2, 0.05], [0.05, 0.15]], [[0.15, -0.03], [-0.03, 0.25]]]}     # fuzz case (seed 1, no. 87)
+    scn = parse_scenario({"attention": "softmax", "d": 2, "A": [[-0.6, 0.2], [0.1, -0.4]],
+                          "V": [[1e75, 3e74], [-2e74, 8e74]], "T": 0.3, "init": mix}, gaussian_data=False)
+    with pytest.raises(BlowupError, match="CFL step fell below") as e:
+        solve_grid(scn.init, scn.schedule, 0.3, 12, cfl=0.5, max_seconds=20)
+    assert e.value.t == 0.0
+    ok = parse_scenario({"attention": "softmax", "d": 2, "A": [[-0.6, 0.2], [0.1, -0.4]],
+                         "V": [[1.0, 0.3], [-0.2, 0.8]], "T": 0.3, "init": mix}, gaussian_data=False)
+    run = solve_grid(ok.init, ok.schedule, 0.3, 12, cfl=0.5)
+    assert run.status == "ok" and run.t == 0.3                  # an ordinary speed still runs to T

@@ -390,6 +390,9 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         dt_cfl = cfl * float(np.min(g.h / (nu * g.d * np.maximum(amax, 1e-300))))
         dt = min(dt_cfl, T - t)
         while True:
+            if dt < 1e-12 * max(1.0, T) and dt < T - t:   # (a rejected step halves dt down to the same floor)
+                raise BlowupError(t, "grid", f"the CFL step fell below {dt:.3g} (velocity {float(np.max(amax)):.3g}: "
+                                  "a concentration the grid cannot follow, or a blow-up)")
             f.amax[:] = 0
             try:
                 y1, _ = rk.rk_stages(tab, f, t, y, dt, f0)
@@ -401,9 +404,6 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
                 break
             rejected += 1
             dt /= 2
-            if dt < 1e-12 * max(1.0, T):
-                raise BlowupError(t, "grid", f"the CFL step fell below {dt:.3g} (velocity {float(np.max(amax)):.3g}: "
-                                  "a concentration the grid cannot follow, or a blow-up)")
         nfev += f.nfev
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
