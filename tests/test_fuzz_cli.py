@@ -36,6 +36,46 @@ def test_fuzz_cli_4000_cases():
     _check(counts, examples, 4000)
 
 
+def test_fuzz_cli_new_paths_fast():
+    """The second stream (tpde pde, sphere scenarios through particles / classify / pde, init blocks with data
+    files, tpde fit, sphere sweeps and derivations): 30 cases."""
+    mod = _fuzz_module()
+    counts, examples = mod.fuzz(seed=0, cases=30, hang=30.0, stream="new")
+    _check(counts, examples, 30)
+
+
+def test_new_stream_covers_the_newer_paths():
+    """Which commands and init types the second stream reaches in its first 400 cases (generation only)."""
+    mod = _fuzz_module()
+    cases = list(mod.generate_new(0, 400))
+    cmds = {a[0] for a, _, _, _ in cases}
+    assert {"pde", "particles", "classify", "gaussian", "fit", "sweep", "derive"} <= cmds
+    assert any(a[0] == "sweep" and any(x.startswith("sphere_") for x in a) for a, _, _, _ in cases)
+    assert any(a[0] == "derive" and "--sphere" in a for a, _, _, _ in cases)
+    assert any("--noise" in a for a, _, _, _ in cases) and any("--save" in a for a, _, _, _ in cases)
+    types = {str(s["init"].get("type")) for _, s, _, _ in cases
+             if isinstance(s, dict) and isinstance(s.get("init"), dict)}
+    assert {"mixture", "uniform_box", "uniform_ball", "empirical", "grid_density", "uniform_sphere", "vmf", "frame",
+            "points", "gaussian"} <= types
+    assert any(f for _, _, _, f in cases) and any(bad for _, _, bad, _ in cases) and not all(b for *_, b, _ in cases)
+
+
+def test_first_stream_is_unchanged():
+    """The slow test pins seed 12345's first 4000 cases of the first stream: the second stream must not move
+    them (a digest of the 4000 cases' argv, scenario text and validity, taken from the generator before the
+    second stream was added: commit 1054293)."""
+    import hashlib
+
+    mod = _fuzz_module()
+    h = hashlib.sha256()
+    for argv, scn, bad in mod.generate(12345, 4000):
+        h.update(repr((argv, scn if isinstance(scn, (bytes, str)) else mod._dumps(scn) if scn else None, bad)).encode())
+    assert h.hexdigest() == FIRST_STREAM_DIGEST
+
+
+FIRST_STREAM_DIGEST = "de1c6565cb4c93e3413dfcbdad4e3da13d5dba80c9390a78ba5d44f2d9384265"
+
+
 LONG = {"attention": "softmax", "A": [[0.0, 1.0], [-1.0, 0.0]], "V": [[0.0, 1.0], [-1.0, 0.0]],
         "alpha0": [0.5, 0.0], "Sigma0": [[1.0, 0.0], [0.0, 1.0]], "T": 1e4}
 
