@@ -47,6 +47,48 @@ def _ode_moments_rows():
                  "ODE in closed form")
 
 
+ROUGH_NS = (68, 136, 272, 544, 1088)
+
+
+def rough_w1_slopes(Ns=ROUGH_NS, T=0.5, A=0.25):
+    """Upwind in W₁ from rough data, d = 1, against an exact solution: linear attention with ``V = 1`` has
+    ``Γ(x) = A M(t) x`` (``M`` the second moment), ``M' = 2AM²``, so the solution at ``T`` is the initial law
+    scaled by ``s = (1 - 2AM₀T)^{-1/2}`` for any data.  Two data: atoms ``½(δ₋₁ + δ₁)`` (``M₀ = 1``) and the
+    indicator ``U[-1, 1]`` (``M₀ = 1/3``).  Returns ``{name: (slope, W₁ per grid)}``, the slope the least-squares
+    fit of ``log W₁`` against ``log h`` (W₁ exact: :func:`~symbolic_tpde.numerics.grid.wasserstein_1d_exact`)."""
+    from ..numerics.grid import Grid, solve_grid, wasserstein_1d_exact
+    from ..scenario import InitSpec, parse_scenario
+
+    box = {"type": "uniform_box", "low": [-1.0], "high": [1.0]}
+    sched = parse_scenario({"attention": "linear", "A": [[A]], "V": [[1.0]], "init": box, "T": T},
+                           gaussian_data=False)
+    atoms = InitSpec("empirical", 1, {"points": np.array([[-1.0], [1.0]])}, [0.0], [[1.0]])
+    cases = {"atoms": (atoms, 1.0, lambda s: ("points", np.array([-s, s]))),
+             "indicator": (sched.init, 1 / 3, lambda s: ("grid", np.array([-s, s]), np.array([1.0])))}
+    out = {}
+    for name, (init, M0, exact) in cases.items():
+        s = (1 - 2 * A * M0 * T) ** -0.5
+        w = []
+        for N in Ns:
+            r = solve_grid(init, sched.schedule, T, N, scheme="upwind", grid=Grid(np.array([-1.7]),
+                                                                                   np.array([3.4 / N]), (N,)))
+            w.append(wasserstein_1d_exact(("grid", r.grid.edges[0], r.masses), exact(s), 1))
+        out[name] = (float(np.polyfit(np.log(3.4 / np.array(Ns)), np.log(w), 1)[0]), np.array(w))
+    return out
+
+
+def _rough_rows():
+    sl = rough_w1_slopes()
+    p, w = sl["atoms"]
+    yield result("FV upwind, W1 order from atoms (exact scaled solution)", "linear", 1, abs(p - 0.5), 0.2,
+                 f"Delarue-Lagoutiere-Vauchelet: order 1/2, sharp for atoms; 0.2 = the issue's band (measured "
+                 f"{p:.2f}, least squares over {len(ROUGH_NS)} grids {ROUGH_NS[0]}..{ROUGH_NS[-1]})")
+    p, w = sl["indicator"]
+    yield result("FV upwind, W1 order from an indicator (exact scaled solution)", "linear", 1, abs(p - 1), 0.2,
+                 f"the theorem's 1/2 is a bound (asserted p >= 1/2); for a density jump the smearing width ~h^1/2 "
+                 f"enters W1 squared: order 1 within 0.2 (measured {p:.2f})", passed=p >= 0.5 and abs(p - 1) <= 0.2)
+
+
 def _conservation_rows():
     from ..numerics.grid import solve_grid
     from ..scenario import load_scenario
@@ -123,5 +165,6 @@ def _circle_rows():
 def checks(quick: bool = False):
     yield from _ode_moments_rows()
     yield from _conservation_rows()
+    yield from _rough_rows()
     yield from _particle_rows()
     yield from _circle_rows()
