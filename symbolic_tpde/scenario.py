@@ -462,6 +462,41 @@ def _init_vmf(block, where, base_dir, d):
     return {"mu": _ro(mu), "kappa": kappa}, A * mu, (cov + cov.T) / 2
 
 
+MAX_MODE = 1024
+
+
+def _init_circle_modes(block, where, base_dir, d):
+    """``ρ(θ) = (1 + Σ_j a_j cos(k_j θ - φ_j))/2π`` on S¹: ``modes`` a list of ``[k, a, φ]`` (integer
+    ``1 <= k <= MAX_MODE``, ``a >= 0`` with ``Σ a_j <= 1`` so that ``ρ >= 0``, phase ``φ`` in radians)."""
+    import numpy as np
+
+    if d != 2:
+        raise InputError(f"{where}.type", f"'circle_modes' is a law on the circle S^1 (d = 2), got d = {d}")
+    modes = block["modes"]
+    if not isinstance(modes, list) or not modes:
+        raise InputError(f"{where}.modes", "must be a non-empty list of [k, amplitude, phase]")
+    rows = []
+    for i, row in enumerate(modes):
+        w = f"{where}.modes[{i}]"
+        if not isinstance(row, list) or len(row) != 3:
+            raise InputError(w, f"must be [k, amplitude, phase], got {row!r}"[:120])
+        k = row[0]
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_MODE:
+            raise InputError(f"{w}[0]", f"the mode must be an integer in [1, {MAX_MODE}], got {k!r}"[:120])
+        a = _checks.positive_number(row[1], f"{w}[1]", allow_zero=True)
+        phi = float(_checks.finite_array(row[2], f"{w}[2]", ndim=0))
+        rows.append((k, a, phi))
+    K, a, phi = (np.array(c, dtype=float) for c in zip(*rows))
+    if a.sum() > 1:
+        raise InputError(f"{where}.modes", f"the amplitudes sum to {a.sum():g} > 1: the density would be negative")
+    # E e^{iθ} and E e^{2iθ} come from the k = 1 and k = 2 modes: ∫ e^{ikθ} a cos(kθ - φ) dθ/2π = a e^{iφ}/2
+    z1, z2 = (complex(np.sum((a * np.exp(1j * phi))[K == k])) / 2 for k in (1, 2))
+    mean = np.array([z1.real, z1.imag])
+    second = np.array([[0.5 + z2.real / 2, z2.imag / 2], [z2.imag / 2, 0.5 - z2.real / 2]])
+    cov = second - np.outer(mean, mean)
+    return {"k": _ro(K.astype(int)), "a": _ro(a), "phase": _ro(phi)}, mean, (cov + cov.T) / 2
+
+
 def _init_frame(block, where, base_dir, d):
     rotate = block.get("rotate", False)
     if not isinstance(rotate, bool):
@@ -500,12 +535,13 @@ INIT_SCHEMAS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "grid_density": (("path",), (), _init_grid_density),
     "uniform_sphere": ((), (), _init_uniform_sphere),
     "vmf": (("mu", "kappa"), (), _init_vmf),
+    "circle_modes": (("modes",), (), _init_circle_modes),
     "frame": ((), ("rotate",), _init_frame),
     "points": (("path",), (), _init_points),
 }
 #: the geometry of each ``init`` type that does not live in ``R^d`` (one schema, both geometries)
 INIT_GEOMETRY: dict[str, str] = {"uniform_sphere": "sphere", "vmf": "sphere", "frame": "sphere",
-                                 "points": "sphere"}
+                                 "points": "sphere", "circle_modes": "sphere"}
 
 
 def init_types(geometry: str = "R^d") -> tuple[str, ...]:

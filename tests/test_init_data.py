@@ -164,7 +164,7 @@ def test_sphere_types_share_the_schema_and_stay_in_their_geometry(tmp_path):
     from symbolic_tpde.scenario import INIT_SCHEMAS, init_types
 
     sphere = set(init_types("sphere"))
-    assert sphere == {"uniform_sphere", "vmf", "frame", "points"} and sphere <= set(INIT_SCHEMAS)
+    assert sphere == {"uniform_sphere", "vmf", "frame", "points", "circle_modes"} and sphere <= set(INIT_SCHEMAS)
     assert {INIT_TYPES[t].geometry for t in sphere} == {"sphere"}
     assert not sphere & set(init_types("R^d"))
     with pytest.raises(InputError) as e:

@@ -247,8 +247,10 @@ def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 
 
 def initial_density(init: dict, M: int) -> np.ndarray:
     """Density values at the ``M`` points ``θ_j = 2πj/M`` of a sphere ``init`` block in d = 2 (the types of
-    :mod:`.init_data` that have a density): ``uniform_sphere`` (``1/2π``) and ``vmf`` (von Mises,
-    ``e^{κ cos(θ - θ_μ)}/(2π I_0(κ))``).  ``frame`` and ``points`` are atoms: refused (no density to resolve)."""
+    :mod:`.init_data` that have a density): ``uniform_sphere`` (``1/2π``), ``vmf`` (von Mises,
+    ``e^{κ cos(θ - θ_μ)}/(2π I_0(κ))``) and ``circle_modes`` (``(1 + Σ a_j cos(k_j θ - φ_j))/2π``: a multi-mode
+    perturbation of the uniform state, e.g. for the cluster count).  ``frame`` and ``points`` are atoms: refused
+    (no density to resolve)."""
     import mpmath
 
     kind = init.get("type")
@@ -262,8 +264,13 @@ def initial_density(init: dict, M: int) -> np.ndarray:
             log_c = float(mpmath.log(2 * mpmath.pi * mpmath.besseli(0, kappa)) - kappa)
         # e^{κ(cos - 1)} / (2π I_0(κ) e^{-κ}): no overflow for large κ
         return np.exp(kappa * (np.cos(theta - math.atan2(mu[1], mu[0])) - 1) - log_c)
+    if kind == "circle_modes":
+        rho = np.ones(M)
+        for k, a, phi in init["modes"]:
+            rho += float(a) * np.cos(int(k) * theta - float(phi))
+        return rho / (2 * math.pi)
     raise InputError("init.type", f"{kind!r} has no density on the circle (atoms); the spectral solver takes "
-                                  "uniform_sphere or vmf")
+                                  "uniform_sphere, vmf or circle_modes")
 
 
 def trig_moments(rho, kmax: int) -> np.ndarray:

@@ -325,6 +325,22 @@ def _points(spec, n, rng):
     return np.array(X)
 
 
+def _circle_modes_density(spec, X):
+    p = spec.params
+    th = np.arctan2(X[:, 1], X[:, 0])
+    return (1 + np.cos(np.outer(th, p["k"]) - p["phase"]) @ p["a"]) / (2 * math.pi)
+
+
+def _circle_modes(spec, n, rng):
+    """Rejection from the uniform law: accept with probability ``2π ρ(θ)/(1 + Σ a)`` (``≥ ½`` on average)."""
+    out, bound = [], (1 + float(np.sum(spec.params["a"]))) / (2 * math.pi)
+    while sum(len(o) for o in out) < n:
+        X = _uniform(spec, 2 * n, rng)
+        out.append(X[rng.random(2 * n) * bound < _circle_modes_density(spec, X)])
+    return np.concatenate(out)[:n]
+
+
+register_init("circle_modes", _circle_modes, _circle_modes_density, geometry="sphere")
 register_init("uniform_sphere", _uniform, lambda s, X: np.full(len(X), math.exp(-log_sphere_area(s.d))),
               geometry="sphere")
 register_init("vmf", _vmf, _vmf_density, geometry="sphere")
