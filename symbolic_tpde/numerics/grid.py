@@ -6,17 +6,26 @@ that left through the boundary.  Right-hand side, per axis ``k``:
 * velocity at the cell centres ``u_c = Γ_μh(x_c)``: the attention field of the measure ``μ_h = Σ_c m_c δ_{x_c}``,
   i.e. the particle field with the cell masses as weights (:func:`weighted_field`: the package's attention
   kernel :func:`.fields_core.attend` with key biases ``log m_c``, so no second attention sum); face velocity
-  ``a_{c+½} = (u_c + u_{c+1})/2`` (one-sided at the domain boundary);
-* reconstruction: ``scheme="upwind"`` piecewise constant; ``scheme="muscl"`` piecewise linear with the
-  monotonized-central (MC) slope of van Leer, ``s_c = minmod((Δ⁺ + Δ⁻)/2, 2Δ⁺, 2Δ⁻)``, ``Δ^± = ±(m_{c±1} - m_c)``
-  (zero ghost cells): ``s_c`` has the sign of both differences (0 at an extremum) and ``|s_c| ≤ 2 min|Δ^±|``, so
-  the face values ``m_c ± s_c/2`` lie between ``m_c`` and its neighbours: ``≥ 0``, and ``≤ 2 m_c`` since they
-  sum to ``2 m_c`` (the positivity argument of minmod carries over unchanged).  Why MC and not minmod: minmod
-  clips every slope to the smaller one-sided difference; in 2-D its first-order band around each curve where a
-  directional derivative vanishes (a curve, not a point as in 1-D) keeps the measured order at 1.27, 1.39
-  (16² → 32² → 64², softmax_2d, Gaussian data, T = 0.5), at any time step (CFL 0.8 and 0.2: same errors to 3
-  digits); MC measures 1.80, 1.70 there with a 2.7x smaller error, unlimited central slopes 2.19, 1.81
-  (``numerics/grid_limiter_orders.py``); in 1-D MC's error is 3x below minmod's at equal order;
+  ``a_{c+½} = (u_c + u_{c+1})/2`` (one-sided at the domain boundary).  Cell masses as point masses are the
+  midpoint rule: ``Σ_c m_c g(x_c) = ∫ g dμ + Σ_k (h_k²/24) ∫ ∂²_k g dμ + O(h⁴)`` (Sheppard's correction): the
+  grid measure's second moment is too large by ``H = diag(h²/12)``, so softmax's tilted mean (``V(ȳ + H A x)``
+  for Gaussian data) and linear attention's ``V M A x`` both carry ``+V H A x``; :func:`_sheppard` subtracts it
+  for those kinds (velocity error O(h⁴) instead of O(h²); the other kinds keep the O(h²) midpoint rule);
+* reconstruction: ``scheme="upwind"`` piecewise constant; ``scheme="muscl"`` piecewise linear with slope ``s_c``,
+  face values ``m_c ± s_c/2``, ``Δ^± = ±(m_{c±1} - m_c)`` (zero ghost cells).  Where the cell resolves the data,
+  ``|Δ⁺ - Δ⁻| ≤ κ m_c`` (``κ = SMOOTH = 1/4``: the second difference small against the cell's own mass), the
+  central slope ``(Δ⁺ + Δ⁻)/2``; elsewhere (jumps, unresolved tails, negative round-off masses) the
+  monotonized-central (MC) slope of van Leer, ``minmod((Δ⁺ + Δ⁻)/2, 2Δ⁺, 2Δ⁻)``.  Positivity: MC face values lie
+  between ``m_c`` and its neighbours; a central slope under the test has ``|s_c| ≤ (1 + κ/2) m_c`` (the
+  neighbours are ``≥ 0``, so ``Δ⁻ ≤ m_c`` and ``Δ⁺ ≤ Δ⁻ + κ m_c``, and symmetrically), so both face values lie in
+  ``[0, 2 m_c]``: the forward-Euler bound below is unchanged.  The relaxation is Shu's TVB idea (1987) with a
+  threshold relative to the cell mass instead of ``M h²`` (scale-free): a face value may leave the neighbours'
+  range by at most ``κ m_c / 4``.  Why: MC clips at smooth extrema and, in 2-D, in a band around each curve
+  where a directional derivative vanishes; measured (``numerics/grid_limiter_orders.py``, softmax_2d, Gaussian
+  data, T = 0.5, 16² → 128²): plain MC 1.80, 1.70, 1.75; this limiter with Sheppard's correction 2.25, 1.85,
+  1.87; with the exact velocity it equals the unlimited scheme from 64² on (1.90, 1.93 to 256²), plain MC
+  reaches 1.94 only at 128² → 256²; minmod 1.27, 1.39; the time step plays no part (CFL 0.2, SSPRK3: same
+  errors to 3 digits);
 * flux ``F_{c+½} = a⁺ m^E_c + a⁻ m^W_{c+1}`` (upwind of the face), ``dm_c/dt = -(F_{c+½} - F_{c-½})/h_k``; the
   boundary fluxes feed ``dL/dt``, so ``Σ m + L`` is conserved to round-off by construction (telescoping sums).
 
@@ -63,6 +72,7 @@ SSPRK3 = rk.Tableau("ssprk3", np.array([0.0, 1.0, 0.5]),
                     np.array([1 / 6, 1 / 6, 2 / 3]), 3)
 SPREAD = 8.5          # Gaussian tail beyond 8.5 sd: < 2e-17 per side and axis
 BAND, GROW_TOL, POS_TOL = 3, 1e-13, 1e-13
+SMOOTH = 0.25         # κ of the reconstruction's smoothness test (module docstring)
 MAX_CELLS = 1 << 16   # per run: the dense velocity evaluation is O(cells²)
 
 
@@ -204,13 +214,18 @@ def _mc_slope(dp, dm):
     return np.where(dp * dm > 0, np.sign(dp) * mag, 0.0)
 
 
+def _slope(dp, dm, m):
+    """Central slope where ``|Δ⁺ - Δ⁻| ≤ SMOOTH · m``, MC elsewhere (module docstring)."""
+    return np.where(np.abs(dp - dm) <= SMOOTH * m, (dp + dm) / 2, _mc_slope(dp, dm))
+
+
 def _axis_flux(m, a, k, muscl):
     """Face fluxes along axis ``k`` (shape of ``m`` with ``N_k + 1`` along ``k``) for face velocities ``a``."""
     z = np.zeros_like(np.take(m, [0], axis=k))
     mp = np.concatenate([z, m, z], axis=k)                       # zero ghost cells
     if muscl:
         dm = np.diff(mp, axis=k)                                  # N_k + 1 differences
-        s = _mc_slope(np.take(dm, range(1, dm.shape[k]), axis=k), np.take(dm, range(0, dm.shape[k] - 1), axis=k))
+        s = _slope(np.take(dm, range(1, dm.shape[k]), axis=k), np.take(dm, range(0, dm.shape[k] - 1), axis=k), m)
         east, west = m + s / 2, m - s / 2
     else:
         east = west = m
@@ -237,6 +252,16 @@ def _dilate(mask):
     return out
 
 
+def _sheppard(X, weights, h) -> np.ndarray:
+    """``Σ V H A x`` over the softmax and linear heads, ``H = diag(h²/12)`` (module docstring)."""
+    out = np.zeros_like(X)
+    for head in weights.heads:
+        if head.kind in ("softmax", "linear"):
+            p = head.effective
+            out += ((X @ p["A"].T) * (h ** 2 / 12)) @ p["V"].T
+    return out
+
+
 class _Rhs:
     """``y = (masses.ravel(), lost)`` → ``dy/dt``; records the largest face speed per axis of the last call."""
 
@@ -253,8 +278,9 @@ class _Rhs:
         query = _dilate(m > 0).ravel()
         u = np.zeros((m.size, self.grid.d))
         if keys.any():
-            u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], self.schedule(t),
-                                      threads=self.threads)
+            w = self.schedule(t)
+            u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads) \
+                - _sheppard(self.C[query], w, self.grid.h)
         return u.reshape(m.shape + (self.grid.d,))
 
     def __call__(self, t, y):
