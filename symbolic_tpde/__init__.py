@@ -32,7 +32,7 @@ _LAZY = {
     "pack_state": "symbolic_tpde.gaussian",
     "unpack_state": "symbolic_tpde.gaussian",
     "integrate_blowup": "symbolic_tpde.analysis.blowup",
-    "classify": "symbolic_tpde.analysis.clustering",
+    "classify_long_time": "symbolic_tpde.analysis.verdict",
     "kinds": "symbolic_tpde.registry",
 }
 

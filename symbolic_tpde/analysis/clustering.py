@@ -1,28 +1,8 @@
-"""Long-time behaviour of the covariance ``Σ(t)``: collapse, rank-r limit, divergence, blow-up.
+"""Trajectory identities, growth bounds and the covariance-only flow (README Mathematics §4).
 
-Classification at a horizon ``T`` (README Mathematics §4).  The state is integrated to ``t_mid = T/10`` and ``T``
-(with the blow-up detector of :mod:`.blowup`).  With ``Σ(T) = Σ_i λ_i u_i u_iᵀ``, direction ``u_i`` is
-*persistent* if ``λ_i ≥ persist·u_iᵀΣ(t_mid)u_i`` (default ``persist = 0.8``) and
-``λ_i > floor·max(tr Σ₀, tr Σ(T))``; it *decays* if the ratio is ``≤ decay`` (default 0.4).  An eigenvalue
-converging to ``c > 0`` gives a ratio → 1, an ``O(1/t)`` decay gives ``t_mid/T = 0.1``; a ratio in between
-means the direction is not in its asymptotic regime at this horizon (e.g. ``V`` with a tiny eigenvalue slows
-everything down) and the verdict is ``"undetermined"`` rather than a guess.  Kinds:
-
-* ``"blowup"``: finite-time singularity (time and error bound from :func:`.blowup.integrate_blowup`);
-* ``"diverge"``: ``tr Σ(T) > grow·tr Σ(t_mid)`` (default ``grow = 2``) or overflow without blow-up signature;
-* ``"collapse"``: no persistent direction (``Σ → 0``);
-* ``"rank"``: ``r ≥ 1`` persistent directions; ``range`` is their span (orthonormal columns);
-* ``"undetermined"``: some direction neither settled nor decaying by ``T`` (try a longer horizon).
-
-The verdict is a statement at horizon ``T``: directions whose decay time exceeds ``T`` (e.g. ``A + Aᵀ`` with an
-eigenvalue ``-ε``, decay time ``~1/ε``) count as persistent; ``decay_slope`` is the log-log slope of the
-slowest decaying direction between ``t_mid`` and ``T`` (``≈ -1`` for the ``O(1/t)`` rate).
-
-Every time loop here runs on the package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`,
-scipy's DOP853 stepper),
-with the package's one blow-up monitor (:class:`~symbolic_tpde.numerics.solve.BlowupMonitor`, default levels
-``10³…10¹⁰ r₀``); a row that passes the top level without the singularity signature is "diverge"
-(:data:`OVERFLOW` is the top level: the signature is tested there first).
+The long-time verdict itself is :func:`symbolic_tpde.analysis.verdict.classify_long_time` (the one classifier);
+this module holds what it and the ``tpde verify`` rows use along trajectories.  Every time loop here runs on the
+package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`, scipy's DOP853 stepper).
 
 Identities checked along trajectories (README Mathematics §4; augmented quadrature, independent of the end state):
 
@@ -36,93 +16,14 @@ Growth bounds (no blow-up): Sinkhorn ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖t}`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
-from ..gaussian.integrate import gaussian_events, gaussian_rhs, integrate_moments, reported_status
-from ..numerics.solve import DEFAULT_LEVELS, Status, integrate
-from ..registry.layout import gaussian_size
-from .blowup import integrate_blowup
-
-#: classification: growth past the monitor's top level without a singularity signature is "diverge"
-OVERFLOW = DEFAULT_LEVELS[-1]
-
-
-@dataclass
-class ClusteringResult:
-    kind: str                                 # "collapse" | "rank" | "diverge" | "blowup" | "undetermined"
-    rank: int | None = None
-    range: np.ndarray | None = None           # (d, r) orthonormal basis of the limit's range
-    Sigma_T: np.ndarray | None = None         # Σ at the horizon (or at the stop)
-    t: float | None = None                    # horizon reached
-    decay_slope: float | None = None          # log-log slope of the slowest decaying direction
-    blowup_time: float | None = None
-    blowup_time_error: float | None = None
-    ratios: np.ndarray | None = field(default=None, repr=False)
-
-    def label(self) -> str:
-        if self.kind == "rank":
-            return f"rank {self.rank}"
-        return self.kind
-
-
-def classify_pair(S_mid: np.ndarray, S_end: np.ndarray, t_mid: float, t_end: float, tr0: float, *,
-                  persist: float = 0.8, decay: float = 0.4, grow: float = 2.0,
-                  floor: float = 1e-9) -> ClusteringResult:
-    """Classify from ``Σ(t_mid)`` and ``Σ(t_end)`` (module docstring); no blow-up handling here."""
-    S_end = 0.5 * (S_end + S_end.T)
-    tr_end, tr_mid = float(np.trace(S_end)), float(np.trace(S_mid))
-    if not np.isfinite(tr_end) or tr_end > grow * tr_mid:
-        return ClusteringResult("diverge", Sigma_T=S_end, t=t_end)
-    lam, U = np.linalg.eigh(S_end)
-    before = np.einsum("ji,jk,ki->i", U, S_mid, U)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(before > 0, lam / before, 0.0)
-    big = lam > floor * max(tr0, tr_end)
-    keep = (ratio >= persist) & big
-    r = int(keep.sum())
-    slope = None
-    dec = ~keep & (lam > 0) & (before > 0)
-    if dec.any():
-        slope = float(np.max(np.log(lam[dec] / before[dec])) / np.log(t_end / t_mid))
-    if np.any(big & (ratio > decay) & (ratio < persist)):
-        # a direction neither settled nor decaying at the O(1/t) rate: not asymptotic yet at this horizon
-        return ClusteringResult("undetermined", None, None, S_end, t_end, slope, ratios=ratio)
-    kind = "collapse" if r == 0 else "rank"
-    return ClusteringResult(kind, r, U[:, keep], S_end, t_end, slope, ratios=ratio)
-
-
-def classify(f: Callable, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, **kw) -> ClusteringResult:
-    """Classify the trajectory of ``y' = f(t, y)`` (Gaussian layout) from ``N(alpha0, Sigma0)`` at horizon ``T``.
-
-    ``alpha0`` defaults to 0: for softmax, ℓ2, multi-head and Sinkhorn heads ``dΣ/dt`` does not involve ``α``
-    and ``α = 0`` is invariant without an FFN bias, so the mean (which grows like ``e^{tV}``) cannot overflow
-    a long run.  Pass it for linear attention, whose covariance depends on the mean.
-    """
-    Sigma0 = np.asarray(Sigma0, float)
-    d = Sigma0.shape[0]
-    size = gaussian_size(d)
-    y0 = _pack(np.zeros(d) if alpha0 is None else np.asarray(alpha0, float), Sigma0)
-    t_mid = T / 10
-    kw_b = dict(rtol=rtol, overflow=OVERFLOW, max_nfev=200_000)
-    r1 = integrate_blowup(f, y0, t_mid, size, **kw_b)
-    res = r1
-    if r1.status == "ok":   # the second leg restarts the levels; its overflow keeps the total growth at OVERFLOW
-        kw_b["overflow"] = max(OVERFLOW * size[0](y0) / size[0](r1.y), DEFAULT_LEVELS[-1])
-        r2 = integrate_blowup(f, r1.y, T, size, t0=t_mid, **kw_b)
-        res = r2
-    if res.status == "blowup":
-        return ClusteringResult("blowup", Sigma_T=_unpack(res.y, d)[1], t=res.t, blowup_time=res.blowup_time,
-                                blowup_time_error=res.blowup_time_error)
-    if res.status in ("overflow", "stalled"):
-        S_T = _unpack(res.y, d)[1]
-        kind = "diverge" if np.trace(S_T) > 10 * np.trace(Sigma0) else "undetermined"
-        return ClusteringResult(kind, Sigma_T=S_T, t=res.t)
-    return classify_pair(_unpack(r1.y, d)[1], _unpack(res.y, d)[1], t_mid, T, float(np.trace(Sigma0)), **kw)
+from ..gaussian.integrate import gaussian_rhs, integrate_moments
+from ..numerics.solve import Status, integrate
 
 
 # ------------------------------------------------------------------------------ identities along trajectories

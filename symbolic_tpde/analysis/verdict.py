@@ -436,8 +436,8 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     :func:`classify_long_time` point by point."""
     from ..gaussian import GaussianODE
     from ..numerics import rk
-    from ..numerics.solve import BlowupMonitor, Status
-    from .clustering import OVERFLOW, covariance_closed
+    from ..numerics.solve import DEFAULT_LEVELS, BlowupMonitor, Status
+    from .clustering import covariance_closed
 
     from ..weights import Weights
 
@@ -479,7 +479,7 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
         Y0 = layout.pack(np.zeros((rows.size, d)), S0[rows])
 
         def run(tol, t_eval, Y0=Y0, T_run=T_run, sel=rows):
-            bm = BlowupMonitor(*size, overflow=OVERFLOW).rows(Y0)
+            bm = BlowupMonitor(*size, overflow=DEFAULT_LEVELS[-1]).rows(Y0)
             r = rk.rk_solve(F, 0.0, Y0, T_run, rtol=tol, atol=1e-14 * tol / rtol, monitor=bm, t_eval=t_eval,
                             args=(P[sel],), max_steps=max_steps)
             return r, bm.settle(r.status), bm
