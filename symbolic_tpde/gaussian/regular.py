@@ -31,6 +31,12 @@ R_ABS_MAX = 1e100
 G_SETTLED = 1e-3
 #: evaluations without progress in ``s`` after which a run stops as "stuck" (instead of spending its budget)
 STUCK_EVALS = 20_000
+#: explicit (DOP853) evaluations after which an unfinished run continues, from its last accepted step, with
+#: LSODA (stiff/non-stiff switching, finite-difference Jacobian) on the rest of the same budget: a collapsed
+#: direction of ``Σ`` decaying at a rate ``μ`` holds an explicit method to steps ``≈ 3/μ`` (its stability
+#: limit, not its accuracy), e.g. 300 000 evaluations for ``T = 1e5`` at ``μ ≈ 1``; the implicit method
+#: steps by accuracy (3 000 there).  Runs to a blow-up need ~1 000-3 000 and stay explicit.
+STIFF_SWITCH_EVALS = 20_000
 
 
 @dataclass
@@ -38,7 +44,8 @@ class RegularRun:
     """The regular-form run: ``t``, ``log_r`` (``log tr Σ``) along the accepted steps (``s``) and the end state;
     ``stop``: ``"T"`` (reached the horizon), ``"r_max"`` (reached ``R_MAX_FACTOR·r₀``), ``"tilt"`` (an
     existence condition of the tilt crossed 0), ``"precision"`` (the guard condition), ``"stuck"`` (the step
-    size collapsed), or the integrator's status when it stopped otherwise."""
+    size collapsed), or the integrator's status when it stopped otherwise; ``method``: the stepper(s) used
+    (:data:`STIFF_SWITCH_EVALS`)."""
 
     s: np.ndarray
     t: np.ndarray
@@ -48,6 +55,7 @@ class RegularRun:
     stop: str
     status: str
     nfev: int
+    method: str = "DOP853"
 
 
 def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-10, conditions=None,
@@ -58,7 +66,7 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
     valid where it does not involve ``α``); otherwise ``α`` is integrated in ``s`` as it is.
     ``conditions(t, y)``: quantities that must stay > 0 (the first is the precision guard when
     ``precision_guard``)."""
-    from ..numerics.solve import Status, StopCondition, integrate
+    from ..numerics.solve import Deadline, Status, StopCondition, integrate
 
     Sigma0 = np.asarray(Sigma0, float)
     alpha0 = np.zeros(d) if freeze_alpha else np.asarray(alpha0, float)
@@ -92,10 +100,19 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
         return np.asarray(base, float)
 
     # s needed: ~ (r0 + r̄)·T on bounded stretches, ~ 40 ln(10)/g at a blow-up; 1e300 is never reached
+    common = dict(rtol=rtol, atol=1e-14, max_seconds=Deadline.of(max_seconds), stuck_evals=STUCK_EVALS,
+                  events=[StopCondition(cond, "regular-stop", "regular form stopped at s = {t:.12g}")])
+    switch = min(max_nfev, STIFF_SWITCH_EVALS)
+    method = "DOP853"
     with np.errstate(all="ignore"):   # once around the run, not per right-hand side (see state())
-        sol = integrate(g, z0, (0.0, 1e300), method="DOP853", rtol=rtol, atol=1e-14, max_nfev=max_nfev,
-                        events=[StopCondition(cond, "regular-stop", "regular form stopped at s = {t:.12g}")],
-                        max_seconds=max_seconds, stuck_evals=STUCK_EVALS)
+        sol = integrate(g, z0, (0.0, 1e300), method="DOP853", max_nfev=switch, **common)
+        if sol.status == Status.STALLED and sol.nfev > switch and max_nfev > switch:   # budget share spent
+            rest = integrate(g, sol.y[-1], (float(sol.t[-1]), 1e300), method="LSODA",
+                             max_nfev=max_nfev - sol.nfev, **common)
+            rest.t, rest.y = np.concatenate([sol.t, rest.t[1:]]), np.vstack([sol.y, rest.y[1:]])
+            rest.nfev += sol.nfev
+            method = f"DOP853 for its first {sol.nfev} evaluations, then LSODA (stiff)"
+            sol = rest
     stop = str(sol.status)
     if sol.status == Status.STALLED and sol.nfev <= max_nfev:
         stop = "stuck"
@@ -106,7 +123,7 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
     y_end, _ = state(ys[-1])
     a_end, S_end = layout.unpack(y_end, d)
     return RegularRun(np.asarray(sol.t, float), ys[:, 0], ys[:, 1], S_end, a_end, stop, str(sol.status),
-                      int(sol.nfev))
+                      int(sol.nfev), method)
 
 
 def tail_estimate(run: RegularRun) -> tuple[float | None, float | None, str]:
