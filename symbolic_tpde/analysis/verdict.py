@@ -300,7 +300,8 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
                                f"± {max(err, 1e-16):.2g} beyond it, numerical, regular form)", blowup_time=Tst,
                                blowup_time_error=err, Sigma_T=run.Sigma_end, t=T, evidence=evidence, **base)
     return _on_horizon(T, Sigma0, rtol, facts, evidence, base, run.t, run.log_r, run.Sigma_end,
-                       lambda: _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base), ode, closed)
+                       lambda: _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base,
+                                        stiff=run.method != "DOP853"), ode, closed)
 
 
 def _lost_precision(excl, t_lr, log_r, why, Sigma_end, evidence, base) -> Verdict:
@@ -347,7 +348,7 @@ def _on_horizon(T, Sigma0, rtol, facts, evidence, base, t_lr, log_r, Sigma_T, sa
     return _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base)
 
 
-def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base):
+def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base, stiff=False):
     """``Σ(T/2ᵏ)``, ``k = K … 0`` (DOP853; implicit LSODA where it stops), or an
     "undetermined" Verdict."""
     from ..gaussian.integrate import reported_status, tilt_stops
@@ -356,15 +357,22 @@ def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base):
     ts = T / 2.0 ** np.arange(K_DOUBLINGS, -1, -1)
     y0 = layout.pack(a0, Sigma0)
     # where the implicit fallback exists, the explicit run gets the regular form's share before the switch (a
-    # stiff, collapsed direction holds it to its stability limit: STIFF_SWITCH_EVALS); the budget stays Radau's
-    sol = integrate(f, y0, (0.0, T), method="DOP853", rtol=rtol, atol=1e-14 * max(1.0, float(np.abs(y0).max())),
-                    t_eval=ts, breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond),
-                    **({"max_nfev": STIFF_SWITCH_EVALS} if closed else {}))
-    if sol.status != "ok" and closed:
+    # stiff, collapsed direction holds it to its stability limit: STIFF_SWITCH_EVALS), and none when the regular
+    # form on the same interval already needed the switch (``stiff``)
+    if stiff and closed:
+        sol = None
+        evidence.append("the regular form was stiff on [0, T]: the sampled run is implicit from the start")
+    else:
+        sol = integrate(f, y0, (0.0, T), method="DOP853", rtol=rtol,
+                        atol=1e-14 * max(1.0, float(np.abs(y0).max())), t_eval=ts,
+                        breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond),
+                        **({"max_nfev": STIFF_SWITCH_EVALS} if closed else {}))
+    if sol is None or sol.status != "ok" and closed:
         # LSODA's finite-difference Jacobian of the same right-hand side (the inverse-free matrix form where it
         # exists): the generated Jacobian holds Σ⁻¹ and is not finite where Σ becomes singular (a collapse)
-        evidence.append(f"explicit run stopped ({reported_status(sol)} after {sol.nfev} evaluations); implicit "
-                        "LSODA (finite-difference Jacobian, counted evaluations) from t = 0")
+        if sol is not None:
+            evidence.append(f"explicit run stopped ({reported_status(sol)} after {sol.nfev} evaluations)")
+        evidence.append("sampled run: implicit LSODA (finite-difference Jacobian, counted evaluations) from t = 0")
         sol = integrate(f, y0, (0.0, T), method="LSODA", rtol=rtol, atol=1e-14 * max(1.0, float(np.abs(y0).max())),
                         t_eval=ts, breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond))
     if sol.status != "ok":
