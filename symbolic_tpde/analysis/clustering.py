@@ -9,9 +9,9 @@ Identities checked along trajectories (README Mathematics §4; augmented quadrat
 * volume: ``log det Σ(T) - log det Σ₀ = ∫₀ᵀ tr(Σ(AV + VᵀAᵀ)) dt`` (softmax, any ``V``);
 * Lyapunov (``V`` SPD): ``tr(V⁻¹Σ(T)) - tr(V⁻¹Σ₀) = ∫₀ᵀ tr(Σ(A + Aᵀ)Σ) dt``, non-increasing if ``A + Aᵀ ⪯ 0``.
 
-Growth bounds (no blow-up): Sinkhorn ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖t}`` (README Mathematics §4).  ℓ2 with square invertible
-``K``: the tilted covariance ``(Σ⁻¹ + (2/τ)KᵀK)⁻¹ ⪯ (τ/2)(KᵀK)⁻¹``, so ``‖J‖ = ‖V(Σ⁻¹ + (2/τ)KᵀK)⁻¹(2/τ)KᵀQ‖
-≤ ‖V‖‖K⁻¹Q‖`` and ``dΣ/dt = JΣ + ΣJᵀ`` gives ``‖Σ(t)‖ ≤ ‖Σ₀‖e^{2‖V‖‖K⁻¹Q‖t}`` (Grönwall).
+Growth bounds (no blow-up) are the ``growth`` theorem of :mod:`symbolic_tpde.analysis.theorems` (Sinkhorn
+``L = ‖V‖``; ℓ2 with K of full column rank ``L = ‖V‖ cond(K) ‖K⁺Q‖``: the factor ``cond(K)`` is needed, the
+bound without it fails on some d = 2 trajectories); :func:`growth_bound_ratio` checks one along a trajectory.
 """
 
 from __future__ import annotations
@@ -81,11 +81,6 @@ def growth_bound_ratio(f: Callable, alpha0, Sigma0, rate: float, T: float, n_sam
     n0 = np.linalg.norm(Sigma0, 2)
     return float(max(np.linalg.norm(_unpack(sol.y[k], d)[1], 2) / (n0 * np.exp(rate * t))
                      for k, t in enumerate(sol.t)))
-
-
-def l2_growth_rate(Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> float:
-    """Exponent ``2‖V‖‖K⁻¹Q‖`` of the ℓ2 growth bound (square invertible ``K``; module docstring)."""
-    return 2.0 * np.linalg.norm(V, 2) * np.linalg.norm(np.linalg.solve(K, Q), 2)
 
 
 def rate_slope(ts: np.ndarray, Sigmas: np.ndarray, Sigma_star: np.ndarray) -> float:

@@ -19,8 +19,8 @@ def checks(quick: bool = False):
     from ..analysis import closed_forms as cf
     from ..analysis.blowup import integrate_blowup
     from ..registry.layout import gaussian_size
-    from ..analysis.clustering import (growth_bound_ratio, l2_growth_rate, lyapunov_identity, rate_slope,
-                                       volume_identity)
+    from ..analysis.clustering import growth_bound_ratio, lyapunov_identity, rate_slope, volume_identity
+    from ..analysis.theorems import _growth_fact
     from ..gaussian import pack_state
 
     S0 = np.array([[1.0, 0.3], [0.3, 0.6]])
@@ -102,9 +102,10 @@ def checks(quick: bool = False):
 
     Ap = np.array([[1.0, 0.3], [0.1, 0.8]])
     Vn = np.array([[1.0, 0.4], [-0.2, 0.7]])
-    for kind, kw, rate in (("sinkhorn", dict(A=Ap), 2 * np.linalg.norm(Vn, 2)),
-                           ("l2", dict(Q=Ap, K=np.eye(2), tau=1.0), l2_growth_rate(Ap, np.eye(2), Vn))):
+    # the exponent 2L is the growth theorem's (analysis.theorems: L = ‖V‖ for Sinkhorn, ‖V‖ cond(K) ‖K⁺Q‖ for ℓ2)
+    for kind, kw in (("sinkhorn", dict(A=Ap)), ("l2", dict(Q=Ap, K=np.array([[1.0, 0.5], [0.0, 0.4]]), tau=1.0))):
         o = _ode(kind, Vn, **kw)
+        rate = 2 * _growth_fact([o.weights(0.0)])[0].values["L"]
         r = integrate_blowup(o.rhs, pack_state(np.zeros(2), S0), 4.0, gaussian_size(2))
         yield result("no finite-time blow-up (A+A^T > 0)", kind, 2, 0.0 if r.status == "ok" else 1.0, 0.0,
                      "status must be 'ok' on [0, 4] where softmax with V=I blows up")
