@@ -25,12 +25,17 @@ def _tools():
 
 def _compile(tmp_path, capsys, argv):
     rc = main(["derive", *argv, "--format", "latex"])
-    (tmp_path / "d.tex").write_text(capsys.readouterr().out)
+    return (rc, *_pdf(tmp_path, capsys.readouterr().out))
+
+
+def _pdf(tmp_path, src):
+    """``(pdflatex exit code, log, pdftotext of the PDF)`` of the document ``src``."""
+    (tmp_path / "d.tex").write_text(src)
     r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "d.tex"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300)
     log = (tmp_path / "d.log").read_text(errors="replace")
     text = subprocess.run(["pdftotext", "d.pdf", "-"], cwd=tmp_path, capture_output=True, text=True).stdout
-    return rc, r.returncode, log, text
+    return r.returncode, log, text
 
 
 DOCS = [["--attention", "softmax", "--steps", "--V", "identity", "--standalone"],
@@ -82,3 +87,20 @@ def test_sentences_typeset_and_read_back(capsys, argv):
             out = json.dumps(json.loads(out), ensure_ascii=False)
         assert "$" not in out and not re.search(r"\\[a-zA-Z]", out.replace("\\n", " ")), \
             [ln for ln in out.splitlines() if "$" in ln or "\\" in ln][:3]
+
+
+def test_user_kernel_document_compiles_clean(tmp_path):
+    """``derive_kernel(...).latex(standalone=True)`` (issue 19, item 5): 0 errors, 0 overfull boxes, no code."""
+    import sympy as sp
+
+    import symbolic_tpde as st
+
+    _tools()
+    x, y = sp.Matrix(sp.symbols("x0:2", real=True)), sp.Matrix(sp.symbols("y0:2", real=True))
+    A = sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"a{i}{j}", real=True))
+    lam = sp.Symbol("lambda", positive=True)
+    src = st.derive_kernel((y.T * A * x)[0, 0] - lam * (y.T * y)[0, 0] + sp.cos(x[0]), x, y).latex(standalone=True)
+    prc, log, text = _pdf(tmp_path, src)
+    assert prc == 0 and "Overfull" not in log, log[log.find("Overfull"):][:400] or log[-1500:]
+    leaks = sorted({m.group(0) for m in LEAKS.finditer(text)})
+    assert not leaks and "Σ−1 + 2λI ≻ 0" in " ".join(text.split()), (leaks, text[:2000])

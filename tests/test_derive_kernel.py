@@ -10,6 +10,8 @@ of four orders while catching any wrong sign, factor or transpose.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -171,4 +173,70 @@ def test_system_jacobian_latex_and_steps():
     assert np.max(np.abs(Jn - Jfd)) < 1e-8
     assert "\\begin{align*}" in system.latex()
     titles = [s.title for s in system.steps]
-    assert titles[0] == "log-kernel" and any("moment ODE" in t for t in titles)
+    assert titles[0].startswith("the kernel as given") and any("moment ODE" in t for t in titles)
+
+
+def _sign_free_kernel():
+    """d = 2, a key-quadratic block of either sign (so the tilt exists at some points and not at others) and an
+    x-only term."""
+    x, y = _vec("x", 2), _vec("y", 2)
+    r0, r1, r01 = sp.symbols("r0 r1 r01", real=True)
+    ell = (x.T * _mat("b", 2) * y)[0, 0] + r0 * y[0] ** 2 + r1 * y[1] ** 2 + r01 * y[0] * y[1] + sp.exp(x[0])
+    return st.derive_kernel(ell, x, y), (r0, r1, r01)
+
+
+def test_user_kernel_steps_are_the_matrix_form_chain_of_the_built_in_kinds():
+    """``.steps`` of a user kernel: the kernel as given, the existence condition, then the same general-d tilt
+    chain as the built-in kinds (same titles, proved for every d where theirs are), every step checked."""
+    from symbolic_tpde.symbolic.steps import kind_derivation
+
+    system, _ = _sign_free_kernel()
+    steps = system.steps
+    assert all(s.checked for s in steps), [s.method for s in steps if not s.checked]
+    built_in = {s.title: s.scope for s in kind_derivation(("softmax",)).steps}
+    shared = [s for s in steps if s.title in built_in]
+    assert {s.title for s in shared} >= {"completing the square", r"the tilted mean $m(x) = \Lambda^{-1} n$"}
+    assert len(shared) >= 6 and all(s.scope == built_in[s.title] for s in shared)
+    assert "every d" in {s.scope for s in shared}
+
+
+def test_user_kernel_existence_condition_against_an_independent_eigenvalue_test():
+    """The displayed condition Λ ≻ 0 is ``Σ⁻¹ - [[2r0, r01], [r01, 2r1]]`` (written here by hand from the quadratic
+    form of ``log k`` in ``y``); evaluated from the step's own object it agrees with numpy's eigenvalues of that
+    matrix at random points, and its check saw both outcomes; a step with the sign flipped is reported NOT checked."""
+    from symbolic_tpde.symbolic.steps_eq import Equation
+
+    system, (r0, r1, r01) = _sign_free_kernel()
+    cond = system.steps[1]
+    assert cond.eq.rel == ">0" and cond.checked
+    inside, outside = map(int, re.search(r"\((\d+) where the tilt exists, (\d+) where", cond.method).groups())
+    assert inside > 0 and outside > 0                              # the check saw both sides of the boundary
+    Sig = sp.MatrixSymbol("Sigma", 2, 2)
+    rng = np.random.default_rng(3)
+    agree = {True: 0, False: 0}
+    for _ in range(40):
+        G = rng.standard_normal((2, 2))
+        S = G @ G.T + 0.2 * np.eye(2)
+        p = rng.uniform(-1.5, 1.5, 3)
+        hand = np.linalg.inv(S) - np.array([[2 * p[0], p[2]], [p[2], 2 * p[1]]])
+        shown = np.array(cond.eq.lhs.xreplace({Sig: sp.ImmutableMatrix(S), r0: p[0], r1: p[1], r01: p[2]})
+                         .as_explicit(), dtype=float)
+        assert np.allclose(shown, hand, rtol=1e-12, atol=1e-12)       # round-off of one 2x2 inverse
+        agree[bool(np.linalg.eigvalsh(hand).min() > 0)] += 1
+    assert agree[True] and agree[False]
+    flipped = cond.changed(eq=Equation(sp.MatAdd(Sig.I, *[-a for a in cond.eq.lhs.args if a != Sig.I]), None, ">0"))
+    assert not flipped.checked and not flipped.check().checked
+
+
+def test_user_kernel_document_shows_the_kernel_greek_names_and_matrix_condition():
+    """``latex(standalone=True)``: the user's log k as given (SymPy's own LaTeX of it), ``Symbol("lambda")`` as
+    ``\\lambda`` (never ``2lambda``), the condition ``Σ⁻¹ + 2λI ≻ 0`` (by hand: ``R = -λI``), the steps, the boxed
+    result; no pivot polynomial."""
+    x, y = _vec("x", 2), _vec("y", 2)
+    lam = sp.Symbol("lambda", positive=True)
+    ell = (y.T * _mat("a", 2) * x)[0, 0] - lam * (y.T * y)[0, 0]
+    doc = st.derive_kernel(ell, x, y).latex(standalone=True)
+    assert "\\log k(x, y) = " + sp.latex(ell) in doc
+    assert "lambda" not in doc.replace("\\lambda", "") and r"\Sigma^{-1} + 2 \lambda I \succ 0" in doc
+    assert "pivot" not in doc.split("Derivation")[0] and "\\boxed" in doc and doc.count("\\item \\textbf") >= 10
+    assert "NOT checked" not in doc

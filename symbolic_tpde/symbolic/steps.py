@@ -28,6 +28,7 @@ appears, :mod:`.steps_check`); the check line under each step says which.  With 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import sympy as sp
@@ -36,10 +37,10 @@ from ..registry import kinds as spec_kinds
 from ..registry.layout import symmetric_rows
 from .moments import mexpand, symmetric_subs_all
 from .steps_check import check_equal, explicit
-from .steps_eq import D, Derivation, Equation, GaussExpect, NegHessian, Notation, PlanMean, recheck, step, sym
+from .steps_eq import D, Derivation, Equation, GaussExpect, NegHessian, Notation, PlanMean, Step, recheck, step, sym, tex
 
 __all__ = ["D", "Derivation", "Equation", "Notation", "step", "recheck", "kind_derivation",
-           "entrywise_system_steps", "entrywise_kernel_steps", "entrywise_display_steps"]
+           "entrywise_system_steps", "user_kernel_derivation", "entrywise_display_steps"]
 
 HALF = sp.Rational(1, 2)
 
@@ -67,22 +68,23 @@ def _ma(*terms):
 
 
 # ------------------------------------------------------------------------------------ one normalised head
-def kernel_head_steps(kind: str, syms: dict, pre: str = "") -> tuple[list, Any, Any]:
+def kernel_head_steps(kind: str, syms: dict, pre: str = "", kernel=None) -> tuple[list, Any, Any]:
     """Steps 1-6 for one softmax-normalised head; returns ``(steps, b, J)``.  The named blocks ``R``, ``N``,
-    ``n`` are shown under the equations that use them and substituted by the checks."""
+    ``n`` are shown under the equations that use them and substituted by the checks.  ``kernel``: an
+    :class:`~.kernels.ExpQuadKernel` of matrix symbols used instead of the kind's (a user kernel's blocks)."""
     from .tilt import tilt_matrix
 
     alpha, Sigma = sp.MatrixSymbol("alpha", D, 1), sp.MatrixSymbol("Sigma", D, D)
     x, y = sp.MatrixSymbol("x", D, 1), sp.MatrixSymbol("y", D, 1)
-    K = spec_kinds.part(kind, "symbolic").matrix_kernel(syms)
+    K = kernel if kernel is not None else spec_kinds.part(kind, "symbolic").matrix_kernel(syms)
     Bt = K.B.T
     Rn, Nn, nn = sp.MatrixSymbol("R", D, D), sp.MatrixSymbol("Lambda", D, D), sp.MatrixSymbol("n", D, 1)
     c = _sum([x.T * K.P * x if K.P is not None else None, K.p.T * x if K.p is not None else None]) \
         if (K.P is not None or K.p is not None) else None
     lin = _sum([Bt * x, K.r])
-    where_R = ((Rn, K.R),) if K.R is not None else ()
+    where_R = ((Rn, K.R),) if K.R is not None and K.R != Rn else ()
     blocks = _ma(c, _mm(y.T, Rn, y) if K.R is not None else None, _mm(sp.Transpose(lin), y))
-    shown = spec_kinds.part(kind, "symbolic").matrix_definition
+    shown = spec_kinds.part(kind, "symbolic").matrix_definition if kernel is None else None
     definition = shown(syms, x, y) if shown is not None else None
     lhs1 = definition if definition is not None else K.log_kernel(x, y)
     out = [step(f"{pre}the log-kernel as a quadratic in the key $y$", lhs1, blocks,
@@ -154,6 +156,19 @@ def sinkhorn_head_steps(syms: dict, pre: str = "") -> tuple[list, Any, Any, Any]
     return out, b, J, (C, Ct.T)
 
 
+def moment_steps(alpha, Sigma) -> list:
+    """The mean and covariance equations of an affine field ``Γ = b + Jx`` (``b``, ``J`` any vector and matrix)."""
+    X = sp.MatrixSymbol("X", D, 1)
+    Bn, Jn = sp.MatrixSymbol("b", D, 1), sp.MatrixSymbol("J", D, D)
+    return [step(r"mean equation: for an affine field $\Gamma = b + Jx$ the flow map is affine and "
+                 r"$\frac{d\alpha}{dt} = \mathbb{E}[\Gamma(X)]$", GaussExpect(Bn + Jn * X, X, alpha, Sigma),
+                 Bn + Jn * alpha, "$b$, $J$: any vector and matrix (the identity holds for every affine field)"),
+            step(r"covariance equation: $\frac{d\Sigma}{dt} = \mathbb{E}[(X - \alpha)\Gamma(X)^{\top} + "
+                 r"\Gamma(X)(X - \alpha)^{\top}]$",
+                 GaussExpect((X - alpha) * (Bn + Jn * X).T + (Bn + Jn * X) * (X - alpha).T, X, alpha, Sigma),
+                 Jn * Sigma + Sigma * Jn.T, "$b$, $J$: any vector and matrix")]
+
+
 # -------------------------------------------------------------------------------------------- assembly
 def _head_steps(kind: str, syms: dict, pre: str):
     """The kind's own chain, named by its registry entry (``SymbolicPart.steps``); a normalised kernel
@@ -176,7 +191,7 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
     single = len(kinds_) == 1
     mf = matrix_form(tuple(kinds_), ffn=ffn)
     alpha, Sigma = mf.alpha, mf.Sigma
-    x, X = sp.MatrixSymbol("x", D, 1), sp.MatrixSymbol("X", D, 1)
+    x = sp.MatrixSymbol("x", D, 1)
     steps: list = []
     fields, subs_C = [], {}
     for h, kind in enumerate(kinds_):
@@ -200,14 +215,7 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
         steps.append(step("the layer's field: heads add" + (", and the feed-forward term $Wx + c$" if ffn else ""),
                           _sum(parts), b + J * x, r"fields add, so the layer's field is affine: $\Gamma = b + Jx$"))
     num = dict(numeric=True, exact_d=(), random_d=(1, 2, 3)) if subs_C else {}
-    Bn, Jn = sp.MatrixSymbol("b", D, 1), sp.MatrixSymbol("J", D, D)
-    steps.append(step(r"mean equation: for an affine field $\Gamma = b + Jx$ the flow map is affine and "
-                      r"$\frac{d\alpha}{dt} = \mathbb{E}[\Gamma(X)]$", GaussExpect(Bn + Jn * X, X, alpha, Sigma),
-                      Bn + Jn * alpha, "$b$, $J$: any vector and matrix (the identity holds for every affine field)"))
-    steps.append(step(r"covariance equation: $\frac{d\Sigma}{dt} = \mathbb{E}[(X - \alpha)\Gamma(X)^{\top} + "
-                      r"\Gamma(X)(X - \alpha)^{\top}]$",
-                      GaussExpect((X - alpha) * (Bn + Jn * X).T + (Bn + Jn * X) * (X - alpha).T, X, alpha, Sigma),
-                      Jn * Sigma + Sigma * Jn.T, "$b$, $J$: any vector and matrix"))
+    steps += moment_steps(alpha, Sigma)
     a_dot = (b + J * alpha).xreplace(subs_C)
     S_dot = (J * Sigma + Sigma * J.T).xreplace(subs_C)
     # the layer's b + J alpha against the matrix form of symbolic.moments; shown only where the two are not the
@@ -231,29 +239,131 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
 
 
 # ------------------------------------------------------------------------------------ entrywise systems
-def entrywise_kernel_steps(ell, form, V, x, y, alpha, Sigma, b, J, rhs) -> tuple:
-    """Checked steps of a user kernel at concrete ``d`` (:func:`~.kernel.derive_kernel`): the read-off
-    blocks (exact), the field by an independent matrix inverse ``(Σ⁻¹ - R - Rᵀ)⁻¹`` against the ``LDLᵀ``
-    route of the derivation, and the moment ODE, at seeded random rational points (exact arithmetic)."""
-    pts = dict(exact_d=(), random_d=(1,), points=3)
-    R, Bt, r = form.R, form.B.T, form.r
+def user_kernel_derivation(ell, form, V, x, y, system) -> Derivation:
+    """The derivation of a user kernel (:func:`~.user_kernel.derive_kernel`) in the same matrix form as the
+    built-in kinds: the kernel as given read as ``c(x) + yᵀRy + (Bᵀx + r)ᵀy`` (exact, at the user's ``d``), the
+    existence condition ``Σ⁻¹ - ∇²_y log k ≻ 0`` from the quadratic form in ``y`` (checked against the pivot
+    conditions of ``system`` at random rational points), the general-``d`` tilt chain for matrix symbols
+    ``R``, ``B``, ``r``, ``V`` (:func:`kernel_head_steps`, proved for every ``d``), the moment equations, and
+    the result with the user's blocks against ``system``'s right-hand side (random rational points, exact)."""
+    from .kernels import ExpQuadKernel
+    from .steps_special import EXACT_WORDS, LAW_ASSUMPTION, TILT_ASSUMPTION, model_statement
+
     d = len(x)
-    out = [step("log-kernel", ell,
-                form.dropped + (y.T * R * y)[0, 0] + ((Bt * x + r).T * y)[0, 0],
-                "read as c(x) + y^T R y + (B^T x + r)^T y", exact_d=(1,), random_d=())]
-    Sm = sp.ImmutableMatrix(Sigma)
-    S = Sm if R.is_zero_matrix else sp.Inverse(sp.ImmutableMatrix(sp.Inverse(Sm) - R - R.T))
-    m = S * (sp.Inverse(Sm) * sp.ImmutableMatrix(alpha) + sp.ImmutableMatrix(r + Bt * x))
-    out.append(step("tilted mean m(x) = (Sigma^-1 - R - R^T)^-1 (Sigma^-1 alpha + r + B^T x); "
-                    "affine field Gamma(x) = V m(x) = b + J x", sp.ImmutableMatrix(V) * m,
-                    sp.ImmutableMatrix(b + J * x), **pts))
-    out.append(step("moment ODE (mean) d alpha/dt = b + J alpha", sp.ImmutableMatrix(b + J * alpha),
-                    sp.ImmutableMatrix(rhs[:d]), **pts))
-    JS = J * Sigma
-    up = [JS[i, j] + JS[j, i] for i in range(d) for j in range(i, d)]
-    out.append(step("moment ODE (covariance, upper triangle) d Sigma/dt = J Sigma + Sigma J^T",
-                    sp.ImmutableMatrix(up), sp.ImmutableMatrix(rhs[d:]), **pts))
-    return tuple(out)
+    xm, ym = sp.MatrixSymbol("x", d, 1), sp.MatrixSymbol("y", d, 1)
+    Rd, Bd, rd, Vd = (sp.MatrixSymbol(n, d, k) for n, k in (("R", d), ("B", d), ("r", 1), ("V", d)))
+    zero_R, zero_r, eye_V = form.R.is_zero_matrix, form.r.is_zero_matrix, V == sp.eye(d)
+    blocks = ((Bd, sp.ImmutableMatrix(form.B)),) + (() if zero_R else ((Rd, sp.ImmutableMatrix(form.R)),)) \
+        + (() if zero_r else ((rd, sp.ImmutableMatrix(form.r)),))
+    lin = _ma(Bd.T * xm, None if zero_r else rd)
+    cx = sp.MatrixSymbol("c(x)", 1, 1)      # the terms free of y, shown by name
+    read = _ma(None if form.dropped.is_zero else cx, None if zero_R else _mm(ym.T, Rd, ym), _mm(sp.Transpose(lin), ym))
+    xs, ys = sp.Matrix(x), sp.Matrix(y)
+
+    def read_off(eq):       # the user's kernel against the read-off blocks, c(x) its terms free of y
+        env = {"x": xs, "y": ys, cx.name: sp.zeros(1, 1), **{k.name: v for k, v in eq.where}}
+        rhs = explicit(eq.rhs, env, {"d": d})
+        rest = sp.expand(eq.lhs - rhs[0, 0])
+        ok = not rest.has(*y)
+        return ok, ("$\\log k(x, y)$ minus the right side without $c(x)$, expanded exactly, is free of $y$ (it is "
+                    "$c(x)$)" if ok else "the difference depends on $y$"), f"d = {d}"
+    steps = [Step(rf"the kernel as given, read as a quadratic in the key $y$ ($d = {d}$)",
+                  Equation(ell, read, where=blocks), "the terms free of $y$ form $c(x)$; they cancel when the tilted "
+                  "measure is normalised", how=read_off).check()]
+    # the existence condition from the quadratic form in y: Λ = Σ⁻¹ - ∇²_y log k (Hessian constant in y)
+    H = sp.hessian(sp.expand(ell), list(y)).applyfunc(sp.simplify)
+    Sd = sp.MatrixSymbol("Sigma", d, d)
+    c0 = H[0, 0]
+    Lam = (Sd.I if H.is_zero_matrix else sp.MatAdd(Sd.I, -c0 * sp.Identity(d), evaluate=False)
+           if H == c0 * sp.eye(d) else sp.MatAdd(Sd.I, -sp.ImmutableMatrix(H), evaluate=False))
+    steps.append(Step(r"the tilt exists iff its precision $\Lambda = \Sigma^{-1} - \nabla_y^{2} \log k$ is positive "
+                      "definite (the quadratic form in $y$ of the exponent)", Equation(Lam, None, ">0"),
+                      r"$\nabla_y^{2} \log k = R + R^{\top}$ is computed from the kernel as given",
+                      how=partial(_existence_check, system, d)).check())
+    K = ExpQuadKernel(B=sp.MatrixSymbol("B", D, D), R=None if zero_R else sp.MatrixSymbol("R", D, D),
+                      r=None if zero_r else sp.MatrixSymbol("r", D, 1), name="user")
+    Vg = sp.Identity(D) if eye_V else sp.MatrixSymbol("V", D, D)
+    head, b, J = kernel_head_steps("user", {"V": Vg}, kernel=K)
+    steps += head[1:]
+    alpha, Sigma = sp.MatrixSymbol("alpha", D, 1), sp.MatrixSymbol("Sigma", D, D)
+    steps += moment_steps(alpha, Sigma)
+    named = blocks + (() if eye_V else ((Vd, sp.ImmutableMatrix(V)),))
+    d_alpha, d_Sigma = Notation("d alpha/dt", r"\frac{d\alpha}{dt}"), Notation("d Sigma/dt", r"\frac{d\Sigma}{dt}")
+    res = [(d_alpha, sym(b + J * alpha)), (d_Sigma, sym(J * Sigma + Sigma * J.T))]
+    for (lhs, rhs), which in zip(res, ("mean", "cov")):
+        steps.append(Step(rf"the moment ODE ({'mean' if which == 'mean' else 'covariance'}) with this kernel's blocks",
+                          Equation(lhs, rhs, where=named), "the right side evaluated with the blocks above is compared "
+                          r"with the entrywise system derived for this kernel (explicit tilt, $LDL^{\top}$ pivots)",
+                          how=partial(_user_result_check, system, which)).check())
+    model = (model_statement(("softmax",))[0],
+             r"Softmax-normalised attention with the user's kernel: $\Gamma_\mu(x) = V \int y\, k(x, y)\, d\mu(y) "
+             r"/ \int k(x, y)\, d\mu(y)$ with $\log k(x, y) = " + tex(ell) + "$"
+             + ("" if eye_V else ", and $V = " + tex(sp.ImmutableMatrix(V)) + "$") + ".")
+    ass = (LAW_ASSUMPTION, TILT_ASSUMPTION, rf"For this kernel the condition reads ${tex(Lam)} \succ 0$.")
+    return Derivation(f"Gaussian moment ODE of a user kernel, d = {d}", tuple(steps), ass, (EXACT_WORDS,),
+                      model=model, boxed=tuple(res))
+
+
+def _sigma_states(d: int) -> sp.Matrix:
+    return sp.Matrix(d, d, lambda i, j: sp.Symbol(f"Sigma_{min(i, j)}_{max(i, j)}", real=True))
+
+
+def _random_point(system, rng, d: int) -> dict:
+    """Seeded random rationals for the states (``Σ = LLᵀ + I/4`` positive definite) and parameters (positive
+    where declared so), as ``{symbol: value}``."""
+    L = sp.Matrix(d, d, lambda i, j: sp.Rational(rng.randint(-6, 6), 4) if i >= j else 0)
+    S = L * L.T + sp.eye(d) / 4
+    vals = {sp.Symbol(f"alpha_{i}", real=True): sp.Rational(rng.randint(-6, 6), 3) for i in range(d)}
+    vals.update({sp.Symbol(f"Sigma_{i}_{j}", real=True): S[i, j] for i in range(d) for j in range(i, d)})
+    for p in (*system.params, system.time):
+        v = sp.Rational(rng.randint(-12, 12), 8)
+        vals[p] = abs(v) + sp.Rational(1, 8) if p.is_positive else v
+    return vals
+
+
+def _existence_check(system, d, eq, points: int = 24):
+    """The displayed ``Λ ≻ 0`` against the system's pivot conditions at seeded random rational points:
+    positive definiteness of the displayed matrix decided exactly (SymPy, rational entries)."""
+    import random
+
+    rng = random.Random(0)
+    inside = 0
+    for _ in range(points):
+        vals = _random_point(system, rng, d)
+        env = {"Sigma": _sigma_states(d).xreplace(vals)}
+        M = sp.Matrix(explicit(eq.lhs, env, {"d": d})).xreplace(vals)
+        shown = M.is_positive_definite
+        pivots = all(bool(c.xreplace(vals)) for c in system.conditions)
+        if shown != pivots:
+            return False, "the displayed condition and the pivot conditions disagree at a random rational point", ""
+        inside += bool(shown)
+    return True, (f"at {points} seeded random rational points ({inside} where the tilt exists, {points - inside} "
+                  "where it does not) the displayed matrix is positive definite (decided exactly) exactly where all "
+                  r"$LDL^{\top}$ pivot conditions of the derived system hold"), f"d = {d}"
+
+
+def _user_result_check(system, which, eq, points: int = 3):
+    """The displayed matrix-form right side, with the user's blocks, against ``system``'s right-hand side at
+    seeded random rational points (both evaluated in exact rational arithmetic)."""
+    import random
+
+    d = len([s for s in system.states if s.name.startswith("alpha_")])
+    rng = random.Random(1)
+    for _ in range(points):
+        vals = _random_point(system, rng, d)
+        env = {k.name: sp.Matrix(v).xreplace(vals) for k, v in eq.where}
+        env.update(alpha=sp.Matrix([vals[sp.Symbol(f"alpha_{i}", real=True)] for i in range(d)]),
+                   Sigma=_sigma_states(d).xreplace(vals))
+        env.setdefault("V", sp.eye(d))
+        shown = sp.Matrix(explicit(eq.rhs, env, {"d": d}))
+        rhs = [e.xreplace(vals) for e in system.rhs]
+        want = sp.Matrix(rhs[:d]) if which == "mean" else sp.Matrix(symmetric_rows(rhs[d:], d))
+        if any(v != 0 if v.is_Rational else abs(sp.N(v, 60)) > 1e-40 for v in shown - want):   # 60 digits if
+            # the kernel holds transcendental values (cos t): 1e-40 leaves 20 digits for round-off
+            return False, "the displayed right side differs from the derived system at a random rational point", ""
+    return True, (f"{points} seeded random rational points (all states and parameters; $\\Sigma$ positive definite; "
+                  "both sides in exact rational arithmetic, or 60 digits where the kernel holds a transcendental "
+                  "value)"), f"d = {d}"
 
 
 def _matrix_form_env(system):

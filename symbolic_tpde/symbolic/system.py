@@ -66,7 +66,7 @@ class OdeSystem:
     origin: Mapping[str, Any] = field(default_factory=dict)
     conditions: tuple = ()
     existence: tuple = ()
-    derivation: Any = field(default=None, repr=False)   # callable (system) -> tuple of Steps (lazy)
+    derivation: Any = field(default=None, repr=False)   # callable (system) -> Steps or a Derivation (lazy)
     _memo: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -82,7 +82,9 @@ class OdeSystem:
     def steps(self) -> tuple:
         """The checked derivation steps (:mod:`.steps`), built on first access and kept."""
         if "steps" not in self._memo:
-            self._memo["steps"] = tuple(self.derivation(self)) if self.derivation is not None else ()
+            out = self.derivation(self) if self.derivation is not None else ()
+            self._memo["document"] = out if hasattr(out, "steps") else None     # a whole Derivation
+            self._memo["steps"] = tuple(out.steps if hasattr(out, "steps") else out)
         return self._memo["steps"]
 
     @property
@@ -103,6 +105,8 @@ class OdeSystem:
         """LaTeX ``align*`` fragment of the equations (:func:`symbolic_tpde.symbolic.printing.render_system`)."""
         from .printing import render_system
 
+        if kw.get("standalone") and self.origin.get("document"):    # the derivation as a document
+            return self.derivation(self, render=True)
         return render_system(self, "latex", **kw)
 
     def _repr_latex_(self) -> str:

@@ -245,12 +245,17 @@ def derive_kernel(log_kernel, query, key, value=None, *, time=None, method: str 
     return assemble_system(
         d, [hf], params=params, layout=(), time=time,
         origin={"variant": "user kernel", "d": d, "form": "entrywise", "method": method,
-                "log_kernel": sp.sstr(ell)[:400], "structure": None},
-        derivation=partial(_kernel_steps, ell, form, V, x, y, alpha, Sigma, hf.b, hf.J))
+                "log_kernel": sp.sstr(ell)[:400], "structure": None, "document": True},
+        derivation=partial(_kernel_steps, ell, form, V, x, y))
 
 
-def _kernel_steps(ell, form, V, x, y, alpha, Sigma, b, J, system) -> tuple:
-    """The derivation of a user-kernel system (module-level, so that the system pickles)."""
-    from .steps import entrywise_kernel_steps
+def _kernel_steps(ell, form, V, x, y, system, render: bool = False):
+    """The derivation of a user-kernel system (module-level, so that the system pickles); with ``render`` the
+    system's derivation (built once, kept by ``system.steps``) as a standalone LaTeX document."""
+    if render:
+        from .steps_render import standalone
 
-    return entrywise_kernel_steps(ell, form, V, x, y, alpha, Sigma, b, J, system.rhs)
+        return standalone(system._memo["document"]) if system.steps else ""
+    from .steps import user_kernel_derivation
+
+    return user_kernel_derivation(ell, form, V, x, y, system)
