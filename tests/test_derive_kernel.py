@@ -235,7 +235,9 @@ def test_user_kernel_document_shows_the_kernel_greek_names_and_matrix_condition(
     x, y = _vec("x", 2), _vec("y", 2)
     lam = sp.Symbol("lambda", positive=True)
     ell = (y.T * _mat("a", 2) * x)[0, 0] - lam * (y.T * y)[0, 0]
-    doc = st.derive_kernel(ell, x, y).latex(standalone=True)
+    system = st.derive_kernel(ell, x, y)
+    assert "lambda" not in system.latex().replace("\\lambda", "")          # the entrywise fragment too
+    doc = system.latex(standalone=True)
     assert "\\log k(x, y) = " + sp.latex(ell) in doc
     assert "lambda" not in doc.replace("\\lambda", "") and r"\Sigma^{-1} + 2 \lambda I \succ 0" in doc
     assert "pivot" not in doc.split("Derivation")[0] and "\\boxed" in doc and doc.count("\\item \\textbf") >= 10

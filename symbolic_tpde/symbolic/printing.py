@@ -52,7 +52,7 @@ def _latex_base(base: str) -> str:
     for p in (*kinds.STRUCTURED_A, kinds.OUTPUT_BLOCK, *(q for k in kinds.KINDS.values() for q in k.params)):
         if p.name == base and p.latex:
             return "{" + p.latex + "}" if ("^" in p.latex or "_" in p.latex) else p.latex
-    return base
+    return sp.latex(sp.Symbol(base))       # a user's Greek name: lambda -> \lambda
 
 
 def field_letters(names) -> tuple[str, str]:
