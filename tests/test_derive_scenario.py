@@ -120,11 +120,34 @@ def test_builtin_scenarios_all_checked(capsys, name):
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None and os.environ.get("CI") != "true", reason="pdflatex not installed")
-def test_scenario_document_compiles_without_overfull_lines(tmp_path, capsys):
-    rc, src, _ = _derive(capsys, "--scenario", _write(tmp_path, VI), "--format", "latex", "--standalone")
-    assert rc == 0 and "a4paper" in src
+def test_scenario_document_shows_its_data_and_figure_and_compiles_without_overfull_lines(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """The document displays the scenario's A, V, α₀, Σ₀, T (the JSON's decimals as exact fractions, computed here
+    with Python's ``Fraction`` of the decimal string) and includes the ``tpde plot`` figure drawn next to it."""
+    from fractions import Fraction
+
+    import sympy as sp
+
+    monkeypatch.chdir(tmp_path)
+    rc, src, _ = _derive(capsys, "--scenario", _write(tmp_path, VI), "--format", "latex", "--standalone",
+                         "--figure", "s-plot.pdf")
+    assert rc == 0 and "a4paper" in src and (tmp_path / "s-plot.pdf").stat().st_size > 1000
+    for name, key in (("A", "A"), ("V", "V"), (r"\alpha_{0}", "alpha0"), (r"\Sigma_{0}", "Sigma0"), ("T", "T")):
+        v = sp.Matrix(VI[key]).applyfunc(lambda e: sp.Rational(Fraction(str(e)))) if key != "T" else \
+            sp.Rational(Fraction(str(VI[key])))
+        assert f"{name} = " + sp.latex(v, mat_str="pmatrix", mat_delim="") in src, name
+    assert "\\includegraphics[width=\\linewidth]{s-plot.pdf}" in src
     (tmp_path / "d.tex").write_text(src)
     r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "d.tex"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-2000:]
-    assert "Overfull \\hbox" not in (tmp_path / "d.log").read_text(errors="replace")
+    log = (tmp_path / "d.log").read_text(errors="replace")
+    assert "Overfull \\hbox" not in log and "<s-plot.pdf" in log.replace("\n", "")
+
+
+@pytest.mark.parametrize("argv", [["--attention", "softmax", "--figure", "f.pdf"],
+                                  ["--scenario", "softmax_2d", "--figure", "f.pdf"],
+                                  ["--scenario", "softmax_2d", "--format", "latex", "--figure", "f.svg"]])
+def test_figure_is_refused_outside_a_scenario_latex_document(capsys, argv):
+    rc, out, err = _derive(capsys, *argv)
+    assert rc == 2 and not out and "--figure" in err and len(err.strip().splitlines()) == 1, err

@@ -61,6 +61,8 @@ def register(sub) -> None:
     p.add_argument("--scenario", default=None, metavar="FILE",
                    help="the steps specialised to a scenario file (or built-in name): its structure, its numbers "
                    "(exact rationals) and, for softmax with V = I, Sigma(t) and the blow-up time")
+    p.add_argument("--figure", default=None, metavar="FILE", help="with --scenario --format latex: draw the "
+                   "`tpde plot` figure of the scenario to FILE (.pdf or .png, put it next to the .tex) and include it")
     p.add_argument("--entrywise-anyway", action="store_true", help="with --d N --format latex: print the "
                    "entrywise form even when it is too long to read (default: a note and the matrix form)")
     p.add_argument("--no-cse", action="store_true", help="entrywise: print expressions without named "
@@ -87,6 +89,10 @@ def run(args) -> int:
     if args.no_cse and stepsish:
         raise InputError("--no-cse", "applies to the entrywise system, not to --steps/--beamer/--V/--A/--energy/"
                          "--scenario")
+    if args.figure is not None and (args.scenario is None or args.format != "latex"):
+        raise InputError("--figure", "needs --scenario and --format latex (the figure goes into the document)")
+    if args.figure is not None and not args.figure.endswith((".pdf", ".png")):
+        raise InputError("--figure", f"expected a .pdf or .png file name, got {args.figure!r}")
     if args.sphere is not None:
         from .sphere import run_derive
 
@@ -225,6 +231,17 @@ def _run_scenario(args) -> int:
         return closed_forms.blowup_time_vi(Sigma0, M / 2)
     reference.route = "closed_forms.blowup_time_vi with A = M/2"
     dv = scenario_derivation(scn, blowup_reference=reference, name=_scn_name(args.scenario))
+    if args.figure is not None:                     # the tpde plot figure, drawn now and included
+        import math
+        from dataclasses import replace
+
+        from ..errors import InputError
+        from ..experiments.figures_extra import make_scenario_figure
+
+        if not math.isfinite(scn.T):
+            raise InputError("--figure", "needs the scenario's horizon T (the figure runs to T)")
+        make_scenario_figure(scn, args.figure, name=_scn_name(args.scenario))
+        dv = replace(dv, figure=args.figure)
     print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
     return 0 if dv.all_checked else 1
 

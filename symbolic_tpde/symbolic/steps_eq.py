@@ -165,7 +165,9 @@ def recheck(s: Step) -> Step:
 @dataclass(frozen=True)
 class Derivation:
     """An ordered derivation: ``steps``, ``assumptions``, ``conclusions``, ``notes``; ``statement``: the model
-    and the result in words (set first), ``boxed``: the result as an :class:`Equation` (boxed at the end)."""
+    and the result in words (set first), ``boxed``: the result as an :class:`Equation` (boxed at the end);
+    ``data``: ``(name, value)`` pairs (SymPy symbol or string name, Matrix or number) displayed after the model;
+    ``figure``: an image file included after them."""
 
     title: str
     steps: tuple
@@ -174,6 +176,8 @@ class Derivation:
     notes: tuple = ()
     model: tuple = ()
     boxed: tuple = ()
+    data: tuple = ()            # (name, value) of the numbers a document is about (a scenario's A, V, α₀, Σ₀, T)
+    figure: str = ""            # an image file shown after the data (LaTeX documents)
 
     @property
     def all_checked(self) -> bool:

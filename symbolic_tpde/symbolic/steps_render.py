@@ -61,7 +61,7 @@ def to_json(dv) -> dict:
     return {"title": _plain(dv.title), "model": [_plain(m) for m in dv.model],
             "assumptions": [_plain(a) for a in dv.assumptions], "conclusions": [_plain(c) for c in dv.conclusions],
             "all_checked": dv.all_checked, "summary": _plain(dv.summary()), "expr_format": "sympy-str",
-            "notes": [_plain(n) for n in dv.notes],
+            "notes": [_plain(n) for n in dv.notes], "data": {str(n): json_side(v) for n, v in dv.data},
             "steps": [{"title": _plain(s.title), "lhs": json_side(s.eq.lhs), "relation": s.eq.rel,
                        "rhs": json_side(s.eq.rhs) if s.eq.rhs is not None else None,
                        "qualifier": (f"+ (terms free of {', '.join(s.eq.free_of)})" if s.eq.free_of else ""),
@@ -74,6 +74,9 @@ def to_text(dv) -> str:
     lines = [words_text(dv.title), "", words_text(dv.summary()), ""]
     if dv.model:
         lines += ["The model:"] + [f"  {words_text(m)}" for m in dv.model] + [""]
+    if dv.data:
+        lines += ["The data:"] + [f"  {text(sp.Symbol(n) if isinstance(n, str) else n)} = {text(v)}"
+                                  for n, v in dv.data] + [""]
     lines += ["Assumptions:"] + [f"  - {words_text(a)}" for a in dv.assumptions] + [""]
     for k, s in enumerate(dv.steps, 1):
         lines.append(f"Step {k}. {words_text(s.title)}")
@@ -196,9 +199,23 @@ def _boxed_tex(dv) -> list:
     return out
 
 
+def _data_tex(dv) -> list:
+    """The data as displayed matrices (``pmatrix``, two per line), then the figure if any."""
+    if not dv.data:
+        return []
+    items = [(sp.latex(sp.Symbol(n)) if isinstance(n, str) else tex(n)) + " = "
+             + sp.latex(v, mat_str="pmatrix", mat_delim="") for n, v in dv.data]
+    rows = [r", \qquad ".join(items[k:k + 2]) for k in range(0, len(items), 2)]
+    out = ["\\paragraph{The data.}", "\\begin{gather*}\n" + " \\\\\n".join(rows) + "\n\\end{gather*}"]
+    if dv.figure:
+        out += ["\\begin{center}\n\\includegraphics[width=\\linewidth]{" + dv.figure + "}\n\\end{center}"]
+    return out
+
+
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
     out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
+    out += _data_tex(dv)
     out += ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
     out += ["\\end{itemize}", "\\paragraph{Derivation.}", "\\begin{enumerate}"]
     for s in dv.steps:
@@ -214,7 +231,7 @@ def to_latex(dv) -> str:
     return "\n".join(out)
 
 
-_PREAMBLE = ("\\input{glyphtounicode}\n\\pdfgentounicode=1\n\\usepackage{amsmath,amssymb}\n"
+_PREAMBLE = ("\\input{glyphtounicode}\n\\pdfgentounicode=1\n\\usepackage{amsmath,amssymb,graphicx}\n"
              "\\emergencystretch=1.5em\n")
 
 
@@ -259,6 +276,8 @@ def beamer(dv) -> str:
     slide), conclusions; no equation wider than the slide (:func:`_eq_beamer`)."""
     fr = ["\\begin{frame}[allowframebreaks]{The model, and what was checked}\n"
           + " ".join(_model_tex(m) for m in dv.model) + "\n\n" + words_tex(dv.summary()) + "\n\\end{frame}"]
+    fr += ["\\begin{frame}[allowframebreaks]{The data}\n" + "\n".join(_data_tex(dv)[1:]).replace(
+        "width=\\linewidth", "height=0.6\\textheight") + "\n\\end{frame}"] if dv.data else []
     fr += ["\\begin{frame}[allowframebreaks]{Assumptions}\n\\begin{itemize}\n"
           + "\n".join(f"\\item {words_tex(a)}" for a in dv.assumptions) + "\n\\end{itemize}\n\\end{frame}"]
     for k, s in enumerate(dv.steps, 1):

@@ -103,9 +103,22 @@ def scenario_derivation(scn, blowup_reference=None, name: str = "scenario"):
                                          blowup_reference=blowup_reference, Sigma0_float=scn.Sigma0,
                                          horizon=scn.T if math.isfinite(scn.T) else None)
         notes += more
+    data: list = []
+    if d <= DATA_MAX_D:     # the numbers the steps use, as displayed matrices (1-based head superscripts)
+        for h, hs in enumerate(mf.heads):
+            data += [(key if len(kinds) == 1 else f"{key}^({h + 1})", env[sym.name]) for key, sym in hs["symbols"].items()]
+        data += [("W", env["W"]), ("c", env["c"])] if ffn else []
+        data += [("alpha_0", env["alpha"]), ("Sigma_0", env["Sigma"])]
+        data += [("T", rational(scn.T))] if math.isfinite(scn.T) else []
+    else:
+        notes.append(f"The scenario's matrices (d = {d} > {DATA_MAX_D}) are not displayed; the steps use them.")
     return replace(dv, title=f"{dv.title}: scenario {name}", steps=dv.steps + tuple(st),
                    assumptions=dv.assumptions + (words, exact), conclusions=dv.conclusions + tuple(concl),
-                   notes=tuple(notes))
+                   notes=tuple(notes), data=tuple(data))
+
+
+#: a scenario's matrices are displayed up to this d (a wider pmatrix leaves the page)
+DATA_MAX_D = 6
 
 
 def _shown_number(M):
