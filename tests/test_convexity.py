@@ -94,3 +94,26 @@ def test_cli_convexity_states_what_it_certified(capsys):
     text = capsys.readouterr().out
     assert rc == 0 and "What was certified:" in text and "U is not normalised" in text
     assert "A = [[-1/2]]" in text and "-0.5 was certified as" not in text   # 0.5 is exactly binary
+
+
+def test_energy_document_sentence_states_what_convexity_certified():
+    """The sentence the energy document carries (``tpde derive --energy``) is built from the command's own report:
+    its point and direction are the report's, and its shortened interval, rounded outward, still encloses the
+    Hessian computed by the independent numpy closed form (numerics.energy.hessian_form, float64: relative
+    round-off ~1e-15, far inside the 12-digit interval's width ~1e-11)."""
+    import re
+
+    from symbolic_tpde.commands.convexity import certificate_words, convexity_report
+    from symbolic_tpde.numerics.energy import hessian_form
+
+    A, V = -np.eye(2), np.eye(2)
+    rep = convexity_report(A.tolist(), V.tolist())
+    words = certificate_words(rep)
+    lo, hi = (float(v) for v in re.search(r"U\) \\in \[([-\d.eE]+), ([-\d.eE]+)\]", words).groups())
+    X = np.array([[float(Fraction(v)) for v in r] for r in rep["point"]])
+    U = np.array([[float(Fraction(v)) for v in r] for r in rep["direction"]])
+    assert lo <= hessian_form(X, A, V, U) <= hi < 0
+    for i, r in enumerate(rep["point"]):
+        assert f"x_{i + 1} = (" + ", ".join(sp.latex(sp.Rational(Fraction(v))) for v in r) + ")" in words
+    assert "not geodesically convex" in words and "NOT" not in words
+    assert "NOT certified negative" in certificate_words({**rep, "certified_negative": False})

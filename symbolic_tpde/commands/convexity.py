@@ -91,6 +91,39 @@ def convexity_report(A, V, n: int = 2, dps: int = 50, seed: int = 0) -> dict:
     return out
 
 
+def certificate_words(rep: dict, digits: int = 12) -> str:
+    """What the report ``rep`` of :func:`convexity_report` certifies, as one sentence for a document (formulas
+    between ``$``): the point and direction, the interval shortened to ``digits`` significant digits and rounded
+    outward (so it still encloses the certified one), and what the sign proves."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Context
+    from fractions import Fraction
+
+    import sympy as sp
+
+    def rows(M, letter):
+        return ", ".join(f"{letter}_{i + 1} = (" + ", ".join(sp.latex(sp.Rational(Fraction(str(v)))) for v in r) + ")"
+                         for i, r in enumerate(M))
+
+    def enclose(iv):
+        lo, hi = (Context(prec=digits, rounding=m).create_decimal(v) for v, m in zip(iv, (ROUND_FLOOR, ROUND_CEILING)))
+        return f"[{lo}, {hi}]"
+
+    pos = rep["positive_example"]
+    return (rf"What the convexity command certifies (run for this document with $n = {rep['n']}$ particles, "
+            rf"$d = {rep['d']}$, $A = -I$, $V = I$, {rep['dps']} digits): the Riemannian Hessian derived by SymPy "
+            r"(Christoffel symbols of $g_X$) is evaluated in interval arithmetic (every rational input and every "
+            r"operation enclosed, endpoints rounded outward) at the rational configuration $" + rows(rep["point"], "x")
+            + r"$ in the direction $" + rows(rep["direction"], "u") + r"$ (row $i$ is particle $i$): "
+            r"$\operatorname{Hess} E(U, U) \in " + enclose(rep["interval"]) + (
+                r"$, an interval below $0$: the second derivative of $E$ along the geodesic through $X$ with velocity "
+                r"$U$ is negative at $X$, so $E$ is not geodesically convex for the twisted metric"
+                if rep["certified_negative"] else r"$: NOT certified negative (the interval does not lie below $0$)")
+            + (
+                r"; a certified positive value, $\operatorname{Hess} E \in " + enclose(pos["interval"]) + r"$ at "
+                r"another rational configuration, shows the Hessian is indefinite" if pos["certified_positive"]
+                else "") + r". $U$ is not normalised: only the sign is scale-invariant.")
+
+
 def run(args) -> int:
     import numpy as np
 
