@@ -40,7 +40,7 @@ def _pdf(tmp_path, src):
 
 DOCS = [["--attention", "softmax", "--steps", "--V", "identity", "--standalone"],
         ["--attention", "softmax", "--steps", "--V", "identity", "--beamer"],
-        ["--attention", "linear", "--steps", "--standalone"],
+        ["--attention", "linear", "--steps", "--exercises", "--standalone"],
         ["--attention", "sigmoid", "--standalone"]]
 SLOW_DOCS = [["--attention", "l2", "--heads", "2", "--steps", "--standalone"],
              ["--attention", "sinkhorn", "--steps", "--standalone"],

@@ -194,3 +194,44 @@ def test_entrywise_steps_name_head_scalars_like_the_latex_form(capsys):
     text = " ".join(s["rhs"] for s in ent)
     assert "tau^(1)" in text and "tau^(2)" in text and "Q^(2)_11" in text and "K^(1)_11" in text
     assert "h0_" not in text and "h1_" not in text
+
+
+def test_exercises_solutions_checked_against_independent_references():
+    """``--exercises``: the Riccati solution against the one written here by separating variables,
+    ``Σ₀/(1 - 2avΣ₀t)``; the ℓ2 tilt's mean and variance against adaptive quadrature of the definition
+    (scipy quad, absolute error ~1e-10, so 1e-7 relative is a wide margin); a wrong solution is NOT checked."""
+    import numpy as np
+    from scipy.integrate import quad
+
+    from symbolic_tpde.symbolic.steps_exercises import exercises
+
+    ric, l2 = exercises()
+    assert ric.checked and l2.checked
+    a, v, t = sp.symbols("a v t", real=True)
+    S0 = sp.Symbol("Sigma_0", positive=True)
+    hand = S0 / (1 - 2 * a * v * S0 * t)
+    assert sp.simplify(ric.eq.rhs - hand) == 0
+    assert not ric.changed(eq=Equation(ric.eq.lhs, S0 / (1 - a * v * S0 * t))).check().checked
+    syms = {s.name: s for s in l2.eq.rhs.free_symbols}
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        q, k, tau, s, x, al = rng.uniform(0.3, 1.5, 6)
+        vals = {syms["q"]: q, syms["k"]: k, syms["tau"]: tau, syms["s"]: s, syms["x"]: x, syms["alpha"]: al}
+        m, S = (float(e.xreplace(vals)) for e in l2.eq.rhs)
+        w = lambda y: np.exp(-(q * x - k * y) ** 2 / tau - (y - al) ** 2 / (2 * s))   # noqa: E731
+        Z = quad(w, -np.inf, np.inf)[0]
+        mq = quad(lambda y: y * w(y), -np.inf, np.inf)[0] / Z
+        Sq = quad(lambda y: (y - mq) ** 2 * w(y), -np.inf, np.inf)[0] / Z
+        assert abs(m - mq) <= 1e-7 * max(1, abs(mq)) and abs(S - Sq) <= 1e-7 * Sq
+    wrong = sp.Matrix([l2.eq.rhs[0], 2 * l2.eq.rhs[1]])
+    assert not l2.changed(eq=Equation(l2.eq.lhs, wrong)).check().checked
+
+
+def test_exercises_flag_renders_and_is_refused_elsewhere(capsys):
+    assert main(["derive", "--attention", "linear", "--steps", "--exercises", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["exercises"]) == 2 and all(e["checked"] for e in out["exercises"])
+    for argv in (["--attention", "softmax", "--exercises"], ["--energy", "--steps", "--exercises"]):
+        assert main(["derive", *argv]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "--exercises" in err

@@ -63,6 +63,8 @@ def register(sub) -> None:
                    "(exact rationals) and, for softmax with V = I, Sigma(t) and the blow-up time")
     p.add_argument("--figure", default=None, metavar="FILE", help="with --scenario --format latex: draw the "
                    "`tpde plot` figure of the scenario to FILE (.pdf or .png, put it next to the .tex) and include it")
+    p.add_argument("--exercises", action="store_true", help="with --steps (not --beamer): add exercises with "
+                   "solutions (d = 1 Riccati solution of softmax, the l2 tilt), each solution checked by SymPy")
     p.add_argument("--entrywise-anyway", action="store_true", help="with --d N --format latex: print the "
                    "entrywise form even when it is too long to read (default: a note and the matrix form)")
     p.add_argument("--no-cse", action="store_true", help="entrywise: print expressions without named "
@@ -93,6 +95,10 @@ def run(args) -> int:
         raise InputError("--figure", "needs --scenario and --format latex (the figure goes into the document)")
     if args.figure is not None and not args.figure.endswith((".pdf", ".png")):
         raise InputError("--figure", f"expected a .pdf or .png file name, got {args.figure!r}")
+    if args.exercises and (not args.steps or args.beamer or args.energy or args.scenario is not None
+                           or args.sphere is not None):
+        raise InputError("--exercises", "goes with --steps for an attention kind (not --beamer, --energy, "
+                         "--scenario or --sphere)")
     if args.sphere is not None:
         from .sphere import run_derive
 
@@ -133,6 +139,11 @@ def run(args) -> int:
             raise InputError("--beamer", "needs --format latex")
         dv = kind_derivation(kinds, ffn=args.ffn, V_identity=args.V_structure == "identity",
                              A_symmetric=args.A_structure == "symmetric")
+        if args.exercises:
+            from dataclasses import replace
+
+            from ..symbolic.steps_exercises import exercises
+            dv = replace(dv, exercises=exercises())
         if args.d is not None:
             m = args.m if args.m is not None else args.d
             dv = _with_entrywise(dv, (args.d, tuple((k, canonical_form(k, args.d, m)) for k in kinds),

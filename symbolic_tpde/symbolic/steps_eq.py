@@ -178,6 +178,7 @@ class Derivation:
     boxed: tuple = ()
     data: tuple = ()            # (name, value) of the numbers a document is about (a scenario's A, V, α₀, Σ₀, T)
     figure: str = ""            # an image file shown after the data (LaTeX documents)
+    exercises: tuple = ()       # Steps whose title is a problem and whose equation is its checked solution
 
     @property
     def all_checked(self) -> bool:

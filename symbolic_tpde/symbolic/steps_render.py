@@ -62,12 +62,15 @@ def to_json(dv) -> dict:
             "assumptions": [_plain(a) for a in dv.assumptions], "conclusions": [_plain(c) for c in dv.conclusions],
             "all_checked": dv.all_checked, "summary": _plain(dv.summary()), "expr_format": "sympy-str",
             "notes": [_plain(n) for n in dv.notes], "data": {str(n): json_side(v) for n, v in dv.data},
-            "steps": [{"title": _plain(s.title), "lhs": json_side(s.eq.lhs), "relation": s.eq.rel,
-                       "rhs": json_side(s.eq.rhs) if s.eq.rhs is not None else None,
-                       "qualifier": (f"+ (terms free of {', '.join(s.eq.free_of)})" if s.eq.free_of else ""),
-                       "where": [[json_side(k), json_side(v)] for k, v in s.eq.where],
-                       "checked": s.checked, "scope": s.scope, "method": _plain(s.method), "note": _plain(s.note)}
-                      for s in dv.steps]}
+            "steps": [_step_json(s) for s in dv.steps], "exercises": [_step_json(s) for s in dv.exercises]}
+
+
+def _step_json(s) -> dict:
+    return {"title": _plain(s.title), "lhs": json_side(s.eq.lhs), "relation": s.eq.rel,
+            "rhs": json_side(s.eq.rhs) if s.eq.rhs is not None else None,
+            "qualifier": (f"+ (terms free of {', '.join(s.eq.free_of)})" if s.eq.free_of else ""),
+            "where": [[json_side(k), json_side(v)] for k, v in s.eq.where],
+            "checked": s.checked, "scope": s.scope, "method": _plain(s.method), "note": _plain(s.note)}
 
 
 def to_text(dv) -> str:
@@ -78,19 +81,27 @@ def to_text(dv) -> str:
         lines += ["The data:"] + [f"  {text(sp.Symbol(n) if isinstance(n, str) else n)} = {text(v)}"
                                   for n, v in dv.data] + [""]
     lines += ["Assumptions:"] + [f"  - {words_text(a)}" for a in dv.assumptions] + [""]
-    for k, s in enumerate(dv.steps, 1):
-        lines.append(f"Step {k}. {words_text(s.title)}")
+    lines += _steps_text(dv.steps, "Step")
+    if dv.boxed:
+        lines += ["", "Result:"] + [f"  {text(a)} = {text(b)}" for a, b in dv.boxed]
+    lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
+    lines += (["", "Exercises (the hint, then the solution):"] + _steps_text(dv.exercises, "Exercise")
+              if dv.exercises else [])
+    lines += ([""] + [f"Note: {words_text(n)}" for n in dv.notes]) if dv.notes else []
+    return "\n".join(lines)
+
+
+def _steps_text(steps, word: str) -> list:
+    lines = []
+    for k, s in enumerate(steps, 1):
+        lines.append(f"{word} {k}. {words_text(s.title)}")
         lines.append(f"    {eq_text(s.eq)}")
         if s.eq.where:
             lines.append(f"    {_where_text(s.eq)}")
         if s.note:
             lines.append(f"    ({words_text(s.note)})")
         lines.append((f"    checked{_scope(s)}: " if s.checked else "    NOT CHECKED: ") + words_text(s.method))
-    if dv.boxed:
-        lines += ["", "Result:"] + [f"  {text(a)} = {text(b)}" for a, b in dv.boxed]
-    lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
-    lines += ([""] + [f"Note: {words_text(n)}" for n in dv.notes]) if dv.notes else []
-    return "\n".join(lines)
+    return lines
 
 
 #: an equation whose two sides typeset wider than this many glyphs (:func:`.printing.latex_width`) is set
@@ -212,21 +223,31 @@ def _data_tex(dv) -> list:
     return out
 
 
+def _steps_tex(steps, hint: str = "") -> list:
+    """Numbered steps (or exercises: the problem, the hint, the solution): title, equation, note, check."""
+    out = ["\\begin{enumerate}"]
+    for s in steps:
+        out.append(f"\\item \\textbf{{{words_tex(s.title)}.}}")
+        if hint and s.note:
+            out.append(hint + words_tex(s.note) + ". Solution:")
+        out.append(_eq(s))
+        out.append(_where_tex(s.eq))
+        if s.note and not hint:
+            out.append(words_tex(_sentence(s.note)) + ".\\\\")
+        out.append(_check_line(s))
+    return out + ["\\end{enumerate}"]
+
+
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
     out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
     out += _data_tex(dv)
     out += ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
-    out += ["\\end{itemize}", "\\paragraph{Derivation.}", "\\begin{enumerate}"]
-    for s in dv.steps:
-        out.append(f"\\item \\textbf{{{words_tex(s.title)}.}}")
-        out.append(_eq(s))
-        out.append(_where_tex(s.eq))
-        if s.note:
-            out.append(words_tex(_sentence(s.note)) + ".\\\\")
-        out.append(_check_line(s))
-    out += ["\\end{enumerate}"] + _boxed_tex(dv) + ["\\paragraph{Conclusions.}", "\\begin{itemize}"]
+    out += ["\\end{itemize}", "\\paragraph{Derivation.}"] + _steps_tex(dv.steps)
+    out += _boxed_tex(dv) + ["\\paragraph{Conclusions.}", "\\begin{itemize}"]
     out += [f"\\item {words_tex(c)}" for c in dv.conclusions] + ["\\end{itemize}"]
+    out += (["\\paragraph{Exercises.} Each with a hint, then the solution SymPy derived and how it was checked."]
+            + _steps_tex(dv.exercises, "Hint: ") if dv.exercises else [])
     out += [f"\\paragraph{{Note.}} {words_tex(n)}" for n in dv.notes]
     return "\n".join(out)
 
