@@ -41,8 +41,8 @@ def _riccati() -> Step:
                     + r"$ simplifies to $0$ and $\Sigma(0) = \Sigma_0$" if ok else "the solution does not solve the "
                     "ODE"), "exact"
     return Step(r"softmax attention in $d = 1$ with $A = a$, $V = v$: solve the covariance equation $\frac{d\Sigma}{dt}"
-                r" = " + tex(rate) + r"$ (read from the derived moment ODE) with $\Sigma(0) = \Sigma_0 > 0$; when does it "
-                "blow up?", Equation(Notation("Σ(t)", r"\Sigma(t)"), sol),
+                r" = " + tex(rate) + r"$ (read from the derived moment ODE) with $\Sigma(0) = \Sigma_0 > 0$, and "
+                "say when it blows up", Equation(Notation("Σ(t)", r"\Sigma(t)"), sol),
                 r"separate the variables: $\frac{d}{dt}\Sigma^{-1} = -2av$, so $\Sigma(t)^{-1} = \Sigma_0^{-1} - 2avt$; "
                 r"for $av > 0$ it blows up at $T^{*} = 1/(2av\Sigma_0)$, for $av \leq 0$ never", how=how).check()
 
