@@ -298,7 +298,8 @@ def user_kernel_derivation(ell, form, V, x, y, system) -> Derivation:
     model = (model_statement(("softmax",))[0],
              r"Softmax-normalised attention with the user's kernel: $\Gamma_\mu(x) = V \int y\, k(x, y)\, d\mu(y) "
              r"/ \int k(x, y)\, d\mu(y)$ with $\log k(x, y) = " + tex(ell) + "$"
-             + ("" if eye_V else ", and $V = " + tex(sp.ImmutableMatrix(V)) + "$") + ".")
+             + (", and $V = I$ (the default value matrix, so $V$ does not appear below)" if eye_V
+                else ", and $V = " + tex(sp.ImmutableMatrix(V)) + "$") + ".")
     ass = (LAW_ASSUMPTION, TILT_ASSUMPTION, rf"For this kernel the condition reads ${tex(Lam)} \succ 0$.")
     return Derivation(f"Gaussian moment ODE of a user kernel, d = {d}", tuple(steps), ass, (EXACT_WORDS,),
                       model=model, boxed=tuple(res))
