@@ -325,7 +325,7 @@ def test_mixture_2d_particles_vs_grid_error_model():
       formula: interacting particles at T are not an i.i.d. sample; with 16 replicates each spread has ~18 %
       relative error, i.e. ±0.13 on q at one standard deviation);
     * agreement: every moment of the n = 1000 replicates' mean lies within 4 standard errors + e_g of M64.
-    Measured: p = 1.90, e_g <= 1.3e-2, q = 0.50, max difference 1.0e-2 against 4 SE = 3.5e-2 (~30 s)."""
+    Measured: p = 1.88, e_g <= 1.4e-2, q = 0.50, max difference 1.1e-2 against 4 SE = 3.5e-2 (~30 s)."""
     from symbolic_tpde.numerics.grid import grid_moments
     from symbolic_tpde.numerics.init_data import sample
     from symbolic_tpde.numerics.integrate import simulate
