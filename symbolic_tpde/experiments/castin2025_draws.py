@@ -228,7 +228,7 @@ def covariance_field(weights_list: list[Weights]) -> Callable[[np.ndarray], np.n
     ode = GaussianODE.from_weights(weights_list[0])
     P = np.array([ode.params(0.0)] + [GaussianODE.from_weights(w).params(0.0) for w in weights_list[1:]])
     d = ode.d
-    iu, ju = np.triu_indices(d)      # the packed layout (spec.layout.pack), indexed once
+    iu, ju = np.triu_indices(d)      # the packed layout (registry.layout.pack), indexed once
 
     def F(S, rows=None):
         S = np.asarray(S, float)

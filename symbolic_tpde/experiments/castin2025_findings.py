@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..registry import layout
 from . import castin2025_draws as cd
 
 # Which run each of their mixed_3d output files plots, as their script does it (a fact read from their
@@ -107,10 +108,10 @@ def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: floa
     exact = np.array([exact_softmax_identity_V(A, S, t) for A, S, t in zip(As, S0, t_stop)])
     ode = GaussianODE.from_weights(ws[0])
     P = np.array([GaussianODE.from_weights(w).params(0.0) for w in ws])
-    Y0 = cd.layout.pack(np.zeros((n, d)), S0)
+    Y0 = layout.pack(np.zeros((n, d)), S0)
     ad = rk_solve(lambda t, Y, PP: ode.rhs_batch(t, Y, PP), 0.0, Y0, t_stop, rtol=1e-10, atol=1e-14,
                   args=(P,), max_steps=200_000)
-    ours = cd.layout.unpack(ad.y, d)[1]
+    ours = layout.unpack(ad.y, d)[1]
     rank_exact = np.sum(np.linalg.eigvalsh(exact) > threshold, axis=1)
     rank_ours = np.sum(np.linalg.eigvalsh(ours) > threshold, axis=1)
     lim = classify_many(ws, S0, T=limit_horizon)
