@@ -58,7 +58,9 @@ def test_sigmoid_cloud_leaves_gaussian_family():
 def test_particles_match_ode_all_variants(variant):
     i = VARIANTS.index(variant)
     w = row_weights(variant)
-    c = particles_vs_ode(w, n=2000, runs=8, seed=3000 + i)
+    # Sinkhorn iterates to convergence at every evaluation (~4x the cost per n^2): n = 1000 (its CI run at
+    # n = 2000 took 394 s); measured there: moments moved 86 SE, t = 3.3
+    c = particles_vs_ode(w, n=1000 if variant == "sinkhorn" else 2000, runs=8, seed=3000 + i)
     assert c.kappa <= 1.0 and c.sensitivity >= 10.0
     assert c.t_stat <= 5.0, c
 
