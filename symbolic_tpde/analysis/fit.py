@@ -318,13 +318,16 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     if evaluate(theta0) is None:
         raise InputError("model", "the moment ODE does not reach the last observation time from the start values "
                          "(blow-up or ceased tilt)")
+    def solve(x):
+        return least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
+                             ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
+
     x = theta0
     for it in range(passes):
         if it:
             Lw[0] = _cholesky(propagated(x))
             cache.clear()
-        res = least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
-                            ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
+        res = solve(x)
         x = res.x
     from scipy.linalg import block_diag
 
@@ -346,8 +349,7 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
         Lw[0] = _cholesky(block_diag(*[np.cov(M[:, k], rowvar=False) * scale for k in range(K)]))
         obs = obs_raw - bias.ravel()
         cache.clear()
-        res = least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
-                            ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
+        res = solve(x)
         _, Jr = evaluate(res.x)
         with np.errstate(divide="ignore", invalid="ignore"):      # a null direction: shift nan, next round
             shift = float(np.max(np.abs(res.x - x) / np.sqrt(np.diag(np.linalg.pinv(Jr.T @ Jr)))))
@@ -410,15 +412,14 @@ def replicate_moments(weights, alpha0, Sigma0, times, ns, R: int, rng) -> np.nda
     from ..numerics.integrate import simulate
 
     d = len(alpha0)
-    iu = np.triu_indices(d)
-    M = np.empty((R, len(times), d + len(iu[0])))
+    M = np.empty((R, len(times), layout.state_size(d)))
     for r in range(R):
         for n in np.unique(ns):
             X, t = rng.multivariate_normal(alpha0, Sigma0, size=int(n)), 0.0
             for k in np.flatnonzero(ns == n):
                 if times[k] > t:
                     X, t = simulate(X, weights, float(times[k] - t), progress=False).X, float(times[k])
-                M[r, k] = np.concatenate([X.mean(0), np.cov(X, rowvar=False).reshape(d, d)[iu]])
+                M[r, k] = layout.pack(X.mean(0), np.cov(X, rowvar=False).reshape(d, d))
     return M
 
 
