@@ -104,16 +104,8 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
     evidence.append("covariance equation evaluated in matrix form (inverse-free tilt, one linear solve), "
                     "checked against the generated entrywise form at Σ₀ to 1e-10")
 
-    iu = np.triu_indices(d)
-
-    def rhs(t, y):      # layout.unpack / pack with the index arrays made once (this is the hot path)
-        y = np.asarray(y, float)
-        S = np.empty((d, d))
-        S[iu] = y[d:]
-        S.T[iu] = y[d:]
-        out = np.zeros(y.shape)
-        out[d:] = covariance_velocity(w, S)[iu]
-        return out
+    def rhs(t, y):      # the hot path: layout's index arrays are made once per d
+        return layout.pack(np.zeros(d), covariance_velocity(w, layout.unpack(y, d)[1]))
 
     # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0, i.e. 1 - λ_max(Σ^{1/2}(R + Rᵀ)Σ^{1/2}) > 0: a condition that stays
     # meaningful when Σ becomes nearly singular (Σ - Σ(R + Rᵀ)Σ ≻ 0, the generated one, tends to 0 with Σ);

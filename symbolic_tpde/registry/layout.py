@@ -8,6 +8,7 @@ these names; the SymPy symbols are built from :func:`state_names` by
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -41,9 +42,18 @@ def symmetric_rows(tail, d: int) -> list[list]:
     return rows
 
 
+@lru_cache(maxsize=None)
+def _triu(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(d)``, made once per ``d`` (pack/unpack sit on right-hand-side hot paths); read-only."""
+    iu = np.triu_indices(d)
+    for a in iu:
+        a.flags.writeable = False
+    return iu
+
+
 def diag_positions(d: int, with_alpha: bool = True) -> np.ndarray:
     """Positions of ``Σ_ii`` in the flat state (or in the packed triangle alone when ``with_alpha=False``)."""
-    iu = np.triu_indices(d)
+    iu = _triu(d)
     return np.nonzero(iu[0] == iu[1])[0] + (d if with_alpha else 0)
 
 
@@ -63,7 +73,7 @@ def pack(alpha, Sigma) -> np.ndarray:
         a = a.reshape(1)
     if S.shape[-2:] != (d, d):
         raise ValueError(f"Sigma: expected shape (..., {d}, {d}), got {S.shape}")
-    iu = np.triu_indices(d)
+    iu = _triu(d)
     lead = np.broadcast_shapes(a.shape[:-1], S.shape[:-2])
     a = np.broadcast_to(a, lead + (d,))
     tri = np.broadcast_to(S[..., iu[0], iu[1]], lead + (len(iu[0]),))
@@ -78,7 +88,7 @@ def unpack(y, d: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"state of length {y.shape[-1]} does not match d = {d} (expected {n})")
     alpha = y[..., :d].copy()
     Sigma = np.zeros(y.shape[:-1] + (d, d))
-    iu = np.triu_indices(d)
+    iu = _triu(d)
     Sigma[..., iu[0], iu[1]] = y[..., d:]
     Sigma[..., iu[1], iu[0]] = y[..., d:]
     return alpha, Sigma
