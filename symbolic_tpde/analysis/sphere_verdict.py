@@ -44,7 +44,6 @@ wall-clock cap stopped the run).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -259,32 +258,29 @@ def _equiangular_state(weights, X, norm):
 
 def equiangular_curve(norm: str, kind: str, n: int, beta: float, rho0: float, T: float, *, r0: float = 1.0,
                       alpha: float = 1.0, v: float = 1.0, t_eval=None, threshold: float | None = None):
-    """Integrate the derived equiangular ODE (scipy DOP853, rtol 1e-12, atol 1e-14) from ``(ρ₀, r₀)`` to ``T``;
-    returns the scipy solution and the first time ``ρ`` reaches ``threshold`` (``None`` if it does not)."""
-    from scipy.integrate import solve_ivp
+    """Integrate the derived equiangular ODE (the package's integrator, DOP853, rtol 1e-12, atol 1e-14) from
+    ``(ρ₀, r₀)`` to ``T``; returns the :class:`~symbolic_tpde.numerics.solve.Solution` (``y[:, 0] = ρ``,
+    ``y[:, 1] = r``) and the first time ``ρ`` reaches ``threshold`` (``None`` if it does not), located to
+    round-off on the dense output by a second run that stops there."""
+    from ..numerics.solve import StopCondition, integrate
 
     _, f_rho, f_r = _reduction(norm, "n" if kind == "sphere_usa" else "softmax")
     scale = v if norm in ("post", "pre") else 1.0     # V = vI: post/pre run at speed v, peri/ngpt do not see v
 
     def rhs(t, y):
         rho = min(y[0], 1.0)
-        out = [scale * f_rho(rho, y[1], n, beta, alpha)]
-        out.append(scale * f_r(rho, y[1], n, beta, alpha) if f_r is not None else 0.0)
-        return out
+        return np.array([scale * f_rho(rho, y[1], n, beta, alpha),
+                         scale * f_r(rho, y[1], n, beta, alpha) if f_r is not None else 0.0])
 
-    events = None
-    if threshold is not None:
-        def ev(t, y):
-            return y[0] - threshold
-        ev.terminal, ev.direction = False, 1
-        events = [ev]
-    sol = solve_ivp(rhs, (0.0, T), [rho0, r0], method="DOP853", rtol=1e-12, atol=1e-14, t_eval=t_eval,
-                    events=events)
-    hit = None
-    if threshold is not None and len(sol.t_events[0]):
-        hit = float(sol.t_events[0][0])
-    elif threshold is not None and rho0 >= threshold:
+    def run(**kw):
+        return integrate(rhs, [rho0, r0], (0.0, T), method="DOP853", rtol=1e-12, atol=1e-14, **kw)
+
+    sol, hit = run(t_eval=t_eval), None
+    if threshold is not None and rho0 >= threshold:
         hit = 0.0
+    elif threshold is not None:
+        stop = run(t_eval=[T], events=[StopCondition(lambda t, y: np.array([threshold - y[0]]), "threshold")])
+        hit = stop.event.time if stop.status == "event" else None
     return sol, hit
 
 
@@ -350,17 +346,17 @@ def _equiangular_verdict(state, scenario, n, T, delta, evidence) -> SphereVerdic
                              clusters=n, t=T, min_inner=rho0, evidence=evidence,
                              rate={"law": "none", "rho_dot_at_rho0": 0})
     sol, hit = equiangular_curve(norm, kind, n, b_eff, rho0, T, r0=r0, alpha=alpha, v=v, threshold=1 - delta)
-    if sol.status != 0:
+    if sol.status != "ok":
         return SphereVerdict("undetermined", f"undetermined: the reduction's integration stopped ({sol.message})",
                              "numerical", T, t=float(sol.t[-1]), evidence=evidence)
-    rho_T = float(sol.y[0, -1])
+    rho_T = float(sol.y[-1, 0])
     lam = R.rates(red)
     subs = {R.n: n, R.beta: b_eff, R.alpha: alpha}
     law = {k: float(val.subs(subs)) if not val.free_symbols - set(subs) else str(val.subs(subs))
            for k, val in lam.items() if k != "fixed_point"}
     law["law"] = "polynomial 1 - ρ ~ C t^-power" if "power" in lam else "exponential 1 - ρ ~ C e^(-λ t)"
-    evidence.append(f"{how}: scipy DOP853 (rtol 1e-12) to T = {T:g}: ρ(T) = {rho_T:.15g}, 1 - ρ(T) = "
-                    f"{1 - rho_T:.3g}" + ("" if sol.y[1, -1] == r0 else f", r(T) = {sol.y[1, -1]:.6g}"))
+    evidence.append(f"{how}: DOP853 (rtol 1e-12) to T = {T:g}: ρ(T) = {rho_T:.15g}, 1 - ρ(T) = "
+                    f"{1 - rho_T:.3g}" + ("" if sol.y[-1, 1] == r0 else f", r(T) = {sol.y[-1, 1]:.6g}"))
     if hit is not None:
         return SphereVerdict("one-cluster", f"one cluster from t = {hit:.6g} (every <θ_i, θ_j> = ρ(t) >= 1 - "
                              f"{delta:g}) to T = {T:g}; approach near ρ = 1: {law['law']} (numerical, {how})",

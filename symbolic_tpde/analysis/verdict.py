@@ -136,7 +136,7 @@ def _fmt(M) -> str:
     return np.array2string(np.asarray(M), precision=6, suppress_small=False)
 
 
-def _linearisation_at(ode, S_star, alpha_frozen: bool, err_rel: float, algebraic: bool | None) -> dict:
+def _linearisation_at(ode, S_star, err_rel: float, algebraic: bool | None) -> dict:
     from .clustering import linearised_covariance_flow
 
     try:
@@ -176,7 +176,7 @@ def _from_riccati(fact, ode, Sigma0, T, covariance_only) -> Verdict:
                        Sigma_T=sigma_vi(T, Sigma0, v["A_eff"]), t=T, facts=[fact], evidence=[fact.statement],
                        covariance_only=covariance_only)
     S_star, r = v["Sigma_star"], v["rank"]
-    lin = _linearisation_at(ode, S_star, True, 1e-12, True)
+    lin = _linearisation_at(ode, S_star, 1e-12, True)
     what = "collapse, Σ* = 0" if r == 0 else f"rank {r}, Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ"
     return Verdict("rank", f"{what} (closed form; the limit t → ∞, approached at rate O(1/t))", "theorem", T,
                    rank=r, Sigma_star=S_star, Sigma_star_error=0.0, facts=[fact], linearisation=lin,
@@ -408,7 +408,7 @@ def _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base) 
     ambiguous = np.any((lam > err) & (lam <= 10 * err + floor))
     algebraic = bool(np.isfinite(p) and p < 3)
     rel = err / max(float(np.linalg.norm(Sst)), 1e-300)
-    lin = _linearisation_at(ode, Sst, closed, rel, algebraic) if r > 0 else None
+    lin = _linearisation_at(ode, Sst, rel, algebraic) if r > 0 else None
     what = "collapse, Σ* = 0" if r == 0 else f"rank {r}, Σ* = {_fmt(Sst)}"
     how = (f"extrapolated from the O(t^-{p:.3g}) law" if np.isfinite(p)
            else "Σ(T) = Σ(T/2) within the integration error")

@@ -97,9 +97,9 @@ def make_sphere_figure(out, panels: bool = False) -> list[Path]:
         sol = equiangular_curve(norm, "sphere_sa", 3, 1.0, 0.0, 200.0, t_eval=ts)[0]
         ok = rho < 1 - 1e-13
         ax[1, 0].loglog(ts[ok], 1 - rho[ok], "o", ms=3, color=f"C{i}", label=f"{norm} (particles)")
-        ax[1, 0].loglog(sol.t, np.maximum(1 - sol.y[0], 1e-16), "-", color=f"C{i}", lw=0.8)
+        ax[1, 0].loglog(sol.t, np.maximum(1 - sol.y[:, 0], 1e-16), "-", color=f"C{i}", lw=0.8)
         j = int(np.searchsorted(ts, 50.0))
-        print(f"panel 3: {norm}: 1 - rho(t = {ts[j]:.3g}) = {1 - rho[j]:.3g} (derived ODE {1 - sol.y[0][j]:.3g})")
+        print(f"panel 3: {norm}: 1 - rho(t = {ts[j]:.3g}) = {1 - rho[j]:.3g} (derived ODE {1 - sol.y[j, 0]:.3g})")
     ax[1, 0].set(xlabel="t", ylabel="1 − ρ", ylim=(1e-14, 2), title="frame n = d = 3, SA, β = 1: lines = derived ODE")
     ax[1, 0].legend(fontsize=8)
     # 4. spectrum
