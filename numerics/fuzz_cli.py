@@ -454,7 +454,9 @@ def _new_args(rng: random.Random, sphere: bool) -> tuple[list[str], bool]:
                  "gaussian": [["--T", "nan"], ["--T", "-1"]]}[cmd]
         piece = rng.choice(extra)
         argv += piece
-        bad = piece != ["--save-every", "0.1"]      # (--save-every without --save: ignored or refused)
+        # valid: --save-every without --save (ignored or refused) and --save-every 0 (documented: first and last
+        # frames only)
+        bad = piece not in (["--save-every", "0.1"], ["--save", "{dir}/data.s.npz", "--save-every", "0"])
     if cmd != "classify" and rng.random() < 0.1:
         argv += ["--max-seconds", rng.choice(["1e-6", "0.001", "0.05"])]
         bad = bad and "/dev/full" not in argv   # a stopped run writes no --save file (exit 5 is then right)

@@ -52,7 +52,7 @@ def register(sub) -> None:
     p.add_argument("--T", type=float, default=None, help="horizon (default: the scenario's T)")
     p.add_argument("--save", metavar="FILE.npz", default=None,
                    help="save frames: arrays times (k,), and per frame masses_<i>, lo_<i>, plus h")
-    p.add_argument("--save-every", type=float, default=0.0, metavar="DT", help="with --save: time between frames")
+    p.add_argument("--save-every", type=float, default=0.0, metavar="DT", help="with --save: time between frames (0, the default: the first and last only)")
     from .gaussian import DEFAULT_MAX_SECONDS, add_max_seconds
 
     add_max_seconds(p, DEFAULT_MAX_SECONDS, "the solve")
