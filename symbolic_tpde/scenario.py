@@ -402,6 +402,8 @@ def _init_grid_density(block, where, base_dir):
         e = np.array(z[key], dtype=float)
         if e.shape != (dens.shape[k] + 1,) or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
             raise InputError(f"{where}.path", f"{key} must be {dens.shape[k] + 1} finite increasing edges")
+        if np.abs(e).max() > _checks.MAX_ENTRY:           # the bound of empirical points, for the same reason
+            raise InputError(f"{where}.path", f"{key} must have magnitude <= {_checks.MAX_ENTRY:g}")
         edges.append(_ro(e))
     if not np.all(np.isfinite(dens)) or np.any(dens < 0):
         raise InputError(f"{where}.path", "density must be finite and >= 0")

@@ -67,6 +67,11 @@ def test_files_are_read_without_pickles_and_checked(tmp_path):
             parse_init({"type": "empirical", "path": name}, tmp_path)
     with pytest.raises(InputError, match="increasing"):
         parse_init({"type": "grid_density", "path": "bad.npz"}, tmp_path)
+    # edges at +-1e300 are finite and increasing, but their cell widths square to inf (Sheppard's correction
+    # overflowed with a warning, and `tpde pde` then reported a "blow-up" at t = 0): refused, as empirical points are
+    np.savez(tmp_path / "huge.npz", edges=np.array([-1e300, 0.0, 1e300]), density=np.ones(2))
+    with pytest.raises(InputError, match="magnitude"):
+        parse_init({"type": "grid_density", "path": "huge.npz"}, tmp_path)
 
 
 def _bad_files(tmp_path):
