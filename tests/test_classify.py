@@ -41,6 +41,14 @@ def test_classify_blowup_time_matches_closed_form(tmp_path, capsys):
     assert abs(out["blowup_time"] - blowup_time_vi(S0, A)) <= out["blowup_time_error"] + 1e-12
 
 
+def test_classify_refuses_token_options_for_a_scenario_in_rd(tmp_path, capsys):
+    """--n/--seed draw tokens for sphere scenarios; a scenario in R^d is classified from its moment ODE, so they
+    were silently ignored (found by fuzz_cli --stream new --seed 4242, case 548: --n 0 accepted)."""
+    for opt in (["--n", "0"], ["--seed", "3"]):
+        assert main(["classify", "--scenario", _scenario(tmp_path, A_RANK1), *opt]) == 2
+        assert capsys.readouterr().err.startswith(f"tpde classify: error: {opt[0][2:]}")
+
+
 def test_linearisation_at_the_vi_limit_is_zero_and_elsewhere_not():
     """V = I: dΣ/dt = Σ(A + Aᵀ)Σ, linearisation δ ↦ δSΣ* + Σ*Sδ with SΣ* = 0 at the closed-form limit, so the
     operator vanishes (round-off: float64 products of O(1) entries, 1e-14).  At a non-limit point it is

@@ -20,13 +20,13 @@ from .gaussian import add_max_seconds
 
 
 def register(sub) -> None:
-    p = sub.add_parser("classify", help="blow-up with T* / rank r with Σ* / diverge / oscillating, with evidence")
+    p = sub.add_parser("classify", help="blow-up with T* / rank r with Σ* / diverge / oscillating / undetermined, with evidence")
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario JSON file (or a built-in name)")
     p.add_argument("--T", type=float, default=1e4, help="horizon of the classification (default 1e4)")
     p.add_argument("--rtol", type=float, default=1e-10, help="relative tolerance (default 1e-10)")
     p.add_argument("--backend", default="auto", choices=("auto", "numpy", "c"), help="generated-code backend")
-    p.add_argument("--n", type=int, default=32, help="sphere scenarios: tokens drawn from the init block (default 32)")
-    p.add_argument("--seed", type=int, default=0, help="sphere scenarios: seed of the draw (default 0)")
+    p.add_argument("--n", type=int, default=None, help="sphere scenarios: tokens drawn from the init block (default 32)")
+    p.add_argument("--seed", type=int, default=None, help="sphere scenarios: seed of the draw (default 0)")
     add_max_seconds(p, 600.0, "the classification")
     p.add_argument("--json", action="store_true", help="print JSON (default: text)")
     p.set_defaults(func=run)
@@ -42,7 +42,13 @@ def run(args) -> int:
     from .sphere import is_sphere_file, run_classify
 
     if is_sphere_file(args.scenario):        # tokens on the sphere: the same classifier, its sphere branch
+        args.n = 32 if args.n is None else args.n
+        args.seed = 0 if args.seed is None else args.seed
         return run_classify(args)
+    for name in ("n", "seed"):
+        if getattr(args, name) is not None:
+            raise InputError(name, "only for sphere scenarios (a scenario in R^d is classified from its moment ODE: "
+                             "no tokens are drawn)")
     if not (0 < args.rtol < 1e-3):
         raise InputError("rtol", f"must lie in (0, 1e-3), got {args.rtol}")
     scn, T, ode = load_ode(args.scenario, args.T, args.backend)
