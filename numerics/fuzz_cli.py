@@ -545,7 +545,9 @@ def _derive_case(rng: random.Random):
     if rng.random() < 0.2:
         argv += rng.choice([["--attention", "softmax"], ["--d", "3"], ["--steps"], ["--energy"], ["--standalone"],
                             ["--scenario", "sphere_sa_circle"]])
-    bad = red in ("nope", "") or "nope" in argv or argv[-1] == "sphere_causal" or "softmax" in argv[-2:]
+    stray = ("--attention", "--energy", "--scenario") + (() if red == "harmonics" else ("--d",))
+    bad = (red in ("nope", "") or "nope" in argv or argv[-1] == "sphere_causal"
+           or argv[-2:] == ["--sphere-kind", "softmax"] or any(a in argv for a in stray))
     return argv, bad
 
 

@@ -85,3 +85,16 @@ def test_tpde_derive_sphere_prints_checked_steps():
     res = json.loads(p.stdout)
     assert res["all_checked"] and res["consequences"]["lambda"] == "2*exp(beta)"
     assert any(s["check"] for s in res["steps"])
+
+
+@pytest.mark.parametrize("argv", [["--sphere", "circle", "--attention", "softmax"], ["--sphere", "circle", "--d", "3"],
+                                  ["--sphere", "equiangular", "--energy"], ["--attention", "softmax", "--norm", "pre"],
+                                  ["--attention", "l2", "--sphere-kind", "sphere_usa"]])
+def test_tpde_derive_refuses_options_of_the_other_mode(argv, capsys):
+    """--sphere with an option of the R^d derivations (or --norm/--sphere-kind without --sphere) was silently
+    ignored; now one error line naming the option."""
+    from symbolic_tpde.cli import main
+
+    assert main(["derive", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tpde derive: error: {argv[2]}"), err

@@ -71,8 +71,10 @@ def register(sub) -> None:
                    "common sub-expressions")
     p.add_argument("--sphere", choices=("equiangular", "two-tokens", "circle", "harmonics", "causal"), default=None,
                    help="a reduction of the sphere models as checked steps (commands/sphere.py)")
-    p.add_argument("--norm", choices=("post", "pre", "peri", "ngpt"), default="post", help="with --sphere")
-    p.add_argument("--sphere-kind", choices=("sphere_sa", "sphere_usa"), default="sphere_sa", help="with --sphere")
+    p.add_argument("--norm", choices=("post", "pre", "peri", "ngpt"), default=None,
+                   help="with --sphere (default post)")
+    p.add_argument("--sphere-kind", choices=("sphere_sa", "sphere_usa"), default=None,
+                   help="with --sphere (default sphere_sa)")
     p.set_defaults(func=run)
 
 
@@ -102,7 +104,22 @@ def run(args) -> int:
     if args.sphere is not None:
         from .sphere import run_derive
 
+        stray = [flag for flag, given in (
+            ("--attention", args.attention is not None), ("--energy", args.energy), ("--heads", args.heads is not None),
+            ("--m", args.m is not None), ("--ffn", args.ffn), ("--sink", args.sink), ("--beamer", args.beamer),
+            ("--V", args.V_structure is not None), ("--A", args.A_structure is not None),
+            ("--scenario", args.scenario is not None), ("--entrywise-anyway", args.entrywise_anyway),
+            ("--no-cse", args.no_cse), ("--d", args.d is not None and args.sphere != "harmonics")) if given]
+        if stray:
+            raise InputError(stray[0], "does not apply with --sphere (a reduction of the sphere models; its options "
+                             "are --norm, --sphere-kind, --format text/json, and --d for harmonics)")
+        args.norm = args.norm or "post"
+        args.sphere_kind = args.sphere_kind or "sphere_sa"
+
         return run_derive(args)
+    for flag, given in (("--norm", args.norm), ("--sphere-kind", args.sphere_kind)):
+        if given is not None:
+            raise InputError(flag, "only with --sphere")
     if args.energy and args.scenario is not None:
         raise InputError("--scenario", "does not apply with --energy")
     if args.energy:
