@@ -326,6 +326,9 @@ def _init_box(block, where, base_dir):
         i = int(np.argmax(high <= low))
         raise InputError(f"{where}.high", f"must exceed low in every coordinate (coordinate {i}: "
                          f"{high[i]!r} <= {low[i]!r})")
+    if np.any((high - low) ** 2 / 12 < np.finfo(float).tiny):
+        raise InputError(f"{where}.high", "high - low is too small: the variance (high - low)^2/12 underflows "
+                         "(widths >= 1e-150)")
     return {"low": low, "high": high}, (low + high) / 2, np.diag((high - low) ** 2 / 12)
 
 
@@ -335,6 +338,8 @@ def _init_ball(block, where, base_dir):
     c = _vec(block, "center", where)
     r = _checks.positive_number(block["radius"], f"{where}.radius")
     d = c.shape[0]
+    if r * r / (d + 2) < np.finfo(float).tiny:
+        raise InputError(f"{where}.radius", f"{r!r} is too small: the variance r^2/(d+2) underflows (radius >= 1e-150)")
     return {"center": c, "radius": r}, c, np.eye(d) * r * r / (d + 2)
 
 

@@ -56,6 +56,15 @@ def test_weighted_field_with_equal_masses_is_the_particle_field(d):
         assert np.allclose(weighted_field(X, X, m, w), field(X2, w)[:40], rtol=1e-12, atol=1e-13)
 
 
+def test_a_law_narrower_than_the_grid_resolves_is_refused():
+    """A ball of radius 1e-140 at 0.2: the cell edges round to 0.2 in float64, no mass lands on the grid (it ran
+    to status ok with mass 0 and a null mean before)."""
+    scn = _scn({"type": "uniform_ball", "center": [0.2], "radius": 1e-140}, [[-0.5]], [[1.0]])
+    with pytest.raises(InputError) as e:
+        solve_grid(scn.init, scn.schedule, 0.1, 16)
+    assert e.value.field == "init" and "no mass" in str(e.value)
+
+
 @pytest.mark.parametrize("kind, extra", [("sinkhorn", {}), ("masked", {})])
 def test_sinkhorn_and_masked_are_refused_with_the_reason(kind, extra):
     scn = _scn({"type": "uniform_box", "low": [0.0], "high": [1.0]}, [[1.0]], [[1.0]], attention=kind)

@@ -47,6 +47,9 @@ def _specs(tmp_path):
     ({"type": "mixture", "weights": [1.0], "means": [[0.0]]}, "init.covs"),
     ({"type": "uniform_box", "low": [0.0, 1.0], "high": [1.0, 1.0]}, "init.high"),
     ({"type": "uniform_ball", "center": [0.0], "radius": 0}, "init.radius"),
+    # positive but so small that the variance underflows to 0 (fuzz_cli --stream new --seed 31337, case 1032)
+    ({"type": "uniform_ball", "center": [0.2], "radius": 1e-320}, "init.radius"),
+    ({"type": "uniform_box", "low": [0.0], "high": [1e-300]}, "init.high"),
     ({"type": "nope"}, "init.type"),
     ({"type": "empirical", "path": "x.txt"}, "init.path"),
     ({"type": "empirical", "path": "missing.npy"}, "init.path"),

@@ -53,7 +53,8 @@ def test_geometry_key_may_be_omitted_for_sphere_kinds(tmp_path):
     # matrices go through the shared reader (before: ragged rows or a string were internal ValueErrors, true
     # was read as 1.0, 1e300 passed)
     ({"A": [[1, 2], [3]]}, "A"), ({"V": [["x"]]}, "V"), ({"A": [[True, 0, 0], [0, 1, 0], [0, 0, 1]]}, "A"),
-    ({"V": [[1e300, 0, 0], [0, 1, 0], [0, 0, 1]]}, "V")])
+    ({"V": [[1e300, 0, 0], [0, 1, 0], [0, 0, 1]]}, "V"),
+    ({"norm": "ngpt", "alpha": 1e300}, "alpha")])   # as large matrix entries (its RuntimeWarnings leaked before)
 def test_bad_sphere_scenarios_name_the_field(change, field):
     base = {"geometry": "sphere", "attention": "sphere_sa", "d": 3, "A": "identity", "V": "identity",
             "init": {"type": "uniform_sphere"}, "T": 1.0}

@@ -390,6 +390,9 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
     m = np.asarray(cell_masses(spec, g.edges), dtype=float)
     truncated = 1.0 - float(m.sum())
     M0 = float(m.sum())
+    if not M0 > 0:
+        raise InputError("init", f"no mass of the initial law lands on the grid (cell masses sum to {M0!r}: the law is "
+                         "narrower than the grid resolves, e.g. than the float64 spacing at its centre)")
     N0 = g.shape
     limit = tuple(int(max_growth * n) for n in g.shape)
     nu = 2.0 if scheme == "muscl" else 1.0

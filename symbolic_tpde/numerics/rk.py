@@ -192,12 +192,12 @@ def dense_eval(tab: Tableau, theta, Y0, Y1, K, h, f1=None):
 
 def initial_step(F, t, Y, f, T, rtol, atol, order: int, args: Sequence = ()):
     """Starting step per row (Hairer I §II.4, algorithm of p. 169), one extra evaluation of ``F``."""
-    scale = atol + rtol * np.abs(Y)
-    d0 = np.sqrt(np.mean((Y / scale) ** 2, axis=1))
-    d1 = np.sqrt(np.mean((f / scale) ** 2, axis=1))
-    h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.maximum(d1, 1e-300))
-    h0 = np.minimum(h0, T - t)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):    # an overflowing norm only makes the first step small
+        scale = atol + rtol * np.abs(Y)
+        d0 = np.sqrt(np.mean((Y / scale) ** 2, axis=1))
+        d1 = np.sqrt(np.mean((f / scale) ** 2, axis=1))
+        h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.maximum(d1, 1e-300))
+        h0 = np.minimum(h0, T - t)
         f1 = F(t + h0, Y + h0[:, None] * f, *args)
         d2 = np.sqrt(np.mean(((f1 - f) / scale) ** 2, axis=1)) / np.maximum(h0, 1e-300)
     dm = np.maximum(d1, d2)

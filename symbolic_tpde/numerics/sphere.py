@@ -331,7 +331,7 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
 
     The ``init`` block is checked by the shared schema (:func:`symbolic_tpde.scenario.parse_init` with
     ``geometry="sphere"``; relative paths from ``base_dir``)."""
-    from ..validation import horizon
+    from ..validation import MAX_ENTRY, horizon
     from ..weights import make_head, make_weights
     from ..registry.kinds import kind_names
     from ..scenario import parse_init
@@ -349,6 +349,8 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
     alpha = data.get("alpha", 1.0)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not np.isfinite(alpha):
         raise InputError("alpha", "must be a finite number")
+    if abs(alpha) > MAX_ENTRY:          # the bound on matrix entries: alpha scales the speed as they do
+        raise InputError("alpha", f"must have magnitude <= {MAX_ENTRY:g}, got {alpha!r}")
     if "alpha" in data and norm != "ngpt":
         raise InputError("alpha", "only for norm ngpt")
     d = data.get("d")
