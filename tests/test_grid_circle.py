@@ -107,6 +107,31 @@ def test_velocity_of_general_heads_is_the_attention_field(norm):
     assert np.abs(got - ref).max() <= 1e-13 * max(1.0, np.abs(ref).max())
 
 
+def test_large_beta_normalised_is_finite_unnormalised_is_refused():
+    """β = 1000: I_k(β) overflows float64 (from β ≈ 713).  The SA field is of degree 0 in the kernel's
+    coefficients and is computed from e^{-β} I_k(β).  Reference: the definition, the softmax over a fine
+    quadrature of the density (20000 points, log-sum-exp; the kernel's width 1/√β ≈ 0.03 spans 100 points, and the
+    periodic trapezoid rule converges geometrically), for a density with modes |k| <= 1 (for which the spectral
+    field is exact).  USA's field is of size e^β: refused by name (it printed a RuntimeWarning and called the
+    run a blow-up at t = 0, found by fuzz_cli --stream new --seed 2026, case 987)."""
+    beta = 1000.0
+    dens = lambda th: (1 + 0.3 * np.cos(th - 0.4)) / (2 * np.pi)      # noqa: E731
+    phi = 2 * np.pi * np.arange(20000) / 20000
+    P, Q = np.stack([np.cos(TH), np.sin(TH)], axis=1), np.stack([np.cos(phi), np.sin(phi)], axis=1)
+    logits = beta * P @ Q.T + np.log(dens(phi))
+    W = np.exp(logits - logits.max(1, keepdims=True))
+    A = (W / W.sum(1, keepdims=True)) @ Q
+    ref = (np.stack([-np.sin(TH), np.cos(TH)], axis=1) * A).sum(1)
+    got = circle_velocity(dens(TH), make_weights([make_head("sphere_sa", A=np.eye(2), V=np.eye(2), beta=beta)]))
+    # tolerance: the reference's softmax sums 2e4 terms (round-off ~1e-12 relative) and the spectral field's
+    # ratio of Bessel sums ~1e-13, both absolute: the field (3e-4 here) is the tangential part of an O(1) vector
+    assert np.abs(got - ref).max() <= 1e-11, np.abs(got - ref).max()
+    assert np.all(np.isfinite(growth_rates(beta, 8)))
+    with pytest.raises(InputError) as e:
+        circle_velocity(dens(TH), make_weights([make_head("sphere_usa", A=np.eye(2), V=np.eye(2), beta=beta)]))
+    assert e.value.field == "beta"
+
+
 def test_refusals_name_the_field():
     ok = make_head("sphere_sa", A=np.eye(2), V=np.eye(2), beta=1.0)
     rho = np.full(16, 1 / (2 * np.pi))

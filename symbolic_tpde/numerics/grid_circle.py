@@ -44,12 +44,15 @@ KINDS = {"sphere_sa": "SA", "sphere_usa": "USA"}
 NORMS = ("post", "ngpt")
 
 
-def bessel_coefficients(beta: float, kmax: int) -> np.ndarray:
-    """``I_k(β)`` for ``k = 0..kmax`` (mpmath, 30 digits, rounded to float)."""
+def bessel_coefficients(beta: float, kmax: int, scaled: bool = False) -> np.ndarray:
+    """``I_k(β)`` for ``k = 0..kmax`` (mpmath, 30 digits, rounded to float); ``scaled``: ``e^{-β} I_k(β)``, finite
+    for every ``β`` (``I_k(β)`` overflows float64 from ``β ≈ 713``)."""
     import mpmath
 
     with mpmath.workdps(30):
-        return np.array([float(mpmath.besseli(k, mpmath.mpf(beta))) for k in range(kmax + 1)])
+        b = mpmath.mpf(beta)
+        s = mpmath.exp(-b) if scaled else 1
+        return np.array([float(mpmath.besseli(k, b) * s) for k in range(kmax + 1)])
 
 
 def growth_rates(beta: float, kmax: int, kind: str = "SA", noise: float = 0.0) -> np.ndarray:
@@ -59,7 +62,7 @@ def growth_rates(beta: float, kmax: int, kind: str = "SA", noise: float = 0.0) -
     if kind not in ("SA", "USA"):
         raise InputError("kind", f"must be 'SA' or 'USA', got {kind!r}")
     _check_noise(noise)
-    I = bessel_coefficients(beta, kmax)
+    I = bessel_coefficients(beta, kmax, scaled=kind == "SA")    # SA: a ratio, so the scale e^{-β} cancels
     k = np.arange(kmax + 1)
     c = I[0] if kind == "SA" else 1.0
     return k ** 2 * I / (beta * c) - noise * k ** 2
@@ -133,7 +136,13 @@ class _Circle:
         self.idx = np.mod(self.kz, M)
         self.heads = []
         for normalised, a, nu, beta in circle_heads(weights):
-            I = bessel_coefficients(beta * abs(a), K + 1)
+            # a normalised head's field is of degree 0 in the kernel's coefficients (frame_attention): scaled
+            # by e^{-β|a|} they stay finite for any β; an unnormalised head's field is of size e^{β|a|} itself
+            I = bessel_coefficients(beta * abs(a), K + 1, scaled=normalised)
+            if not np.all(np.isfinite(I)):
+                raise InputError("beta", f"the unnormalised kernel's coefficients I_k(β|a|) overflow float64 at "
+                                 f"β|a| = {beta * abs(a):g} (its field is of size e^(β|a|)): beyond the circle "
+                                 "solver's range (β|a| <= 700)")
             phase = np.angle(a) if a != 0 else 0.0
             kern = lambda kk: 2 * math.pi * I[np.abs(kk)] * np.exp(1j * kk * phase)   # noqa: E731
             # (e^{-iθ}N)^_k = 2π K̂_{k+1} ρ̂_k: the tangential frame folded into the kernel's coefficients
@@ -234,8 +243,8 @@ def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 
         try:
             return circ.rhs(t, u, bar)
         except _NonFinite:
-            raise BlowupError(last[0], "circle velocity", "the attention vector vanished (nGPT divides by |A|)") \
-                from None
+            raise BlowupError(last[0], "circle velocity", "the attention vector vanished (nGPT divides by |A|)"
+                              if norm == "ngpt" else "the velocity is not finite") from None
 
     sol = integrate(f, u0, (0.0, float(T)), method="dopri5", rtol=rtol, atol=atol, t_eval=t_eval,
                     max_seconds=max_seconds, progress=lambda t, _T: last.__setitem__(0, t))
