@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from symbolic_tpde import make_head, make_weights
-from symbolic_tpde.analysis.fit import fit
+from symbolic_tpde.analysis.fit import MEAN_FIELD_ESS, fit
 from symbolic_tpde.cli import main
 from symbolic_tpde.gaussian import GaussianODE
 from symbolic_tpde.numerics.integrate import simulate
+from support import load_script
 
 A = np.array([[0.4, -0.3], [0.2, -0.5]])
 V = np.array([[1.0, 0.3], [-0.2, 0.8]])
@@ -98,10 +99,10 @@ def test_particle_run_recovers_planted_parameters():
     assert r.converged and r.rank == 4 and r.identifiable.all()
     assert "coverage 37/40" in r.noise          # the intervals carry their measured evidence
     # ESS per time from the clouds: falls as |α| grows (5-10% of n at t = 2 measured at the planted values);
-    # the times below 10% are named in the noise description
+    # the times below MEAN_FIELD_ESS are named in the warning
     assert r.ess[0] > 0.3 and np.all(np.diff(r.ess) < 0), r.ess
-    low = [f"{t:g}" for t, e in zip(np.linspace(0, 2, 5), r.ess) if e < 0.10]
-    assert ("far from mean field" in r.noise) == bool(low) and all(f"t = {low[0]}" in r.noise for _ in low[:1])
+    low = [f"{t:g}" for t, e in zip(np.linspace(0, 2, 5), r.ess) if e < MEAN_FIELD_ESS]
+    assert low and f"t = {', '.join(low)}:" in r.warning, (r.ess, r.warning)
     assert np.all(np.abs(z) <= 5), z
     assert np.all(r.stderr < 0.1)
 
@@ -119,6 +120,22 @@ def test_softmax_ess_against_gaussian_closed_form():
     assert abs(ess[0] / np.exp(-a * a * 2 * np.log(2)) - 1) < 0.04, ess
     assert softmax_ess([X], make_weights([make_head("softmax", 2, A=np.zeros((2, 2)), V=np.eye(2))]))[0] == 1.0
     assert softmax_ess([X], make_weights([make_head("linear", 2, A=np.eye(2), V=np.eye(2))])) is None
+
+
+def test_low_ess_warning_fires_on_concentrated_clouds_only():
+    """The regime diagnostic of `fit` from clouds: the warning fires when the fit's smallest ESS is below
+    MEAN_FIELD_ESS.  Clouds are Gaussian draws (n = 400) with the exact moments of the ODE (cheap: no particle
+    run), A fitted with V known.  Concentrated: the reference problem (expanding V, |α| -> 7, ESS ~5% of n at
+    t = 2); mean field: the decaying rotation V of numerics/fit_coverage.py (ESS >= 45% of n at the planted
+    values): both far from the threshold 25% compared with the ESS's sampling error at n = 400 (~0.02)."""
+    a0, times, rng = np.array([1.5, -1.0]), np.linspace(0, 2, 5), np.random.default_rng(5)
+    for V_, concentrated in ((V, True), (load_script("fit_coverage").DESIGNS["meanfield"][0], False)):
+        al, Sg = _exact(AC, V_, a0, times)
+        clouds = [rng.multivariate_normal(m, S, size=400) for m, S in zip(al, Sg)]
+        r = fit(_ode(AC, V_), times, ["h0_A"], clouds=clouds, alpha0=a0, Sigma0=S0)
+        assert (r.warning is not None) == concentrated, (r.ess, r.warning)
+        assert (np.min(r.ess) < MEAN_FIELD_ESS) == concentrated and r.report()["warning"] == r.warning
+        assert np.min(r.ess) < 0.15 if concentrated else np.min(r.ess) > 0.35, r.ess
 
 
 def test_replicates_without_interaction_find_no_bias(tmp_path, capsys):
@@ -257,6 +274,22 @@ def test_replicate_fit_of_A_over_seeds():
     z = _replicate_coverage([1, 2, 3], joint=False).reshape(3, 4)
     assert np.sum(np.abs(z) <= 1.96) >= 10, z
     assert np.all(np.abs(z[:, 0]) < 2), z
+
+
+@pytest.mark.slow
+def test_joint_fit_coverage_in_the_mean_field_regime():
+    """A and V fitted together from clouds where the particle system is near its mean field (the design
+    "meanfield" of numerics/fit_coverage.py, n = 1000, seeds 0-19; README, Fitting): a regression guard for the
+    measured calibration of the fits that `fit` does not warn about (seeds 0-19 measured: 146/152 inside over
+    the 19 un-warned fits; the warned one, min ESS 7%, 1/8).  Asserted: at least 15 of 20 fits un-warned and at
+    least 85% of their intervals inside.  False-failure probability 0.4%: 20 seeds resampled from the measured
+    per-seed counts of seeds 0-399 (misses cluster within a seed, so the binomial is not the reference); an
+    uncalibrated coverage such as the 76.6% measured on the reference problem fails it with probability 0.99."""
+    cov = load_script("fit_coverage")
+    res = [cov.one("meanfield", s)[1:5:3] for s in range(20)]      # (inside per entry, warned)
+    ok = [inside for inside, warned in res if not warned]
+    assert len(ok) >= 15, [w for _, w in res]
+    assert np.mean(np.concatenate(ok)) >= 0.85, [int(i.sum()) for i in ok]
 
 
 def _replicate_coverage(seeds, joint: bool, R=20, log=None):

@@ -15,8 +15,9 @@ Prints the estimates with their confidence intervals and the identifiability rep
 (:func:`symbolic_tpde.analysis.fit.fit`): the rank of the whitened sensitivity matrix at the fit, its singular
 values, and the null directions as combinations of the names; an unidentifiable parameter is printed as
 ``not identifiable`` with no number.  For clouds: the effective sample size of the softmax weights per time
-(where it is a few per cent of n the particle system is far from its mean field) and the noise description
-with the measured calibration of its intervals.  Exit 0; 2 on bad input.
+(where it is a few per cent of n the particle system is far from its mean field), a WARNING line when its
+smallest value is below the measured threshold under which the intervals are not calibrated, and the noise
+description with the measured calibration of its intervals.  Exit 0; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -85,4 +86,6 @@ def run(args) -> int:
     if res.ess is not None:
         print("effective sample size of the softmax weights per time (median over tokens, fraction of n): "
               + ", ".join(f"t = {t:g}: {e:.3g}" for t, e in zip(data["times"], res.ess)))
+    if res.warning:
+        print(f"WARNING: {res.warning}")
     return 0
