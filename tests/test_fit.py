@@ -161,7 +161,7 @@ def test_replicates_without_interaction_find_no_bias(tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["converged"] and r["replicates"] == R and f"{R} replicate particle runs" in r["noise"]
     assert "not measured for this choice of parameters" in r["noise"]      # V alone: no coverage measured
-    assert r["scale"] == 1.0 and r["ess_fraction"] == [1.0] * 4
+    assert r["scale"] == 1.0 and r["ess_fraction"] == [1.0] * 4 and r["warning"] is None
     # sd of the moments of one run: x̄(t) = e^{Vt} x̄(0), var Σ̂_ij = (Σ_ii Σ_jj + Σ_ij²)/(n - 1) for Gaussian draws
     var_S = np.array([2 * S0[0, 0] ** 2, S0[0, 0] * S0[1, 1] + S0[0, 1] ** 2, 2 * S0[1, 1] ** 2]) / (n - 1)
     sd = np.sqrt([np.concatenate([np.diag(expm(Vr * t) @ S0 @ expm(Vr * t).T) / n, var_S]) for t in times])
