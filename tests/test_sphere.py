@@ -344,6 +344,20 @@ def test_wall_clock_cap_is_a_status():
     assert np.max(np.abs(np.linalg.norm(run.X, axis=-1) - 1)) <= 1e-12
 
 
+def test_step_limit_and_collapsed_steps_are_stalled_not_blowup():
+    """A step limit, or a step size collapsing while state and velocity are finite, is status "stalled" with
+    its reason (both were BlowupError, reported as a blow-up, before: nGPT with alpha = 1e70, fuzz_cli --stream
+    new --seed 31337 case 928, at 1e300); a non-finite velocity is still a BlowupError (nGPT where A_i = 0)."""
+    X0 = sample({"type": "uniform_sphere"}, 8, 3, np.random.default_rng(0))
+    run = simulate_sphere(X0, _w("sphere_sa", 3), 50.0, max_steps=3)
+    assert run.status == "stalled" and "step limit (3 steps)" in run.detail and 0 < run.t < 50.0
+    run = simulate_sphere(X0, _w("sphere_sa", 3), 1.0, norm="ngpt", alpha=1e70)
+    assert run.status == "stalled" and "collapsed" in run.detail and np.all(np.isfinite(run.X))
+    with pytest.raises(BlowupError):          # two antipodal tokens, USA with A = 0: the attention vector is 0
+        simulate_sphere(np.array([[1.0, 0, 0], [-1.0, 0, 0]]), _w("sphere_usa", 3, A=np.zeros((3, 3))), 1.0,
+                        norm="ngpt")
+
+
 def test_sphere_steps_check_what_they_display():
     """Issue 19 item 5: each reduction step is an equation object checked on what it displays (the explicit
     particle system at n = 3, 4, quadrature for the circle): a displayed result altered by 1% is refused."""

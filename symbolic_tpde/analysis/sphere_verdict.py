@@ -393,9 +393,9 @@ def _particle_verdict(scenario, X0, T, delta, evidence, max_seconds, tol, simula
     how = (f"{n} particles, Dormand-Prince 5(4) at tolerance {run.tolerance:g}, {run.steps} steps; clusters by "
            f"<θ_i, θ_j> >= 1 - {delta:g} on {FRAMES} frames")
     if run.status != "ok":
-        evidence.append(f"{how}: stopped by the wall-clock cap at t = {run.t:.6g}")
-        return SphereVerdict("undetermined", f"undetermined: the wall-clock cap stopped the run at t = {run.t:.6g} "
-                             f"< T = {T:g}", "numerical", T, t=run.t, evidence=evidence)
+        evidence.append(f"{how}: {run.detail}")
+        return SphereVerdict("undetermined", f"undetermined: {run.detail} (< T = {T:g})",
+                             "numerical", T, t=run.t, evidence=evidence)
     traj = run.trajectory
     counts = cluster_counts(traj, delta)
     U = traj / np.linalg.norm(traj, axis=2, keepdims=True)

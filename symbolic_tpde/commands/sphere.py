@@ -92,15 +92,17 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
            "radius": None if run.r is None else [float(run.r.min()), float(run.r.max())],
            "max_renorm": run.max_renorm, "tolerance": run.tolerance, "steps": run.steps, "nfev": run.nfev,
            "dtype": run.dtype, "seed": args.seed, "seconds": seconds}
-    if run.status != "ok":
+    if run.status == "time-limit":
         out["detail"] = f"wall-clock limit reached at t = {run.t:.6g} (before T = {T:.6g}); raise --max-seconds"
+    elif run.status != "ok":
+        out["detail"] = f"{run.detail} (before T = {T:.6g})"
     elif args.save:
         save(args.save, run.times, run.trajectory)
     if args.json:
         print(strict_json(out))
     else:
         if run.status != "ok":
-            print(f"time-limit: {out['detail']}")
+            print(f"{run.status}: {out['detail']}")
         print(f"sphere ({scn.norm}), n = {args.n}, d = {scn.d}, t = {run.t:.6g} ({run.steps} steps, {run.dtype}, "
               f"{seconds:.2f} s)")
         print(f"clusters (<θ_i,θ_j> >= 1 - {DELTA:g}): {out['clusters']}; min <θ_i,θ_j> = {out['min_inner']:.6g}")
@@ -108,7 +110,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
         if out["radius"] is not None:
             print(f"radius in [{out['radius'][0]:.6g}, {out['radius'][1]:.6g}]")
     sys.stdout.flush()
-    return 0 if run.status == "ok" else EXIT_TIME_LIMIT
+    return EXIT_TIME_LIMIT if run.status == "time-limit" else 0     # "stalled": exit 0, as tpde gaussian
 
 
 def run_classify(args) -> int:
@@ -194,7 +196,11 @@ def run_sweep(args, *, writable_stem) -> int:
     for b, v, te in zip(res.betas, res.verdicts, res.equiangular_time):
         eq = "not by T" if not np.isfinite(te) else f"{te:.4g}"
         print(f"beta = {b:g}: equiangular reduction reaches 1 - delta at t = {eq}; long time: {v['label']}")
-    capped = sum(s != "ok" for s in res.status)
+    stalled = sum(s == "stalled" for s in res.status)
+    if stalled:
+        print(f"tpde sweep: stalled: {stalled} of {len(res.betas)} beta values stopped early (a step limit or a "
+              "collapsed step size, finite state; their probabilities stop at the time reached)", file=sys.stderr)
+    capped = sum(s == "time-limit" for s in res.status)
     if capped:
         print(f"tpde sweep: time-limit: {capped} of {len(res.betas)} beta values reached the per-value cap "
               f"(their probabilities stop at the time reached); raise --max-seconds", file=sys.stderr)

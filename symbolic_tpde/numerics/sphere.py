@@ -36,9 +36,9 @@ Steps: the package's error-controlled Dormand-Prince 5(4) (:class:`symbolic_tpde
 ``rtol = atol = tol``; default ``1e-10`` in float64, ``100 ε₃₂ ≈ 1.2e-5`` in float32, where the error estimate
 is round-off below that), on a batch of clouds ``(B, n, d)`` (each cloud its own step size), restarted at layer
 breakpoints of a :class:`~symbolic_tpde.weights.Schedule` (weights of a segment: those at its start; a callable
-schedule is read at each stage time).  A state that leaves the floats, or a step size that collapses, raises
+schedule is read at each stage time).  A state or velocity that leaves the floats raises
 :class:`~symbolic_tpde.errors.BlowupError` with the last accepted time (e.g. ``peri``/``ngpt`` where
-``A_i = 0``).
+``A_i = 0``); a step limit, or a step size that collapses while both stay finite, is status ``"stalled"``.
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ class SphereRun:
     dtype: str
     tolerance: float
     max_renorm: float
-    status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T
+    status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T; "stalled": below
+    detail: str = ""                   # why a run that is not "ok" stopped
 
 
 def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *,
@@ -181,6 +182,10 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
     For post/ngpt the rows of ``X0`` are normalised first; for pre/peri ``X0`` is ``x = rθ`` (non-zero rows).
     ``max_seconds``: wall-clock cap (:class:`symbolic_tpde.numerics.solve.Deadline`, checked once per step);
     when it expires the run returns with ``status == "time-limit"`` and ``t`` the time every cloud reached.
+    ``status == "stalled"`` (``detail`` says which cloud and why): the step limit was reached, or the step size
+    collapsed while the state and its velocity were finite (no blow-up: e.g. a speed factor ``alpha`` so large
+    that the flow's time scale is below what the tolerance resolves); ``t`` as for the time limit.  A state or
+    velocity that left the finite floats raises :class:`~symbolic_tpde.errors.BlowupError`.
     """
     from .solve import Deadline
 
@@ -233,7 +238,7 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
     max_renorm = 0.0
     t = 0.0
     dl = Deadline(max_seconds)
-    status = "ok"
+    status, detail = "ok", ""
     for a, b in (segments(sched, T) if T > 0 else []):
         s = rk.RKSolver(rhs(sched(a) if sched.func is None else None), a, Y, b, method="dopri5", rtol=tol,
                         atol=tol, max_steps=max_steps)
@@ -247,7 +252,7 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
                 s.Y[acc.rows] = (Z / nr).reshape(len(acc.rows), n * d)
             rec.record(s.tab, acc)
             if dl.expired() and s.active.size:
-                status = "time-limit"
+                status, detail = "time-limit", f"the wall-clock cap stopped the run at t = {float(np.min(s.t)):.6g}"
                 break
         ended = [s.status(i) for i in range(len(s.t))]
         bad = np.nonzero([e not in (rk.Status.OK, rk.Status.RUNNING) for e in ended])[0]
@@ -256,9 +261,17 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
         nfev += s.nfev
         if bad.size:
             i = bad[0]
-            why = "step limit reached" if ended[i] == rk.Status.STALLED else \
-                "the state or the field left the finite floats, or the step size collapsed"
-            raise BlowupError(float(s.t[i]), f"sphere {norm} (cloud {i})", why)
+            Yi = s.Y[i:i + 1]
+            finite = bool(np.all(np.isfinite(Yi)) and np.all(np.isfinite(rhs(sched(a) if sched.func is None else None)(
+                np.array([float(s.t[i])]), Yi))))
+            if ended[i] != rk.Status.STALLED and not finite:
+                raise BlowupError(float(s.t[i]), f"sphere {norm} (cloud {i})",
+                                  "the state or the field left the finite floats")
+            # the state and its velocity are finite: no blow-up, the integrator could not go on
+            status = "stalled"
+            detail = (f"cloud {i}: " + (f"step limit ({max_steps} steps) reached" if ended[i] == rk.Status.STALLED
+                                        else "the step size collapsed with a finite state and velocity (a time "
+                                             "scale far below the tolerance's reach)") + f" at t = {s.t[i]:.6g}")
         if frames is not None:
             inside = (tq >= a) & ((tq < b) | (b == T))
             frames[inside] = rec.ys[inside].astype(dt)
@@ -277,7 +290,8 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
         Xf, th = Xf[0], th[0]
         r = None if r is None else r[0]
         traj = None if traj is None else traj[:, 0]
-    return SphereRun(float(t), Xf, th, r, tq, traj, norm, steps, rejected, nfev, dt.name, tol, max_renorm, status)
+    return SphereRun(float(t), Xf, th, r, tq, traj, norm, steps, rejected, nfev, dt.name, tol, max_renorm, status,
+                     detail)
 
 
 # ------------------------------------------------------------------------------------------------ scenarios
