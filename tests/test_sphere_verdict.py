@@ -179,12 +179,23 @@ def test_tpde_sweep_sphere_phase_diagram_follows_the_equiangular_curve(tmp_path)
 
 
 @pytest.mark.slow
-def test_sphere_figures_are_written(tmp_path):
+def test_sphere_figures_are_written(tmp_path, capsys):
     """`tpde figures --only sphere sphere_phase` families (small phase diagram: d = 8, one cloud per β): the
-    files exist; the phase map's equiangular curve is finite at β = 0 (ρ reaches 0.999 by t = 30)."""
+    files exist; the sphere figure's printed numbers say what its panels claim: panel 1 ends with k*(5) = 3
+    clusters, panel 2's staircase starts at 32 tokens and ends in one cluster at T = 2000, panel 4's k*(β) is the
+    argmax of scipy's Bessel rates."""
     from symbolic_tpde.experiments.figures_sphere import make_phase_figure, make_sphere_figure
 
     paths = make_phase_figure(tmp_path, dims=(8,), K=1, panels=True)
     assert {p.name for p in paths} >= {"sphere_phase.png", "sphere_phase.pdf", "sphere_phase_1.png"}
+    capsys.readouterr()
     paths = make_sphere_figure(tmp_path)
     assert all(p.stat().st_size > 0 for p in paths) and len(paths) == 2
+    lines = {ln.split(":")[0]: ln for ln in capsys.readouterr().out.splitlines()}
+    assert lines["panel 1"].endswith(", 3; k*(5) = 3"), lines["panel 1"]      # clusters at t = 30 = k*
+    assert "(0.1, " in lines["panel 2"] and ", 32)" in lines["panel 2"] and lines["panel 2"].endswith("2000.0, 1)]")
+    # panel 4 against scipy's Bessel functions: k* = argmax_k k² I_k(β)/(β I_0(β)) (the rate of the module docstring)
+    from scipy.special import ive
+    k = np.arange(1, 40)
+    want = [int(k[np.argmax(k * k * ive(k, b))]) for b in (1, 2, 5, 8, 12)]
+    assert f"12: {want} ;" in lines["panel 4"], (want, lines["panel 4"])

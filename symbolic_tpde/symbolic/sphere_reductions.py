@@ -36,6 +36,7 @@ On ``S^{d-1}`` (:func:`sphere_linearisation`): spherical harmonics of degree ℓ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 import sympy as sp
@@ -587,13 +588,20 @@ def sphere_linearisation(normaliser: str, d: int) -> dict:
     return {"rate": rate, "ell": ell, "steps": steps}
 
 
+@lru_cache(maxsize=None)
+def _rate_function(normaliser: str, d: int) -> Callable:
+    """``λ(k, β)`` as an mpmath function, derived once per (normaliser, d): the derivation and its checked steps
+    take seconds, and a figure or a β grid asks for the rates at many β."""
+    lin = circle_linearisation(normaliser) if d == 2 else sphere_linearisation(normaliser, d)
+    return sp.lambdify((lin["k"] if d == 2 else lin["ell"], beta), lin["rate"], modules="mpmath")
+
+
 def fastest_mode(normaliser: str, beta_value: float, kmax: int | None = None, d: int = 2) -> tuple[int, list[float]]:
     """``k* = argmax_k λ_k(β)`` (mpmath Bessel values of the derived rate: Fourier modes on the circle for
     ``d = 2``, spherical-harmonic degrees on ``S^{d-1}`` otherwise); ``λ_k`` for ``k = 1..kmax``."""
     import mpmath
 
-    lin = circle_linearisation(normaliser) if d == 2 else sphere_linearisation(normaliser, d)
-    f = sp.lambdify((lin["k"] if d == 2 else lin["ell"], beta), lin["rate"], modules="mpmath")
+    f = _rate_function(normaliser, d)
     kmax = kmax or int(4 * (2 * beta_value) ** 0.5) + 4
     vals = [float(f(kk, mpmath.mpf(beta_value))) for kk in range(1, kmax + 1)]
     return 1 + max(range(kmax), key=vals.__getitem__), vals
