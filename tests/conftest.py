@@ -45,3 +45,20 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(scope="session")
+def derivation():
+    """``derivation(kinds, **options)``: ``kind_derivation`` of the built-in kinds, made once per session.
+    A derivation is frozen (tuples of frozen steps) and takes seconds to derive and check; test_steps.py,
+    test_steps_objects.py and test_derive_kernel.py ask for the same few chains."""
+    from symbolic_tpde.symbolic.steps import kind_derivation
+
+    made: dict = {}
+
+    def get(kinds: tuple, **options):
+        key = (tuple(kinds), tuple(sorted(options.items())))
+        if key not in made:
+            made[key] = kind_derivation(tuple(kinds), **options)
+        return made[key]
+    return get

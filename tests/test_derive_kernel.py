@@ -185,15 +185,13 @@ def _sign_free_kernel():
     return st.derive_kernel(ell, x, y), (r0, r1, r01)
 
 
-def test_user_kernel_steps_are_the_matrix_form_chain_of_the_built_in_kinds():
+def test_user_kernel_steps_are_the_matrix_form_chain_of_the_built_in_kinds(derivation):
     """``.steps`` of a user kernel: the kernel as given, the existence condition, then the same general-d tilt
     chain as the built-in kinds (same titles, proved for every d where theirs are), every step checked."""
-    from symbolic_tpde.symbolic.steps import kind_derivation
-
     system, _ = _sign_free_kernel()
     steps = system.steps
     assert all(s.checked for s in steps), [s.method for s in steps if not s.checked]
-    built_in = {s.title: s.scope for s in kind_derivation(("softmax",)).steps}
+    built_in = {s.title: s.scope for s in derivation(("softmax",)).steps}
     shared = [s for s in steps if s.title in built_in]
     assert {s.title for s in shared} >= {"completing the square", r"the tilted mean $m(x) = \Lambda^{-1} n$"}
     assert len(shared) >= 6 and all(s.scope == built_in[s.title] for s in shared)

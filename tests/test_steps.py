@@ -14,7 +14,7 @@ import sympy as sp
 import symbolic_tpde as st
 from symbolic_tpde.cli import main
 from symbolic_tpde.symbolic import steps_render
-from symbolic_tpde.symbolic.steps import D, Derivation, kind_derivation, recheck, step
+from symbolic_tpde.symbolic.steps import D, Derivation, recheck, step
 from symbolic_tpde.symbolic.steps_eq import Equation, Step
 
 
@@ -53,8 +53,8 @@ def test_wrong_step_is_reported_not_checked():
     assert not step("raises", A, A, how=lambda eq: 1 / 0).checked
 
 
-def test_softmax_identity_specialisation_closed_form_and_blowup():
-    dv = kind_derivation(("softmax",), V_identity=True)
+def test_softmax_identity_specialisation_closed_form_and_blowup(derivation):
+    dv = derivation(("softmax",), V_identity=True)
     titles = [s.title for s in dv.steps]
     assert dv.all_checked
     assert any("precision" in t and r"\Sigma^{-1}" in t for t in titles)
@@ -142,7 +142,7 @@ def test_entrywise_steps_one_based_and_size_threshold(capsys):
     assert len(out["notes"]) == 1 and "not shown" in out["notes"][0]
 
 
-def test_closed_form_comes_from_the_precision_equation_not_a_kind_name():
+def test_closed_form_comes_from_the_precision_equation_not_a_kind_name(derivation):
     """The V = I closed form is offered exactly when d(Sigma^-1)/dt turns out constant (checked symbolically):
     two softmax heads get it too (M = sum of A_h + A_h^T), linear attention (alpha alpha^T terms) and an FFN
     (W Sigma terms) do not; steps_special.py names no kind."""
@@ -156,17 +156,17 @@ def test_closed_form_comes_from_the_precision_equation_not_a_kind_name():
     rate = lambda ks, ffn=False: steps_special.constant_precision_rate(matrix_form(ks, ffn=ffn), True, False)[3]  # noqa: E731
     two = rate(("softmax", "softmax"))
     assert two is not None and {m.name for m in two.atoms(sp.MatrixSymbol)} == {"A_0", "A_1"}
-    dv2 = kind_derivation(("softmax", "softmax"), V_identity=True)    # the document: 1-based heads A^(1), A^(2)
+    dv2 = derivation(("softmax", "softmax"), V_identity=True)    # the document: 1-based heads A^(1), A^(2)
     assert {"A^(1)", "A^(2)"} <= {m.name for s in dv2.steps if hasattr(s.rhs, "atoms") for m in s.rhs.atoms(sp.MatrixSymbol)}
     assert rate(("linear",)) is None and rate(("softmax",), ffn=True) is None and rate(("l2",)) is None
     assert dv2.all_checked and any("closed-form" in s.title for s in dv2.steps)
-    assert not any("closed-form" in s.title for s in kind_derivation(("linear",), V_identity=True).steps)
+    assert not any("closed-form" in s.title for s in derivation(("linear",), V_identity=True).steps)
 
 
 @pytest.mark.parametrize("kind", ["softmax", "linear", "sinkhorn"])
-def test_no_step_restates_itself(kind):
+def test_no_step_restates_itself(kind, derivation):
     """No step shows the same thing on both sides ("X = X"): a restatement is merged into the step before."""
-    dv = kind_derivation((kind,), V_identity=True)
+    dv = derivation((kind,), V_identity=True)
     same = [s.title for s in dv.steps if steps_render.text(s.lhs) == steps_render.text(s.rhs)]
     assert not same, same
 

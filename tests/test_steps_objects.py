@@ -24,7 +24,6 @@ import sympy as sp
 from sympy.parsing.sympy_parser import parse_expr
 
 from symbolic_tpde.symbolic import steps_render
-from symbolic_tpde.symbolic.steps import kind_derivation
 from symbolic_tpde.symbolic.steps_eq import D, Equation, Notation, _Op
 from symbolic_tpde.symbolic.steps_free import free_equal
 
@@ -34,8 +33,8 @@ CHAINS = [(("softmax",), {}), (("softmax",), {"V_identity": True}), (("softmax",
 
 
 @pytest.fixture(scope="module")
-def chains():
-    return {(k, tuple(sorted(o.items()))): kind_derivation(k, **o) for k, o in CHAINS}
+def chains(derivation):
+    return {(k, tuple(sorted(o.items()))): derivation(k, **o) for k, o in CHAINS}
 
 
 def _plain(e) -> bool:
