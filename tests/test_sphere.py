@@ -215,11 +215,10 @@ def test_harmonics_on_the_sphere(z):
     """S^{d-1}: every step checked (gradient structure, Laplace-Beltrami eigenvalue, Funk-Hecke coefficient by
     mpmath quadrature); d = 2 equals the circle's separate Fourier derivation; d = 3, SA: λ_ℓ = ℓ(ℓ+1)
     I_{ℓ+1/2}(β)/(β I_{1/2}(β)) against mpmath (1e-13), and the fastest degree at β = 5 is 3."""
-    for d in (2, 3, 4):
-        lin = R.sphere_linearisation(z, d)
+    lins = {d: R.sphere_linearisation(z, d) for d in (2, 3, 4)}
+    for d, lin in lins.items():
         assert all(s.checked for s in lin["steps"]) and len(lin["steps"]) == (5 if d == 2 else 4)
-    f = sp.lambdify((R.sphere_linearisation(z, 3)["ell"], R.beta), R.sphere_linearisation(z, 3)["rate"],
-                    modules="mpmath")
+    f = sp.lambdify((lins[3]["ell"], R.beta), lins[3]["rate"], modules="mpmath")
     for L in (1, 4):
         ref = L * (L + 1) * mpmath.besseli(L + 0.5, 2.0) / 2.0
         ref = ref / mpmath.besseli(0.5, 2.0) if z == "softmax" else ref * mpmath.sqrt(mpmath.pi / 4.0)
