@@ -415,7 +415,14 @@ def _num(e, vals: dict):
 
 
 def circle_linearisation(normaliser: str) -> dict:
-    """Growth rate of Fourier mode ``k`` at the uniform measure on the circle (module docstring)."""
+    """Growth rate of Fourier mode ``k`` at the uniform measure on the circle (module docstring); derived once
+    per normaliser (the checked steps take seconds), a fresh dict each call."""
+    rate, k, steps = _circle_linearisation(normaliser)
+    return {"rate": rate, "k": k, "steps": list(steps)}
+
+
+@lru_cache(maxsize=None)
+def _circle_linearisation(normaliser: str) -> tuple:
     x, y, u, eps = sp.symbols("x y u epsilon", real=True)
     k = sp.Symbol("k", integer=True, positive=True)
     steps: list[Step] = []
@@ -501,10 +508,17 @@ def circle_linearisation(normaliser: str) -> dict:
                                        nonlinear), "the nonlinear equation d mu/dt = -d/dx(mu v_mu) at mu = 1/(2pi) + "
                                        "eps cos(kx), eps = 1e-20 (quadrature, numerical x-derivative, 60 digits), "
                                        "k = 2, 3, divided by eps cos(kx)", tol=1e-15)))
-    return {"rate": growth, "k": k, "steps": steps}
+    return growth, k, tuple(steps)
 
 
 def sphere_linearisation(normaliser: str, d: int) -> dict:
+    """:func:`_sphere_linearisation`, derived once per (normaliser, d), a fresh dict each call."""
+    rate, ell, steps = _sphere_linearisation(normaliser, d)
+    return {"rate": rate, "ell": ell, "steps": list(steps)}
+
+
+@lru_cache(maxsize=None)
+def _sphere_linearisation(normaliser: str, d: int) -> tuple:
     """Growth rate of the degree-ℓ spherical harmonics at the uniform measure ``σ`` on ``S^{d-1}`` (``d >= 2``).
 
     Steps: (1) with ``Q = K = V = I`` the USA velocity is a spherical gradient, ``v = ∇_S Φ``,
@@ -585,7 +599,7 @@ def sphere_linearisation(normaliser: str, d: int) -> dict:
             ok = sp.simplify(eq.rhs.subs(ell, lin["k"]) - lin["rate"]) == 0
             return ok, "exact (SymPy): the difference with the circle's Fourier derivation simplifies to 0", "d = 2"
         steps.append(_step("d = 2: equals the circle's Fourier derivation", "lambda_ell", rate, same_as_circle))
-    return {"rate": rate, "ell": ell, "steps": steps}
+    return rate, ell, tuple(steps)
 
 
 @lru_cache(maxsize=None)
