@@ -100,6 +100,11 @@ REPLICATE_ROUNDS, REPLICATE_SHIFT = 3, 0.2
 #: calibrated: measured on the mean-field problem of numerics/fit_coverage.py (EVIDENCE), A and V fitted together
 MEAN_FIELD_ESS = 0.25
 
+#: chi-square quantile of the whitened residual |L⁻¹r|² (m - rank degrees of freedom) above which `fit` warns that
+#: the stated noise does not explain the residuals (a false alarm in 0.1% of fits when the noise model holds and
+#: the fit is linear near its minimum); not applied when the noise is unknown (C = s² I has no scale to test)
+MISFIT_QUANTILE = 0.999
+
 #: relative singular value at or below which a direction is reported as not identifiable (module docstring)
 NULL_REL = 1e-6
 
@@ -178,7 +183,7 @@ def cloud_moments(clouds):
 
 def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=None, Sigma0=None, noise=None,
         level: float = 0.95, rtol: float = 1e-10, max_nfev: int = 200, replicates: int = 0,
-        seed=None) -> FitResult:
+        seed=None, start: str = "continuation", max_seconds: float | None = None) -> FitResult:
     """Least-squares fit of ``directions`` of ``ode`` to observations at ``times`` (module docstring).
 
     Observations: ``alpha (K, d)`` and/or ``Sigma (K, d, d)``, or ``clouds`` (K token clouds; both moments are
@@ -187,12 +192,24 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     the covariance ``C`` of the stacked observations, or a vector of standard deviations (``None``: unknown,
     estimated from the residuals).  ``replicates=R`` (clouds only): after the fit, ``R`` particle runs at the
     fitted parameters give the noise and a bias correction, and the fit is repeated (module docstring,
-    Replicates); ``seed`` seeds their initial draws."""
+    Replicates); ``seed`` seeds their initial draws.  ``start``: ``"continuation"`` (horizon continuation from the
+    start values, module docstring) or ``"given"`` (one least-squares run on all times from the start values).
+    ``max_seconds``: a wall-clock cap, checked before every evaluation of the model; when reached
+    :class:`~symbolic_tpde.numerics.solve.TimeLimitReached` is raised."""
     from scipy.optimize import least_squares
-    from scipy.stats import norm
+    from scipy.stats import chi2 as scipy_chi2, norm
+
+    from scipy.linalg import solve_triangular
 
     from ..gaussian.sensitivities import integrate_sensitivities, sensitivity_model
+    from ..numerics.solve import Deadline
 
+    if start not in ("continuation", "given"):
+        raise InputError("start", f"must be 'continuation' or 'given', got {start!r}")
+    try:
+        deadline = Deadline(max_seconds)
+    except ValueError as exc:
+        raise InputError("max_seconds", str(exc)) from None
     if ode.schedule.func is not None or len(getattr(ode.schedule, "weights", ())) > 1:
         raise InputError("model", "fitting uses constant weights (one layer); a layered model is not supported")
     times = np.asarray(times, float)
@@ -286,33 +303,39 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
             (p if w == "p" else y0)[i] = v
         return p, y0
 
-    def run(theta, dirs):
-        """The sensitivity run at ``theta`` (``None`` when it does not reach the last time)."""
+    def run(theta, dirs, k=K):
+        """The sensitivity run at ``theta`` to ``times[k-1]`` (``None`` when it does not reach it)."""
+        deadline.check()
         p, y0 = at(theta)
         try:
-            sol = integrate_sensitivities(ode, *layout.unpack(y0, d), float(times[-1]), dirs, rtol=rtol,
-                                          t_eval=times, params=p)
+            sol = integrate_sensitivities(ode, *layout.unpack(y0, d), float(times[k - 1]), dirs, rtol=rtol,
+                                          t_eval=times[:k], params=p)
         except InputError:
             return None
-        return sol if sol.status == "ok" and len(sol.t) == K else None
+        return sol if sol.status == "ok" and len(sol.t) == k else None
 
-    def evaluate(theta):
-        key = theta.tobytes()
+    def evaluate(theta, k=K):
+        """Whitened residual and Jacobian on the first ``k`` times: the leading rows of ``L⁻¹r`` (``L`` lower
+        triangular: they involve only the first ``k`` times, whitened by the marginal covariance of those)."""
+        key = (theta.tobytes(), k)
         if key not in cache:
-            sol = run(theta, directions)
+            sol = run(theta, directions, k)
             cache.clear()
+            j = k * sel.size
             cache[key] = None if sol is None else (
-                np.linalg.solve(Lw[0], np.concatenate([sol.y[k][sel] for k in range(K)]) - obs),
-                np.linalg.solve(Lw[0], np.concatenate([sol.S[k][:, sel].T for k in range(K)])))
+                solve_triangular(Lw[0][:j, :j], np.concatenate([sol.y[i][sel] for i in range(k)]) - obs[:j],
+                                 lower=True),
+                solve_triangular(Lw[0][:j, :j], np.concatenate([sol.S[i][:, sel].T for i in range(k)]),
+                                 lower=True))
         return cache[key]
 
-    def fun(theta):
-        r = evaluate(theta)
-        return np.full(m, 1e150) if r is None else r[0]
+    def fun(theta, k=K):
+        r = evaluate(theta, k)
+        return np.full(k * sel.size, 1e150) if r is None else r[0]
 
-    def jac(theta):
-        r = evaluate(theta)
-        return np.zeros((m, theta.size)) if r is None else r[1]
+    def jac(theta, k=K):
+        r = evaluate(theta, k)
+        return np.zeros((k * sel.size, theta.size)) if r is None else r[1]
 
     def propagated(theta):
         """Block-diagonal ``Φ_k C₀ Φ_kᵀ/n_k`` at ``theta`` (module docstring)."""
@@ -328,11 +351,24 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     if evaluate(theta0) is None:
         raise InputError("model", "the moment ODE does not reach the last observation time from the start values "
                          "(blow-up or ceased tilt)")
-    def solve(x):
-        return least_squares(fun, x, jac=jac, method="lm" if m >= theta0.size else "trf", xtol=1e-14,
-                             ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
+    def solve(x, k=K):
+        return least_squares(fun, x, jac=jac, args=(k,), method="lm" if k * sel.size >= theta0.size else "trf",
+                             xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=max_nfev)
 
     x = theta0
+    if start == "continuation":
+        # horizon continuation (module docstring): the shortest prefix of times with at least as many
+        # observations after t = 0 as parameters, then one more time per stage; the last stage is the full fit
+        first = next((k for k in range(1, K + 1)
+                      if np.count_nonzero(times[:k] > 0) * sel.size >= theta0.size), K)
+        for k in range(first, K):
+            x = solve(x, k).x
+            if clouds is not None:          # re-weight at the stage's point where the ODE gives a covariance
+                try:
+                    Lw[0] = _cholesky(propagated(x))
+                except InputError:
+                    pass
+                cache.clear()
     for it in range(passes):
         if it:
             Lw[0] = _cholesky(propagated(x))
@@ -391,6 +427,13 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
             warning = (f"softmax weights concentrated at the fit: ESS {np.min(ess):.1%} of n (< {MEAN_FIELD_ESS:.0%})"
                        f" at t = {', '.join(low)}: far from the mean-field moment ODE there; intervals of A and V "
                        "fitted together measured NOT calibrated in this regime (README, Fitting)")
+    dof, chi2 = m - rank, float(r @ r)
+    if not how.startswith("unknown") and dof > 0 and chi2 > (q999 := float(scipy_chi2.ppf(MISFIT_QUANTILE, dof))):
+        misfit = (f"the stated noise does not explain the residuals: |L⁻¹r|² = {chi2:.3g} (s² = {chi2 / dof:.3g}) "
+                  f"is above the {MISFIT_QUANTILE} quantile {q999:.3g} of chi-square with {dof} degrees of freedom "
+                  "(a misfit, a local minimum, or noise the model does not state); the intervals are not "
+                  "calibrated")
+        warning = misfit if warning is None else f"{warning}; {misfit}"
     return FitResult(tuple(names), est, se, est - z * se, est + z * se, level, identifiable, rank, s_full, Vn,
                      float(0.5 * r @ r), m, how, s2, bool(res.status > 0), str(res.message), res.x,
                      replicates, bias, ess, warning)

@@ -1,6 +1,7 @@
 """``tpde fit``: least-squares fit of a scenario's parameters to observed moments or token clouds.
 
-``tpde fit --scenario S --data D.npz --params h0_A,h0_V [--level 0.95] [--replicates R --seed N] [--json]``
+``tpde fit --scenario S --data D.npz --params h0_A,h0_V [--level 0.95] [--replicates R --seed N]
+[--start continuation|given] [--max-seconds S] [--json]``
 
 The scenario gives the model (its weights are the start values of the fitted parameters and the values of
 all others; constant weights only) and the initial Gaussian ``alpha0``, ``Sigma0``.  ``D.npz`` (read with
@@ -17,7 +18,10 @@ values, and the null directions as combinations of the names; an unidentifiable 
 ``not identifiable`` with no number.  For clouds: the effective sample size of the softmax weights per time
 (where it is a few per cent of n the particle system is far from its mean field), a WARNING line when its
 smallest value is below the measured threshold under which the intervals are not calibrated, and the noise
-description with the measured calibration of its intervals.  Exit 0; 2 on bad input.
+description with the measured calibration of its intervals; a WARNING when the whitened residual is above the
+0.999 chi-square quantile (the stated noise does not explain the residuals).  ``--start``: horizon continuation
+(default) or one run from the scenario's values.  ``--max-seconds S``: wall-clock cap of the fit; when reached no
+estimate is printed (JSON ``"status": "time-limit"``), exit 5.  Exit 0; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import json
 
 from ..errors import InputError
+from .gaussian import DEFAULT_MAX_SECONDS, EXIT_TIME_LIMIT, add_max_seconds
 
 
 def register(sub) -> None:
@@ -36,6 +41,10 @@ def register(sub) -> None:
     p.add_argument("--replicates", type=int, default=0,
                    help="clouds: R particle runs at the fit for the noise and a bias correction (default 0: none)")
     p.add_argument("--seed", type=int, default=None, help="seed of the replicate runs")
+    p.add_argument("--start", choices=["continuation", "given"], default="continuation",
+                   help="optimiser start: horizon continuation from the scenario's values (default) or one run on "
+                        "all times from them")
+    add_max_seconds(p, DEFAULT_MAX_SECONDS, "the fit")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -59,7 +68,9 @@ def run(args) -> int:
     from ..analysis.fit import fit
     from ..gaussian import GaussianODE
     from ..scenario import load_scenario
+    from ..numerics.solve import TimeLimitReached
     from ..validation import strict_json
+    from .gaussian import max_seconds
 
     if not 0 < args.level < 1:
         raise InputError("level", f"must be in (0, 1), got {args.level}")
@@ -68,9 +79,15 @@ def run(args) -> int:
     names = [s.strip() for s in args.params.split(",") if s.strip()]
     ode = GaussianODE.from_scenario(scn)
     kw = {k: data[k] for k in ("clouds", "alpha", "Sigma", "noise") if k in data}
-    res = fit(ode, data["times"], names, alpha0=scn.alpha0, Sigma0=scn.Sigma0, level=args.level,
-              replicates=args.replicates, seed=args.seed, **kw)
-    rep = res.report()
+    cap = max_seconds(args)
+    try:
+        res = fit(ode, data["times"], names, alpha0=scn.alpha0, Sigma0=scn.Sigma0, level=args.level,
+                  replicates=args.replicates, seed=args.seed, start=args.start, max_seconds=cap, **kw)
+    except TimeLimitReached as exc:     # no estimate: the optimiser was stopped before it converged
+        print(strict_json({"status": "time-limit", "max_seconds": cap, "message": str(exc)}) if args.json else
+              f"time-limit: {exc}; no estimate (the optimiser had not converged)")
+        return EXIT_TIME_LIMIT
+    rep = {"status": "ok", **res.report()}
     if args.json:
         print(strict_json(rep))
         return 0
