@@ -15,7 +15,7 @@ Designs (the planted A is the contracting ``AC`` of tests/test_fit.py in both):
   reference: V = [[1, 0.3], [-0.2, 0.8]] (expanding: |α| reaches ~7, ESS 5-10% of n at t = 2 at the planted
              values), a0 = (1.5, -1), 5 times on [0, 2]  (the 33/48 and 26/32 of README, Fitting)
 Usage: python numerics/fit_coverage.py [--design meanfield] [--seeds 0 40] [--n 1000] [--replicates 0]
-       [--start planted|zero]
+       [--start planted|zero] [--compare]
 """
 
 import argparse
@@ -44,19 +44,25 @@ def clouds(V, a0, times, n, seed):
     return w, out
 
 
-def one(design, seed, n=1000, replicates=0, start="planted"):
-    """``(z, inside, min ESS at the fit, min ESS at the planted values, warned, result)`` for one seed; ``start``:
-    the optimiser's start, the planted values or ``zero`` (A = 0, V = I)."""
+def one(design, seed, n=1000, replicates=0, start="planted", compare=False):
+    """``(z, inside, min ESS at the fit, min ESS at the planted values, warned, result, shift)`` for one seed;
+    ``start``: the optimiser's start, the planted values (one run on all times, ``start="given"``) or ``zero``
+    (A = 0, V = I, horizon continuation, the default of `fit`).  ``compare``: also fit from the planted values
+    and return ``shift`` = max |difference of the end points| / stderr (``nan`` without)."""
     V, a0, times = DESIGNS[design]
     w, cl = clouds(V, a0, times, n, seed)
     ode = GaussianODE.from_weights(w if start == "planted" else make_weights(
         [make_head("softmax", 2, A=np.zeros((2, 2)), V=np.eye(2))]), backend="numpy")
-    r = fit(ode, times, ["h0_A", "h0_V"], clouds=cl, alpha0=a0, Sigma0=S0, replicates=replicates,
-            seed=10_000 + seed)
+    kw = dict(clouds=cl, alpha0=a0, Sigma0=S0, replicates=replicates, seed=10_000 + seed)
+    r = fit(ode, times, ["h0_A", "h0_V"], start="given" if start == "planted" else "continuation", **kw)
+    shift = np.nan
+    if compare and start != "planted":
+        rp = fit(GaussianODE.from_weights(w, backend="numpy"), times, ["h0_A", "h0_V"], start="given", **kw)
+        shift = float(np.max(np.abs(r.point - rp.point) / rp.stderr))
     truth = np.concatenate([AC.ravel(), V.ravel()])
     inside = (r.lower <= truth) & (truth <= r.upper)
     return ((r.estimate - truth) / r.stderr, inside, float(np.min(r.ess)), float(np.min(softmax_ess(cl, w))),
-            r.warning is not None, r)
+            r.warning is not None, r, shift)
 
 
 def main():
@@ -66,17 +72,22 @@ def main():
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--replicates", type=int, default=0)
     ap.add_argument("--start", choices=["planted", "zero"], default="planted")
+    ap.add_argument("--compare", action="store_true", help="--start zero: also fit from the planted values")
     a = ap.parse_args()
     rows = []
     t0 = time.time()
     for s in range(*a.seeds):
-        z, inside, e_fit, e_true, warned, r = one(a.design, s, a.n, a.replicates, a.start)
-        rows.append((int(np.sum(inside)), z.size, warned))
+        t1 = time.time()
+        z, inside, e_fit, e_true, warned, r, shift = one(a.design, s, a.n, a.replicates, a.start, a.compare)
+        rows.append((int(np.sum(inside)), z.size, warned, shift))
         print(f"seed {s:3d}: inside {rows[-1][0]}/{z.size}  min ESS fit {e_fit:.3f} planted {e_true:.3f}  "
-              f"warned {warned}  s2 {r.scale:.2f}  z {np.array2string(z, precision=2, max_line_width=200)}",
+              f"warned {warned}  s2 {r.scale:.2f}  vs planted start {shift:.1e} se  ({time.time() - t1:.0f} s)  z {np.array2string(z, precision=2, max_line_width=200)}",
               flush=True)
     print(f"design {a.design}, n = {a.n}, replicates {a.replicates}, start {a.start}, seeds "
           f"{a.seeds[0]}-{a.seeds[1] - 1} ({time.time() - t0:.0f} s):")
+    sh = np.array([r[3] for r in rows])
+    if a.compare:
+        print(f"  same end point as the planted start (within 1e-3 stderr): {np.sum(sh <= 1e-3)}/{len(sh)} seeds")
     for label, sel in (("all fits", lambda w: True), ("no warning", lambda w: not w), ("warning", lambda w: w)):
         k = np.array([r[0] for r in rows if sel(r[2])])
         cnt = sum(r[1] for r in rows if sel(r[2]))
