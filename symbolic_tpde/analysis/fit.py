@@ -41,7 +41,18 @@ a problem whose planted ESS stays at 45-63 % of n (numerics/fit_coverage.py), th
 level over the fits with smallest ESS >= 25 %, and about half as often below (:data:`EVIDENCE`).
 
 Least squares: ``min_θ |L⁻¹(m(θ) - m_obs)|²`` (``C = LLᵀ``) by ``scipy.optimize.least_squares`` with the
-Jacobian ``L⁻¹ ∂m/∂θ`` from the forward sensitivities (generated code, not differences).
+Jacobian ``L⁻¹ ∂m/∂θ`` from the forward sensitivities (generated code, not differences).  Start
+(``start="continuation"``, the default): horizon continuation.  On the shortest prefix of observation times
+with at least as many observations after ``t = 0`` as parameters, then on one more time per stage, a
+trust-region fit (first radius ``|θ|``) with proximal rows ``PROX·(θ - θ_stage start)`` (a short horizon
+determines some directions poorly; the rows keep a stage from throwing them far) to tolerance ``1e-8``; its end
+is the next stage's start; the last stage is the unpenalised fit on all times (the rows of a prefix are the
+leading rows of ``L⁻¹r``, ``L`` lower triangular).  Early times are near the initial data, where the moments
+depend nearly linearly on ``θ``.  Measured on the mean-field design of numerics/fit_coverage.py from
+``(A, V) = (0, I)``: README, Fitting; ``start="given"``: one fit on all times from the start values (from
+``(0, I)`` on that design it did not converge in 120-400 s).  Misfit check (noise given, propagated or from
+replicates): ``|L⁻¹r|²`` above the :data:`MISFIT_QUANTILE` quantile of chi-square with ``m - rank`` degrees of
+freedom adds a ``warning``.
 
 Identifiability (computed from the problem, not from a list of known cases): the singular values ``s_i`` and
 right singular vectors ``v_i`` of the whitened Jacobian ``J`` at the fit.  Directions with
@@ -105,10 +116,11 @@ MEAN_FIELD_ESS = 0.25
 #: the fit is linear near its minimum); not applied when the noise is unknown (C = s² I has no scale to test)
 MISFIT_QUANTILE = 0.999
 
-#: weight of the proximal rows of a continuation stage: a parameter change of 1 costs as much as three standard
-#: deviations of the (whitened) data, so a short horizon that determines a direction poorly does not throw it
-#: far (measured: without them, a mean-field seed ended its t <= 1 stage at A_10 = 12.5, then at ESS 0.1%)
-PROX = 3.0
+#: weights of the proximal rows of continuation stages, tried in turn while the end point fails the misfit test
+#: (the lowest cost is kept): with 3 a parameter change of 1 costs as much as three standard deviations of the
+#: whitened data, so a short horizon that determines a direction poorly does not throw it far (measured: without
+#: them a mean-field seed ended its t <= 1 stage at A_10 = 12.5, then at ESS 0.1%; README, Fitting)
+PROX = (3.0, 10.0, 0.3)
 
 #: relative singular value at or below which a direction is reported as not identifiable (module docstring)
 NULL_REL = 1e-6
@@ -334,17 +346,17 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
                                  lower=True))
         return cache[key]
 
-    anchor = [None]          # continuation stages: rows PROX·(θ - θ at the stage's start) (module docstring)
+    anchor = [None]          # continuation stages: rows prox·(θ - θ at the stage's start) (module docstring)
 
     def fun(theta, k=K):
         r = evaluate(theta, k)
         r = np.full(k * sel.size, 1e150) if r is None else r[0]
-        return r if anchor[0] is None else np.concatenate([r, PROX * (theta - anchor[0])])
+        return r if anchor[0] is None else np.concatenate([r, anchor[0][1] * (theta - anchor[0][0])])
 
     def jac(theta, k=K):
         r = evaluate(theta, k)
         J = np.zeros((k * sel.size, theta.size)) if r is None else r[1]
-        return J if anchor[0] is None else np.vstack([J, PROX * np.eye(theta.size)])
+        return J if anchor[0] is None else np.vstack([J, anchor[0][1] * np.eye(theta.size)])
 
     def propagated(theta):
         """Block-diagonal ``Φ_k C₀ Φ_kᵀ/n_k`` at ``theta`` (module docstring)."""
@@ -365,30 +377,45 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
         return least_squares(fun, x, jac=jac, args=(k,), method=method, xtol=tol, ftol=tol, gtol=tol,
                              max_nfev=max_nfev)
 
-    x = theta0
-    if start == "continuation":
-        # horizon continuation (module docstring): the shortest prefix of times with at least as many
-        # observations after t = 0 as parameters, then one more time per stage; the last stage is the full fit
-        first = next((k for k in range(1, K + 1)
-                      if np.count_nonzero(times[:k] > 0) * sel.size >= theta0.size), K)
-        for k in range(first, K):
-            # trust region (first radius |x|, 1 at x = 0): the undamped first step of LM on a short horizon with
-            # noisy data jumps to |V| ~ 100 (measured); a stage only has to reach the next one's basin (tol 1e-8)
-            anchor[0] = x.copy()
-            x = solve(x, k, "trf", 1e-8).x
-            anchor[0] = None
-            if clouds is not None:          # re-weight at the stage's point where the ODE gives a covariance
-                try:
-                    Lw[0] = _cholesky(propagated(x))
-                except InputError:
-                    pass
+    def attempt(prox):
+        """Continuation stages with proximal weight ``prox`` (none with ``start="given"``), then the passes."""
+        x, Lw[0] = theta0, Lw0
+        cache.clear()
+        if start == "continuation":
+            # horizon continuation (module docstring): the shortest prefix of times with at least as many
+            # observations after t = 0 as parameters, then one more time per stage; the last is the full fit
+            first = next((k for k in range(1, K + 1)
+                          if np.count_nonzero(times[:k] > 0) * sel.size >= theta0.size), K)
+            for k in range(first, K):
+                # trust region (first radius |x|, 1 at x = 0): the undamped first step of LM on a short horizon
+                # with noisy data jumps to |V| ~ 100 (measured); a stage only has to reach the next one's basin
+                anchor[0] = (x.copy(), prox)
+                x = solve(x, k, "trf", 1e-8).x
+                anchor[0] = None
+                if clouds is not None:      # re-weight at the stage's point where the ODE gives a covariance
+                    try:
+                        Lw[0] = _cholesky(propagated(x))
+                    except InputError:
+                        pass
+                    cache.clear()
+        for it in range(passes):
+            if it:
+                Lw[0] = _cholesky(propagated(x))
                 cache.clear()
-    for it in range(passes):
-        if it:
-            Lw[0] = _cholesky(propagated(x))
-            cache.clear()
-        res = solve(x)
-        x = res.x
+            res = solve(x)
+            x = res.x
+        return res, Lw[0]
+
+    Lw0 = Lw[0]
+    tried = []
+    for prox in PROX if start == "continuation" else (None,):
+        tried.append(attempt(prox))
+        chi = 2 * tried[-1][0].cost
+        if how.startswith("unknown") or m <= theta0.size or chi <= scipy_chi2.ppf(MISFIT_QUANTILE, m - theta0.size):
+            break           # unknown noise: no test; else a restart only while the misfit test fails
+    res, Lw[0] = min(tried, key=lambda t: t[0].cost)
+    cache.clear()
+    x = res.x
     from scipy.linalg import block_diag
 
     bias, obs_raw, shift = None, obs, np.inf
