@@ -348,7 +348,9 @@ def _mutate_new(rng: random.Random, scn: dict, files: dict):
         key = rng.choice(sorted(init))
         init[key] = rng.choice(HOSTILE + HOSTILE_MATRICES + ["uniform_ball", "vmf", "frame", "../../etc/passwd",
                                                             "data.pts.npz", "/dev/zero.npy", "data.missing.npy"])
-        return s, files, key != "type" and (key != "rotate" or not isinstance(init[key], bool))
+        v = init[key]
+        kappa_ok = key == "kappa" and type(v) in (int, float) and 0 <= v <= 1e8   # vMF: 0 (uniform) up to MAX_KAPPA
+        return s, files, key != "type" and (key != "rotate" or not isinstance(v, bool)) and not kappa_ok
     if kind == 1:  # an entry of an init array
         keys = [k for k, v in init.items() if isinstance(v, list) and v]
         if keys:
