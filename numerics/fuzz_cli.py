@@ -612,8 +612,9 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
     seconds = time.perf_counter() - t0
     e = err.getvalue()
     # progress and warning lines of `tpde sweep` (stderr) are not error messages
+    # (and matplotlib's one-off "building the font cache" notice on a fresh machine)
     lines = [ln for ln in e.splitlines() if "Warning" not in ln and not ln.startswith("  ")
-             and not ln.startswith(("tpde sweep: point ", "tpde sweep: warning:"))]
+             and not ln.startswith(("tpde sweep: point ", "tpde sweep: warning:", "Matplotlib is building"))]
     if seconds > hang:
         return "hang", f"{seconds:.0f} s: {args}"
     if "Traceback" in e or "internal error" in e:
