@@ -291,6 +291,14 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
             if C.shape != (m, m):
                 raise InputError("noise", f"expected {m} standard deviations or an ({m}, {m}) covariance")
         L = _cholesky(C)
+    noise_known = clouds is not None or noise is not None     # else C = s² I: no scale for the misfit test
+
+    def misfit(chi2, dof):
+        """The 0.999 chi-square quantile of the misfit test when ``chi2`` exceeds it (module docstring)."""
+        if not noise_known or dof <= 0:
+            return None
+        q = float(scipy_chi2.ppf(MISFIT_QUANTILE, dof))
+        return q if chi2 > q else None
 
     crhs, names, S0 = sensitivity_model(ode, directions)
     if clouds is not None:
@@ -417,8 +425,7 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     tried = []
     for prox in PROX if start == "continuation" else (None,):
         tried.append(attempt(prox))
-        chi = 2 * tried[-1][0].cost
-        if how.startswith("unknown") or m <= theta0.size or chi <= scipy_chi2.ppf(MISFIT_QUANTILE, m - theta0.size):
+        if misfit(2 * tried[-1][0].cost, m - theta0.size) is None:
             break           # unknown noise: no test; else a restart only while the misfit test fails
     res, Lw[0] = min(tried, key=lambda t: t[0].cost)
     cache.clear()
@@ -476,12 +483,11 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
                        f" at t = {', '.join(low)}: far from the mean-field moment ODE there; intervals of A and V "
                        "fitted together measured NOT calibrated in this regime (README, Fitting)")
     dof, chi2 = m - rank, float(r @ r)
-    if not how.startswith("unknown") and dof > 0 and chi2 > (q999 := float(scipy_chi2.ppf(MISFIT_QUANTILE, dof))):
-        misfit = (f"the stated noise does not explain the residuals: |L⁻¹r|² = {chi2:.3g} (s² = {chi2 / dof:.3g}) "
-                  f"is above the {MISFIT_QUANTILE} quantile {q999:.3g} of chi-square with {dof} degrees of freedom "
-                  "(a misfit, a local minimum, or noise the model does not state); the intervals are not "
-                  "calibrated")
-        warning = misfit if warning is None else f"{warning}; {misfit}"
+    if (q999 := misfit(chi2, dof)) is not None:
+        text = (f"the stated noise does not explain the residuals: |L⁻¹r|² = {chi2:.3g} (s² = {chi2 / dof:.3g}) "
+                f"is above the {MISFIT_QUANTILE} quantile {q999:.3g} of chi-square with {dof} degrees of freedom "
+                "(a misfit, a local minimum, or noise the model does not state); the intervals are not calibrated")
+        warning = text if warning is None else f"{warning}; {text}"
     return FitResult(tuple(names), est, se, est - z * se, est + z * se, level, identifiable, rank, s_full, Vn,
                      float(0.5 * r @ r), m, how, s2, bool(res.status > 0), str(res.message), res.x,
                      replicates, bias, ess, warning)
