@@ -240,8 +240,8 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
     dl = Deadline(max_seconds)
     status, detail = "ok", ""
     for a, b in (segments(sched, T) if T > 0 else []):
-        s = rk.RKSolver(rhs(sched(a) if sched.func is None else None), a, Y, b, method="dopri5", rtol=tol,
-                        atol=tol, max_steps=max_steps)
+        F = rhs(sched(a) if sched.func is None else None)
+        s = rk.RKSolver(F, a, Y, b, method="dopri5", rtol=tol, atol=tol, max_steps=max_steps)
         rec = rk.Recorder(tq, s.Y, s.t)
         while s.active.size:
             acc = s.step()
@@ -262,8 +262,7 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
         if bad.size:
             i = bad[0]
             Yi = s.Y[i:i + 1]
-            finite = bool(np.all(np.isfinite(Yi)) and np.all(np.isfinite(rhs(sched(a) if sched.func is None else None)(
-                np.array([float(s.t[i])]), Yi))))
+            finite = bool(np.all(np.isfinite(Yi)) and np.all(np.isfinite(F(np.array([float(s.t[i])]), Yi))))
             if ended[i] != rk.Status.STALLED and not finite:
                 raise BlowupError(float(s.t[i]), f"sphere {norm} (cloud {i})",
                                   "the state or the field left the finite floats")
