@@ -15,7 +15,7 @@ import numpy as np
 import sympy as sp
 from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
-from symbolic_tpde.numerics import energy as en
+from symbolic_tpde.numerics.particles import energy as en
 from symbolic_tpde.symbolic import gaussian_energy as ge
 from symbolic_tpde.symbolic.energy import general_gradient_lemma, gradient_identity, particle_energy
 

@@ -14,7 +14,7 @@ import numpy as np
 import sympy as sp
 from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
-from symbolic_tpde.numerics import energy as en
+from symbolic_tpde.numerics.particles import energy as en
 from symbolic_tpde.symbolic.hessian import particle_hessian
 from symbolic_tpde.validate.convexity import certify_particles
 

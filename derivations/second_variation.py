@@ -13,7 +13,7 @@ import numpy as np
 import sympy as sp
 from _show import show  # derivations/_show.py: pretty unicode, wrapped
 
-from symbolic_tpde.numerics import energy as en
+from symbolic_tpde.numerics.particles import energy as en
 from symbolic_tpde.symbolic.gaussian_energy import gaussian_energy
 from symbolic_tpde.symbolic.hessian import curve_second_derivative, gaussian_hessian, particle_hessian
 

@@ -3,7 +3,7 @@
 Same run, same generated right-hand side (softmax, d = 2, A = -[[0.6, 0.1], [0.1, 0.3]], V = I, horizon T = 5,
 rtol 1e-8, atol 1e-10), Σ₀ = GGᵀ + 0.1 I with G standard normal (seed 0):
 
-* batched: :func:`symbolic_tpde.numerics.rk.rk_solve` (Dormand-Prince rows) on ``GaussianODE.rhs_batch`` (all rows
+* batched: :func:`symbolic_tpde.numerics.ode.rk.rk_solve` (Dormand-Prince rows) on ``GaussianODE.rhs_batch`` (all rows
   at once);
 * loop: ``scipy.integrate.solve_ivp`` (RK45, the same Dormand-Prince pair) per trajectory on ``compiled.f``,
   timed on a subset of ``--loop-n`` trajectories and reported per trajectory;
@@ -23,7 +23,7 @@ from scipy.integrate import solve_ivp
 from symbolic_tpde.analysis.sweep import SweepSpec, run_sweep
 from symbolic_tpde.gaussian import GaussianODE
 from symbolic_tpde.weights import make_head, make_weights
-from symbolic_tpde.numerics.rk import Status, rk_solve
+from symbolic_tpde.numerics.ode.rk import Status, rk_solve
 
 
 def _busy(n):

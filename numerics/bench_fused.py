@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from symbolic_tpde.numerics import fused
-from symbolic_tpde.numerics.fields_core import BLAS_CONTROL, attend_numpy
+from symbolic_tpde.numerics.particles import fused
+from symbolic_tpde.numerics.particles.attend import BLAS_CONTROL, attend_numpy
 
 
 def one_round(fns):

@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from symbolic_tpde.numerics.fields import field
-from symbolic_tpde.numerics.grid import _Rhs, initial_grid, solve_grid
-from symbolic_tpde.numerics.init_data import cell_masses
-from symbolic_tpde.scenario import InitSpec, load_scenario, parse_scenario
+from symbolic_tpde.numerics.particles.fields import field
+from symbolic_tpde.numerics.grids.euclidean import _Rhs, initial_grid, solve_grid
+from symbolic_tpde.numerics.measures.laws import cell_masses
+from symbolic_tpde.inputs.scenario import InitSpec, load_scenario, parse_scenario
 
 
 def _setup(d, N):

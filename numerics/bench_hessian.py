@@ -21,7 +21,7 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from symbolic_tpde.numerics.energy import hessian_form
+from symbolic_tpde.numerics.particles.energy import hessian_form
 from symbolic_tpde.symbolic.hessian import particle_hessian
 from symbolic_tpde.validate.convexity import certify_form, mp_eval, to_fraction_array
 

@@ -29,9 +29,9 @@ def main() -> None:
     ap.add_argument("--T", type=float, default=0.6)
     ap.add_argument("--fine", type=int, default=120)
     a = ap.parse_args()
-    from symbolic_tpde.numerics.estimators import moments
-    from symbolic_tpde.numerics.integrate import simulate
-    from symbolic_tpde.scenario import load_scenario
+    from symbolic_tpde.numerics.measures.estimators import moments
+    from symbolic_tpde.numerics.particles.simulate import simulate
+    from symbolic_tpde.inputs.scenario import load_scenario
 
     cmd = [sys.executable, "-m", "symbolic_tpde.cli", "particles", "--scenario", "softmax_2d", "--n", str(a.n),
            "--seed", str(a.seed), "--T", str(a.T), "--json", "--progress", "never"]

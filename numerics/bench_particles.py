@@ -8,11 +8,11 @@ For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``:
 
 * ``naive``: the full n x n logit matrix, max-subtracted, exponentiated, normalised, multiplied (several
   passes); skipped when its three n x n temporaries exceed 3 GB or n > 8000 (minutes per call);
-* ``numpy``: the blocked path :func:`symbolic_tpde.numerics.fields_core.attend_numpy` (row blocks, BLAS at one
+* ``numpy``: the blocked path :func:`symbolic_tpde.numerics.particles.attend.attend_numpy` (row blocks, BLAS at one
   thread per Python thread, default threads);
-* ``fused``: :func:`symbolic_tpde.numerics.fields_core.attend`, the package's dispatch (column ``path``:
-  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.fused`, for p < 32; ``rows``, BLAS logits
-  and the compiled row pass of :mod:`symbolic_tpde.numerics.fused_rows`, for p >= 32);
+* ``fused``: :func:`symbolic_tpde.numerics.particles.attend.attend`, the package's dispatch (column ``path``:
+  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, for p < 32; ``rows``, BLAS logits
+  and the compiled row pass of :mod:`symbolic_tpde.numerics.particles.fused_rows`, for p >= 32);
 * ``tile1``: the fused kernel forced to one query per pass over the keys (``tile=1``; only where the
   dispatch tiles, 3 <= d <= 8), so ``t1/fus`` is the gain of the query tiles in the same run;
 * ``avx2``, ``plain`` (x86, d <= 8, ``--no-forms`` to skip): the same dispatch with the kernel built as other
@@ -31,7 +31,7 @@ Accuracy: max relative difference of fused vs numpy (issue target: 1e-13 float64
 peak traced by ``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers,
 ``threads · fused.work_entries(...) · itemsize``, are added), and, for ``--memory-n``
 (default 200 000, d = 2), the peak resident set (``VmHWM``) of a fresh process doing one field evaluation through
-``symbolic_tpde.numerics.fields.field``, one RK4 step and one error-controlled (Dormand-Prince) step of
+``symbolic_tpde.numerics.particles.fields.field``, one RK4 step and one error-controlled (Dormand-Prince) step of
 ``simulate`` (``--memory-what``; issue target: < 200 MB; ``--memory-only`` skips the table).  The machine is
 shared: only ratios well above ~2x are firm; the load average is printed at the start and the end.
 """
@@ -51,8 +51,8 @@ import tracemalloc
 
 import numpy as np
 
-from symbolic_tpde.numerics import fused
-from symbolic_tpde.numerics.fields_core import BLAS_CONTROL, attend, attend_numpy
+from symbolic_tpde.numerics.particles import fused
+from symbolic_tpde.numerics.particles.attend import BLAS_CONTROL, attend, attend_numpy
 from symbolic_tpde.numerics.threads import usable_cores
 
 NAIVE_LIMIT_BYTES = 3e9
@@ -118,7 +118,7 @@ def naive(q, k, v):
 
 def with_form(form: str, fn):
     """``fn()`` with the fused kernel built in another machine's form (``TPDE_FUSED_ISA``, see
-    :data:`symbolic_tpde.numerics.fused.ISA_FLAGS`)."""
+    :data:`symbolic_tpde.numerics.particles.fused.ISA_FLAGS`)."""
     old = os.environ.get("TPDE_FUSED_ISA")
     os.environ["TPDE_FUSED_ISA"] = form
     try:
@@ -143,8 +143,8 @@ MEM_SCRIPT = """
 import resource, sys, time
 import numpy as np
 from symbolic_tpde.weights import make_head, make_weights
-from symbolic_tpde.numerics.fields import field
-from symbolic_tpde.numerics.integrate import simulate
+from symbolic_tpde.numerics.particles.fields import field
+from symbolic_tpde.numerics.particles.simulate import simulate
 n, what = int(sys.argv[1]), sys.argv[2]
 X = np.random.default_rng(0).standard_normal((n, 2))
 w = make_weights([make_head("softmax", A=[[-0.5, 0.2], [0.1, -0.4]], V=[[1.0, 0.3], [-0.2, 0.8]])])

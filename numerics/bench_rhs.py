@@ -32,7 +32,7 @@ from symbolic_tpde.codegen import c_backend
 from symbolic_tpde.codegen.cache import Cache
 from symbolic_tpde.codegen.compile import compile_system
 from symbolic_tpde.symbolic.moments import derive_gaussian_system
-from symbolic_tpde.symbolic.printing import tree_size
+from symbolic_tpde.documents.printing import tree_size
 
 LAMBDIFY_MAX_TREE = 200_000
 

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from symbolic_tpde.numerics.fields import field
-from symbolic_tpde.numerics.sphere import sphere_velocity
+from symbolic_tpde.numerics.particles.fields import field
+from symbolic_tpde.numerics.particles.sphere import sphere_velocity
 from symbolic_tpde.weights import make_head, make_weights
 
 

@@ -26,10 +26,10 @@ def main(out: str = "figures") -> int:
     import matplotlib.pyplot as plt
 
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.numerics.grid import Grid, solve_grid, wasserstein_1d_exact
-    from symbolic_tpde.numerics.init_data import cell_masses, sample
-    from symbolic_tpde.numerics.integrate import simulate
-    from symbolic_tpde.scenario import InitSpec, load_scenario, parse_scenario
+    from symbolic_tpde.numerics.grids.euclidean import Grid, solve_grid, wasserstein_1d_exact
+    from symbolic_tpde.numerics.measures.laws import cell_masses, sample
+    from symbolic_tpde.numerics.particles.simulate import simulate
+    from symbolic_tpde.inputs.scenario import InitSpec, load_scenario, parse_scenario
 
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ import numpy as np
 from symbolic_tpde import make_head, make_weights
 from symbolic_tpde.analysis.fit import fit, softmax_ess
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.numerics.integrate import simulate
+from symbolic_tpde.numerics.particles.simulate import simulate
 
 AC = np.array([[-0.6, 0.2], [0.1, -0.4]])
 S0 = np.array([[0.5, 0.1], [0.1, 0.3]])

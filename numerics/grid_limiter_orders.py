@@ -11,7 +11,7 @@ arrays by 4x4 Gauss-Legendre per cell).  Limiters: ``solver`` (the solver's: cen
 (unlimited (Δ⁺ + Δ⁻)/2: not positivity-preserving, the solver's negative-mass retry is switched off for it).
 ``--exact-velocity``: the attention field of the exact solution, ``Γ(x) = V(α(t) + Σ(t) A x)`` (the tilted
 Gaussian's mean; dense ODE output), replaces the cell-mass field, which isolates the transport error from the
-velocity's quadrature error.  The slope function (and velocity) of :mod:`symbolic_tpde.numerics.grid` are
+velocity's quadrature error.  The slope function (and velocity) of :mod:`symbolic_tpde.numerics.grids.euclidean` are
 swapped in this process only.  Prints errors and orders per limiter.
 """
 
@@ -23,11 +23,11 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-import symbolic_tpde.numerics.grid as G
+import symbolic_tpde.numerics.grids.euclidean as G
 from symbolic_tpde.gaussian import GaussianODE
 from symbolic_tpde.gaussian.ode import pack_state, unpack_state
-from symbolic_tpde.numerics.init_data import cell_masses
-from symbolic_tpde.scenario import InitSpec, parse_scenario
+from symbolic_tpde.numerics.measures.laws import cell_masses
+from symbolic_tpde.inputs.scenario import InitSpec, parse_scenario
 
 LIMITERS = {
     "solver": G._slope,

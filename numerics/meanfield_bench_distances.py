@@ -1,4 +1,4 @@
-"""Benchmark of the Wasserstein routes in ``symbolic_tpde.numerics.distances`` (not part of the package).
+"""Benchmark of the Wasserstein routes in ``symbolic_tpde.numerics.measures.distances`` (not part of the package).
 
 For two Gaussian clouds in ``d = 2`` (``N(0, I)`` and ``N((1, 0), diag(1, 0.25))``, whose exact ``W2`` is
 the Bures-Wasserstein value plus an ``O(n^{-1/2})``-ish sampling term) and growing ``n``, prints the time of
@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from symbolic_tpde.numerics import distances as D
+from symbolic_tpde.numerics.measures import distances as D
 
 
 def timed(fn, *a, **k):

@@ -14,7 +14,7 @@ result: the output is still printed (``"status": "time-limit"`` with the time ``
 written, capped points in phase ``time-limit``), since it is neither bad input (2) nor a property of the
 dynamics (3); 130 interrupted (``interrupted at t = …``; no partial output files are left).  Every message is one line (control characters escaped).  Arguments common to all
 commands are checked here before a command runs: every float argument must be finite, a horizon ``--T``
-lies in ``[0, T_MAX]`` (:mod:`symbolic_tpde.validation`).
+lies in ``[0, T_MAX]`` (:mod:`symbolic_tpde.inputs.checks`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_common(args) -> None:
     """Float arguments finite (argparse's ``type=float`` accepts ``nan``, ``inf`` and ``1e999``); ``--T`` a
     supported horizon."""
-    from .validation import horizon
+    from .inputs.checks import horizon
 
     for name, value in vars(args).items():
         values = value if isinstance(value, (list, tuple)) else (value,)
@@ -70,7 +70,7 @@ def _time_reached(tb) -> str:
 
 
 def _say(command: str, text: str) -> None:
-    from .validation import one_line
+    from .inputs.checks import one_line
 
     print(f"tpde {command}: {one_line(text)}", file=sys.stderr, flush=True)
 

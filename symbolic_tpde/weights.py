@@ -25,8 +25,8 @@ import numpy as np
 
 from .errors import InputError
 from .registry import kinds as _kinds
-from .validation import check_shape as _check_shape
-from .validation import finite_array, spd
+from .inputs.checks import check_shape as _check_shape
+from .inputs.checks import finite_array, spd
 
 
 def _finite_array(value: Any, field_name: str, ndim: int) -> np.ndarray:
@@ -178,7 +178,7 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
                 want = tuple(dims.get(s, s) for s in p.shape)
                 raise InputError(fname, f"expected shape {want}, got {arr.shape}")
         out[p.name] = arr
-    from .validation import MAX_DIM
+    from .inputs.checks import MAX_DIM
 
     for key in ("k", "m", "v"):
         if dims.get(key, 1) < 1:
@@ -193,9 +193,9 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
 def _check_scales(head: Head, pre: str) -> None:
     """A temperature divides the kernel's matrices: ℓ2's ``τ`` gives ``(2/τ)KᵀK`` and ``(2/τ)KᵀQ``, Sinkhorn's
     ``ε`` gives ``A/ε`` (README Mathematics §2–3).  Those products obey the same bound as a user's entries,
-    :data:`symbolic_tpde.validation.MAX_ENTRY` (the moment right-hand sides are polynomials of degree up to 4 in
+    :data:`symbolic_tpde.inputs.checks.MAX_ENTRY` (the moment right-hand sides are polynomials of degree up to 4 in
     them), so a subnormal ``τ`` or ``ε`` is refused here, naming the parameter, instead of overflowing later."""
-    from .validation import MAX_ENTRY
+    from .inputs.checks import MAX_ENTRY
 
     e = head.effective
     for name, mats, factor in (("tau", ("K", "Q"), 2.0), ("epsilon", ("A",), 1.0)):
@@ -398,7 +398,7 @@ class Scenario(_ByValue):
 
 
 def check_gaussian(alpha: Any, Sigma: Any, d: int, names: tuple[str, str] = ("alpha0", "Sigma0")) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a mean vector and an SPD covariance (:func:`symbolic_tpde.validation.spd`); returns
+    """Validate a mean vector and an SPD covariance (:func:`symbolic_tpde.inputs.checks.spd`); returns
     read-only float arrays."""
     a = finite_array(alpha, names[0], 1, shape=(d,))
     return a, spd(Sigma, d, names[1])

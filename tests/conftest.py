@@ -52,7 +52,7 @@ def derivation():
     """``derivation(kinds, **options)``: ``kind_derivation`` of the built-in kinds, made once per session.
     A derivation is frozen (tuples of frozen steps) and takes seconds to derive and check; test_steps.py,
     test_steps_objects.py and test_derive_kernel.py ask for the same few chains."""
-    from symbolic_tpde.symbolic.steps import kind_derivation
+    from symbolic_tpde.documents.steps import kind_derivation
 
     made: dict = {}
 

@@ -1,4 +1,4 @@
-"""The batched path of the one Runge-Kutta routine (symbolic_tpde.numerics.rk.rk_solve: RK4 / Dormand-Prince
+"""The batched path of the one Runge-Kutta routine (symbolic_tpde.numerics.ode.rk.rk_solve: RK4 / Dormand-Prince
 rows, per-row step size) against solve_ivp, orders, per-row control and termination."""
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from symbolic_tpde.registry.layout import gaussian_size
-from symbolic_tpde.numerics.rk import Status, rk_solve
-from symbolic_tpde.numerics.solve import BlowupMonitor
+from symbolic_tpde.numerics.ode.rk import Status, rk_solve
+from symbolic_tpde.numerics.ode.solve import BlowupMonitor
 
 
 def softmax_batch(A, V):

@@ -1,6 +1,6 @@
 """Bounded work (issue 11, item 4): a wall-clock cap reported as a status with the time reached, never a hang.
 
-The one mechanism is :class:`symbolic_tpde.numerics.solve.Deadline`: :func:`~symbolic_tpde.numerics.solve.integrate`
+The one mechanism is :class:`symbolic_tpde.numerics.ode.solve.Deadline`: :func:`~symbolic_tpde.numerics.ode.solve.integrate`
 checks it before every rhs evaluation (status ``time-limit``), the particle loops once per step, ``tpde sweep``
 per grid point.  No timing assertions (tests/conftest.py's alarm catches a hang): each run below would take
 minutes to hours without its cap, so reaching the status at all is the test; what is asserted is that the
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.cli import main
-from symbolic_tpde.numerics.solve import Deadline, Status, TimeLimitReached, integrate
+from symbolic_tpde.numerics.ode.solve import Deadline, Status, TimeLimitReached, integrate
 
 #: a cap far below any of the runs' uncapped durations (each would need >= 10⁵ steps), seconds
 TINY = 0.05
@@ -77,7 +77,7 @@ def test_simulate_time_limit(method, steps):
     """Particles: status ``time-limit`` at ``t < T``.  For the fixed-step methods the state at ``t = k h`` is
     re-derived by an uncapped run of exactly those ``k`` steps (same ``h``): equal to round-off."""
     from symbolic_tpde.weights import make_head, make_weights
-    from symbolic_tpde.numerics.integrate import simulate
+    from symbolic_tpde.numerics.particles.simulate import simulate
 
     w = make_weights([make_head("softmax", A=np.array([[-0.5]]), V=np.array([[1.0]]))])
     X0 = np.random.default_rng(0).normal(size=(64, 1))
@@ -92,7 +92,7 @@ def test_simulate_time_limit(method, steps):
 
 def test_simulate_saved_trajectory_ends_at_the_time_reached():
     from symbolic_tpde.weights import make_head, make_weights
-    from symbolic_tpde.numerics.integrate import simulate
+    from symbolic_tpde.numerics.particles.simulate import simulate
 
     w = make_weights([make_head("softmax", A=np.array([[-0.5]]), V=np.array([[1.0]]))])
     X0 = np.random.default_rng(1).normal(size=(32, 1))

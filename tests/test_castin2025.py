@@ -130,7 +130,7 @@ def test_sinkhorn_closed_form_with_singular_A():
 def test_sinkhorn_forms_agree_for_invertible_A():
     """Their closed form equals ours where A is invertible (their Sinkhorn figures): the discrepancy is the
     pseudo-inverse only."""
-    from symbolic_tpde.numerics.numeric_matrix import sinkhorn_cross_cov
+    from symbolic_tpde.numerics.ode.numeric_matrix import sinkhorn_cross_cov
 
     p = cd.draws("explosion")
     A = p["K"].T @ p["Q"]

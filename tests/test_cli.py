@@ -55,7 +55,7 @@ def test_rhs_json_on_builtin_scenario():
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     # independent route: the softmax Riccati formula of README Mathematics §3 evaluated by hand in numpy
-    from symbolic_tpde.scenario import load_scenario
+    from symbolic_tpde.inputs.scenario import load_scenario
 
     scn = load_scenario("softmax_2d")
     A, V = scn.weights().heads[0].params["A"], scn.weights().heads[0].params["V"]
@@ -159,7 +159,7 @@ def test_gaussian_reports_a_tilt_crossed_mid_run_as_a_result(tmp_path, capsys):
 
 
 def test_interrupt_is_one_line_exit_130_and_leaves_no_file(tmp_path, capsys, monkeypatch):
-    import symbolic_tpde.numerics.integrate as integ
+    import symbolic_tpde.numerics.particles.simulate as integ
 
     calls = {"n": 0}
     real = integ.field
@@ -179,7 +179,7 @@ def test_interrupt_is_one_line_exit_130_and_leaves_no_file(tmp_path, capsys, mon
 
 
 def test_library_bug_is_one_line_exit_1(capsys, monkeypatch):
-    import symbolic_tpde.scenario as scenario
+    import symbolic_tpde.inputs.scenario as scenario
 
     monkeypatch.delenv("TPDE_DEBUG", raising=False)
     monkeypatch.setattr(scenario, "load_scenario", lambda *a, **k: 1 / 0)

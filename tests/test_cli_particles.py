@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.cli import main
-from symbolic_tpde.numerics.estimators import moments
-from symbolic_tpde.numerics.integrate import simulate
-from symbolic_tpde.scenario import load_scenario
+from symbolic_tpde.numerics.measures.estimators import moments
+from symbolic_tpde.numerics.particles.simulate import simulate
+from symbolic_tpde.inputs.scenario import load_scenario
 
 SOFTMAX = {"attention": "softmax", "A": [[-0.6, 0.2], [0.1, -0.4]], "V": [[1.0, 0.3], [-0.2, 0.8]],
            "alpha0": [0.5, -0.3], "Sigma0": [[1.0, 0.3], [0.3, 0.6]], "T": 0.5}
@@ -101,7 +101,7 @@ def test_console_entry_point_no_traceback(tmp_path):
 def test_sinkhorn_nonconvergence_exit_4(tmp_path, capsys, monkeypatch):
     """A Sinkhorn head that cannot reach its tolerance: reported (status, time), exit 4.  The iteration cap is
     forced to 1 through the module the dispatcher calls (scenario files do not expose it)."""
-    import symbolic_tpde.numerics.fields as F
+    import symbolic_tpde.numerics.particles.fields as F
 
     real = F.sinkhorn_potentials
     monkeypatch.setattr(F, "sinkhorn_potentials", lambda *a, **k: real(*a, **{**k, "max_iter": 1}))
@@ -116,7 +116,7 @@ def test_sinkhorn_nonconvergence_exit_4(tmp_path, capsys, monkeypatch):
 def test_nonfinite_moments_are_a_blowup_never_ok(monkeypatch, capsys):
     import numpy as np
 
-    import symbolic_tpde.numerics.estimators as est
+    import symbolic_tpde.numerics.measures.estimators as est
     from symbolic_tpde.cli import main
 
     monkeypatch.setattr(est, "moments", lambda X: (np.array([np.inf, 0.0]), np.full((2, 2), np.inf)))

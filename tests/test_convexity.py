@@ -104,7 +104,7 @@ def test_energy_document_sentence_states_what_convexity_certified():
     import re
 
     from symbolic_tpde.commands.convexity import certificate_words, convexity_report
-    from symbolic_tpde.numerics.energy import hessian_form
+    from symbolic_tpde.numerics.particles.energy import hessian_form
 
     A, V = -np.eye(2), np.eye(2)
     rep = convexity_report(A.tolist(), V.tolist())

@@ -202,7 +202,7 @@ def test_user_kernel_existence_condition_against_an_independent_eigenvalue_test(
     """The displayed condition Λ ≻ 0 is ``Σ⁻¹ - [[2r0, r01], [r01, 2r1]]`` (written here by hand from the quadratic
     form of ``log k`` in ``y``); evaluated from the step's own object it agrees with numpy's eigenvalues of that
     matrix at random points, and its check saw both outcomes; a step with the sign flipped is reported NOT checked."""
-    from symbolic_tpde.symbolic.steps_eq import Equation
+    from symbolic_tpde.documents.equation import Equation
 
     system, (r0, r1, r01) = _sign_free_kernel()
     cond = system.steps[1]

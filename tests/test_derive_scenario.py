@@ -71,7 +71,7 @@ def test_rationals_are_the_decimals_as_written():
     import sympy as sp
 
     from symbolic_tpde.symbolic.metric import RATIONAL_RULES, _exact
-    from symbolic_tpde.symbolic.steps_scenario import RATIONAL_MODE, rational as _rational
+    from symbolic_tpde.documents.for_scenario import RATIONAL_MODE, rational as _rational
     assert _rational(0.1) == sp.Rational(1, 10) and _rational(-2.5e-3) == sp.Rational(-1, 400)
     assert _rational(1 / 3) == sp.Rational(3333333333333333, 10 ** 16)
     # one helper, two documented rules: tpde convexity's binary rational is the same function's other mode

@@ -1,4 +1,4 @@
-"""Known-answer tests for symbolic_tpde.numerics.distances.
+"""Known-answer tests for symbolic_tpde.numerics.measures.distances.
 
 Tolerances: exact solvers (assignment, LP, quantile formula) are compared at float64 round-off (1e-10
 relative, with O(n) summation of O(1) costs); Monte-Carlo quantities at 4 standard errors estimated from the
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.numerics import distances as D
+from symbolic_tpde.numerics.measures import distances as D
 
 RT = 1e-10  # float64 round-off budget for exact solvers on O(1) data
 

@@ -5,7 +5,7 @@ import pytest
 import sympy as sp
 
 from symbolic_tpde.errors import BlowupError, InputError
-from symbolic_tpde.numerics import energy as en
+from symbolic_tpde.numerics.particles import energy as en
 from symbolic_tpde.symbolic import gaussian_energy as ge
 from symbolic_tpde.symbolic import metric as me
 from symbolic_tpde.symbolic.energy import gradient_identity, particle_energy

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.numerics import estimators as E
+from symbolic_tpde.numerics.measures import estimators as E
 
 
 def test_mean_cov_conventions():

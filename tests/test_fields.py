@@ -15,8 +15,8 @@ import pytest
 
 from symbolic_tpde.errors import ConvergenceError, InputError
 from symbolic_tpde.weights import Sink, make_head, make_weights
-from symbolic_tpde.numerics import fields as F
-from symbolic_tpde.numerics.sinkhorn import sinkhorn_plan
+from symbolic_tpde.numerics.particles import fields as F
+from symbolic_tpde.numerics.particles.sinkhorn import sinkhorn_plan
 
 RTOL = 1e-11  # float64 round-off bound (see module docstring)
 
@@ -282,7 +282,7 @@ def test_sinkhorn_overflow_is_a_blowup_not_a_convergence_failure():
     """A state whose logits leave the floats: the Sinkhorn field is non-finite at once (no 10 000 wasted
     iterations), and the particle integrator reports a blow-up with its time, not a Sinkhorn non-convergence."""
     from symbolic_tpde.errors import BlowupError
-    from symbolic_tpde.numerics.integrate import simulate
+    from symbolic_tpde.numerics.particles.simulate import simulate
 
     X = np.array([[1e200, 1.0], [2.0, -1e200], [0.5, 0.5]])
     out, info = F.sinkhorn_field(X, np.eye(2), np.eye(2), return_info=True)

@@ -13,7 +13,7 @@ from symbolic_tpde import make_head, make_weights
 from symbolic_tpde.analysis.fit import MEAN_FIELD_ESS, fit
 from symbolic_tpde.cli import main
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.numerics.integrate import simulate
+from symbolic_tpde.numerics.particles.simulate import simulate
 from support import load_script
 
 A = np.array([[0.4, -0.3], [0.2, -0.5]])
@@ -348,7 +348,7 @@ def test_misfit_warning_from_the_chi_square_quantile():
 def test_max_seconds_stops_the_fit(tmp_path, capsys):
     """A tiny wall-clock cap: `fit` raises TimeLimitReached at its first evaluation; `tpde fit --max-seconds`
     reports status time-limit, exit 5."""
-    from symbolic_tpde.numerics.solve import TimeLimitReached
+    from symbolic_tpde.numerics.ode.solve import TimeLimitReached
 
     Vm, a0, times, al, Sg = _meanfield_moments()
     with pytest.raises(TimeLimitReached):

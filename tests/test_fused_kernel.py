@@ -1,4 +1,4 @@
-"""The fused C attention kernel (symbolic_tpde/numerics/fused.py) against a long-double loop reference and
+"""The fused C attention kernel (symbolic_tpde/numerics/particles/fused.py) against a long-double loop reference and
 the blocked numpy path; its exp accuracy; its fallback; bitwise determinism of both paths across runs and
 thread counts (issue 11, "same seed, different answer").
 
@@ -21,8 +21,8 @@ import pytest
 
 from symbolic_tpde.codegen import cbuild
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.numerics import fields_core, fused, fused_rows
-from symbolic_tpde.numerics.fields_core import attend, attend_numpy
+from symbolic_tpde.numerics.particles import attend as fields_core, fused, fused_rows
+from symbolic_tpde.numerics.particles.attend import attend, attend_numpy
 
 needs_c = pytest.mark.skipif(fused.available() is not None, reason=str(fused.available()))
 TOL = {np.float64: 1e-13, np.float32: 3e-5}  # see the module docstring
@@ -264,7 +264,7 @@ def test_numpy_path_bitwise_deterministic(control, dt, monkeypatch):
 
 def test_field_evaluation_bitwise_repeatable():
     """The same field evaluation, repeated and with threads = 1 / 2 / default: bitwise equal (issue 11)."""
-    from symbolic_tpde.numerics.fields import softmax_field
+    from symbolic_tpde.numerics.particles.fields import softmax_field
 
     rng = np.random.default_rng(42)
     for dt in (np.float32, np.float64):
@@ -393,7 +393,7 @@ def test_cache_key_carries_cpu_and_flags(monkeypatch):
 
 
 def test_fused_path_stays_sympy_free():
-    code = ("import sys, numpy as np; from symbolic_tpde.numerics.fields_core import attend;"
+    code = ("import sys, numpy as np; from symbolic_tpde.numerics.particles.attend import attend;"
             "X = np.random.default_rng(0).standard_normal((64, 2)); attend(X, X, X);"
             "Z = np.random.default_rng(0).standard_normal((64, 40)); attend(Z, Z, Z);"  # the row pass too
             "print('sympy' in sys.modules)")

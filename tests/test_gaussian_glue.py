@@ -9,7 +9,7 @@ import pytest
 from scipy.linalg import expm
 
 from symbolic_tpde.cli import main as tpde_main
-from symbolic_tpde.numerics.numeric_matrix import sinkhorn_cross_cov
+from symbolic_tpde.numerics.ode.numeric_matrix import sinkhorn_cross_cov
 from symbolic_tpde.validate.oracles import affine_field
 from symbolic_tpde.gaussian import (GaussianODE, pack_params, pack_state,
                                     unpack_state)
@@ -119,7 +119,7 @@ def test_softmax_identity_value_closed_form_and_blowup():
     assert np.max(np.abs(sol.Sigma[-1] - S_exact)) <= 1e-7 * np.max(np.abs(S_exact))  # rtol 1e-10 x growth
     sol = ode.integrate(np.zeros(d), S0, 2 * Tstar)
     assert sol.status == "blowup"
-    # extrapolated from the growth law (numerics/solve.py); its reported bar must cover the closed form
+    # extrapolated from the growth law (numerics/ode/solve.py); its reported bar must cover the closed form
     assert abs(sol.blowup_time - Tstar) <= 1e-6 * Tstar
     assert abs(sol.blowup_time - Tstar) <= sol.blowup_time_error + 1e-14 * Tstar  # + float spacing of T*
     assert abs(sol.exponent - 1) < 1e-3  # Riccati law tr Σ ~ (T* - t)^-1
@@ -130,7 +130,7 @@ def test_cli_and_api_report_the_same_blowup_time(tmp_path, capsys):
     """`tpde gaussian` and GaussianODE.integrate are one call: the blow-up times agree to round-off (they are
     the same function on the same inputs, so relative 1e-12 is generous).  softmax, d = 2, V = I: the closed
     form T* = 1/λ_max(Σ₀^{1/2}(A+Aᵀ)Σ₀^{1/2}) lies within the reported error bar (+ the float spacing of T*)."""
-    from symbolic_tpde.scenario import load_scenario
+    from symbolic_tpde.inputs.scenario import load_scenario
 
     A = np.array([[0.6, 0.4], [-0.2, 0.1]])
     S0 = np.array([[0.9, 0.2], [0.2, 0.5]])

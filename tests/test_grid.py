@@ -1,6 +1,6 @@
-"""Finite-volume solver of the Transformer PDE (symbolic_tpde.numerics.grid, ``tpde pde``).
+"""Finite-volume solver of the Transformer PDE (symbolic_tpde.numerics.grids.euclidean, ``tpde pde``).
 
-References, each independent of the solver: the particle field of symbolic_tpde.numerics.fields (the weighted
+References, each independent of the solver: the particle field of symbolic_tpde.numerics.particles.fields (the weighted
 field with equal weights), the Gaussian moment ODE (Gaussian data under softmax stays Gaussian: the exact
 density), the closed-form solution of linear attention from indicator data (a scaled uniform law), and
 particles from the same non-Gaussian data.  Tolerances: round-off (1e-13 for mass and positivity), the
@@ -14,10 +14,10 @@ import pytest
 
 from symbolic_tpde.errors import InputError
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.numerics.fields import field
-from symbolic_tpde.numerics.grid import Grid, solve_grid, wasserstein_1d_exact, weighted_field
-from symbolic_tpde.numerics.init_data import cell_masses
-from symbolic_tpde.scenario import InitSpec, parse_init, parse_scenario
+from symbolic_tpde.numerics.particles.fields import field
+from symbolic_tpde.numerics.grids.euclidean import Grid, solve_grid, wasserstein_1d_exact, weighted_field
+from symbolic_tpde.numerics.measures.laws import cell_masses
+from symbolic_tpde.inputs.scenario import InitSpec, parse_init, parse_scenario
 from symbolic_tpde.weights import Schedule, make_head, make_weights
 
 
@@ -169,7 +169,7 @@ def test_cell_velocity_with_sheppard_correction_is_fourth_order(attention):
     24² → 48²; without the correction it is 2); linear: the corrected second moment Σ m_c x_c x_cᵀ - H is exact
     up to the 4-point Gauss rule of the cell masses and the box
     truncation (measured 2e-9 on both grids; asserted <= 1e-7, against H ~ 2e-2 uncorrected)."""
-    from symbolic_tpde.numerics.grid import _Rhs
+    from symbolic_tpde.numerics.grids.euclidean import _Rhs
 
     A, V = np.array([[-0.6, 0.2], [0.1, -0.4]]), np.array([[1.0, 0.3], [-0.2, 0.8]])
     al, S = np.array([0.5, -0.3]), np.array([[1.0, 0.3], [0.3, 0.6]])
@@ -209,7 +209,7 @@ def test_rough_data_upwind_w1_orders():
 def test_verify_rough_rows_pass_and_can_fail(monkeypatch):
     """The two `tpde verify` rows pass, and fail when the solver is compared with the wrong solution (the grid
     run stopped at T/2: W₁ then tends to a constant, slope ~ 0)."""
-    import symbolic_tpde.numerics.grid as G
+    import symbolic_tpde.numerics.grids.euclidean as G
     import symbolic_tpde.validate.checks_grid as C
 
     rows = list(C._rough_rows())
@@ -227,7 +227,7 @@ def test_wasserstein_1d_exact_closed_forms():
     assert wasserstein_1d_exact(("grid", e, m), two, 2) == pytest.approx(math.sqrt(1 / 3), abs=1e-14)
     assert wasserstein_1d_exact(("grid", e, m), ("points", np.array([0.5])), 2) == pytest.approx(
         math.sqrt(1 / 12), abs=1e-14)
-    from symbolic_tpde.numerics.distances import wasserstein_1d
+    from symbolic_tpde.numerics.measures.distances import wasserstein_1d
 
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=300), rng.normal(size=200) + 0.3
@@ -275,9 +275,9 @@ def test_mixture_particles_vs_grid_error_model():
     * the model then predicts W₁(particles_n, grid_N) = a n^-q + b h^p up to the triangle inequality: every
       measured W₁ lies in [|e_p - e_g|, e_p + e_g] with the fitted parts (a check of the fits, not only of the
       metric: the fitted values replace the measured ones)."""
-    from symbolic_tpde.numerics.init_data import sample
-    from symbolic_tpde.numerics.integrate import simulate
-    from symbolic_tpde.scenario import load_scenario
+    from symbolic_tpde.numerics.measures.laws import sample
+    from symbolic_tpde.numerics.particles.simulate import simulate
+    from symbolic_tpde.inputs.scenario import load_scenario
 
     scn = load_scenario("mixture_1d", gaussian_data=False)
     T = scn.T
@@ -335,10 +335,10 @@ def test_mixture_2d_particles_vs_grid_error_model():
       relative error, i.e. ±0.13 on q at one standard deviation);
     * agreement: every moment of the n = 1000 replicates' mean lies within 4 standard errors + e_g of M64.
     Measured: p = 1.88, e_g <= 1.4e-2, q = 0.50, max difference 1.1e-2 against 4 SE = 3.5e-2 (~30 s)."""
-    from symbolic_tpde.numerics.grid import grid_moments
-    from symbolic_tpde.numerics.init_data import sample
-    from symbolic_tpde.numerics.integrate import simulate
-    from symbolic_tpde.scenario import load_scenario
+    from symbolic_tpde.numerics.grids.euclidean import grid_moments
+    from symbolic_tpde.numerics.measures.laws import sample
+    from symbolic_tpde.numerics.particles.simulate import simulate
+    from symbolic_tpde.inputs.scenario import load_scenario
 
     scn = load_scenario("mixture_2d", gaussian_data=False)
     T = 0.5

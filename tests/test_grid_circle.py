@@ -1,4 +1,4 @@
-"""Spectral circle solver (symbolic_tpde.numerics.grid_circle): the velocity against direct quadrature of its
+"""Spectral circle solver (symbolic_tpde.numerics.grids.circle): the velocity against direct quadrature of its
 definition, the growth rate of each Fourier mode from the uniform state against the linearisation (mpmath
 Bessel functions), and the number of clusters that emerge from a nearly uniform start."""
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.numerics.grid_circle import (circle_velocity, circle_weights, growth_rates, initial_density,
-                                                solve_circle, trig_moments)
+from symbolic_tpde.numerics.grids.circle import (
+    circle_velocity, circle_weights, growth_rates, initial_density, solve_circle, trig_moments
+)
 from symbolic_tpde.weights import make_head, make_weights
 
 M = 64
@@ -166,8 +167,8 @@ def test_spectral_vs_sphere_particles(kind, T):
     the trigonometric moments E e^{ikθ}, k = 1..3, within 4 standard errors estimated from 8 independent
     replicates of n = 250 (interacting particles are not i.i.d. at T, so the SE is measured, not the i.i.d.
     formula); the time-integration errors (rtol 1e-10 and 1e-8) are far below the SE (~0.01-0.02)."""
-    from symbolic_tpde.numerics.sphere import simulate_sphere
-    from symbolic_tpde.numerics.init_data import sample_sphere as sample
+    from symbolic_tpde.numerics.particles.sphere import simulate_sphere
+    from symbolic_tpde.numerics.measures.laws import sample_sphere as sample
 
     w = make_weights([make_head(kind, A=_rot(1.0, 0.3), V=_rot(0.8, 0.2), beta=2.0)])
     init = {"type": "vmf", "mu": [1.0, 0.5], "kappa": 1.0}
@@ -221,8 +222,8 @@ def test_cli_cluster_count_from_circle_modes(tmp_path, capsys):
     import json
 
     from symbolic_tpde.cli import main
-    from symbolic_tpde.numerics.init_data import sample
-    from symbolic_tpde.scenario import parse_init
+    from symbolic_tpde.numerics.measures.laws import sample
+    from symbolic_tpde.inputs.scenario import parse_init
 
     beta = 5.0
     lam = growth_rates(beta, 20, "SA")

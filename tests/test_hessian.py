@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from symbolic_tpde.numerics import energy as en
+from symbolic_tpde.numerics.particles import energy as en
 from symbolic_tpde.symbolic.hessian import curve_second_derivative, gaussian_hessian, particle_hessian
 
 A2 = sp.Matrix([[-1, sp.Rational(1, 4)], [sp.Rational(1, 4), -sp.Rational(1, 2)]])

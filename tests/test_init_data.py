@@ -1,5 +1,5 @@
-"""Scenario ``init`` blocks: the strict schema (symbolic_tpde.scenario) and the samplers, densities and cell
-masses (symbolic_tpde.numerics.init_data), each against an independent reference (exact moments, exact
+"""Scenario ``init`` blocks: the strict schema (symbolic_tpde.inputs.scenario) and the samplers, densities and cell
+masses (symbolic_tpde.numerics.measures.laws), each against an independent reference (exact moments, exact
 integrals)."""
 
 import json
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.numerics.init_data import cell_masses, density, sample
-from symbolic_tpde.scenario import parse_init, parse_scenario
+from symbolic_tpde.numerics.measures.laws import cell_masses, density, sample
+from symbolic_tpde.inputs.scenario import parse_init, parse_scenario
 
 MIX = {"type": "mixture", "weights": [0.3, 0.7], "means": [[-1.0, 0.5], [1.0, 0.0]],
        "covs": [[[0.3, 0.1], [0.1, 0.2]], [[0.2, 0.0], [0.0, 0.4]]]}
@@ -168,8 +168,8 @@ def test_particles_cli_samples_the_init(tmp_path):
 def test_sphere_types_share_the_schema_and_stay_in_their_geometry(tmp_path):
     """The sphere laws are entries of the same schema and registry; a law of one geometry is refused by name
     in the other."""
-    from symbolic_tpde.numerics.init_data import INIT_TYPES
-    from symbolic_tpde.scenario import INIT_SCHEMAS, init_types
+    from symbolic_tpde.numerics.measures.laws import INIT_TYPES
+    from symbolic_tpde.inputs.scenario import INIT_SCHEMAS, init_types
 
     sphere = set(init_types("sphere"))
     assert sphere == {"uniform_sphere", "vmf", "frame", "points", "circle_modes"} and sphere <= set(INIT_SCHEMAS)

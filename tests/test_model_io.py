@@ -16,8 +16,8 @@ from symbolic_tpde import InputError
 from symbolic_tpde.analysis.hidden_states import compare_with_ode, hidden_state_report
 from symbolic_tpde.analysis.model_io import LowRankModel, load_model, read_hidden_states, read_safetensors
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.numerics.integrate import simulate
-from symbolic_tpde.numerics.lowrank import integrate_moments, particle_field, simulate_layers
+from symbolic_tpde.numerics.particles.simulate import simulate
+from symbolic_tpde.numerics.particles.lowrank import integrate_moments, particle_field, simulate_layers
 
 CODES = {"<f4": "F32", "<f8": "F64", "<f2": "F16"}
 

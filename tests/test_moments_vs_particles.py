@@ -28,7 +28,7 @@ def test_particles_match_ode_fast(variant):
 def test_wrong_ode_is_detected():
     """The comparison has power: particles of one weights set vs the ODE of another fail the t-test."""
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.numerics.integrate import simulate
+    from symbolic_tpde.numerics.particles.simulate import simulate
     from symbolic_tpde.validate.checks_moments import _deviation, initial
 
     w = variant_weights("softmax", 2, np.random.default_rng(100))

@@ -12,8 +12,8 @@ from scipy.special import exp1
 
 from symbolic_tpde.errors import BlowupError, InputError
 from symbolic_tpde.weights import Schedule, make_head, make_weights
-from symbolic_tpde.numerics import estimators as E
-from symbolic_tpde.numerics.integrate import simulate
+from symbolic_tpde.numerics.measures import estimators as E
+from symbolic_tpde.numerics.particles.simulate import simulate
 
 
 def _w(kind="softmax", **p):
@@ -58,7 +58,7 @@ def test_euler_is_one_layer_per_step():
     X0 = rng.standard_normal((6, 2))
     A1, A2 = rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
     V = np.eye(2)
-    from symbolic_tpde.numerics.fields import softmax_field
+    from symbolic_tpde.numerics.particles.fields import softmax_field
 
     sched = Schedule.layers([(0.5, _w(A=A1, V=V)), (1.0, _w(A=A2, V=V))])
     X1 = X0 + 0.5 * softmax_field(X0, A1, V)
@@ -141,7 +141,7 @@ def test_float32_run_and_saving():
 def test_progress_bar_plain_text():
     import io
 
-    from symbolic_tpde.numerics.integrate import _Progress
+    from symbolic_tpde.numerics.particles.simulate import _Progress
 
     buf = io.StringIO()
     bar = _Progress(2.0, True, stream=buf)
@@ -269,7 +269,7 @@ def test_default_is_error_controlled_and_exact_on_A0():
     """steps=None: Dormand-Prince 5(4) at auto_tolerance(n); on the exact A = 0 solution (uniform weights,
     x_i(t) = x_i(0) - x̄(0) + e^{tV} x̄(0)) the error is below the tolerance times T (local errors <= tol per
     unit step, no expansion beyond e^{|V| T} < 3 here)."""
-    from symbolic_tpde.numerics.integrate import auto_tolerance
+    from symbolic_tpde.numerics.particles.simulate import auto_tolerance
 
     rng = np.random.default_rng(21)
     X0 = rng.standard_normal((400, 2))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from support import load_script
 
-from symbolic_tpde.numerics import fused
+from symbolic_tpde.numerics.particles import fused
 
 def _bench():
     return load_script("bench_particles")

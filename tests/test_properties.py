@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.scenario import loads, parse_scenario
+from symbolic_tpde.inputs.scenario import loads, parse_scenario
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-10 ** 500, max_value=10 ** 500)
@@ -94,7 +94,7 @@ def test_generated_code_equals_sympy_evaluation(l2_ode, v):
 def test_wasserstein_metric_axioms(n, seed):
     """Identity, symmetry, triangle inequality.  Slack 1e-9: the assignment/LP optimum is exact up to float64
     round-off in the cost sums (n² terms of size O(10))."""
-    from symbolic_tpde.numerics.distances import wasserstein
+    from symbolic_tpde.numerics.measures.distances import wasserstein
 
     rng = np.random.default_rng(seed)
     X, Y, Z = (rng.standard_normal((n, 2)) for _ in range(3))

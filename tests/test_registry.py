@@ -12,7 +12,7 @@ import sympy as sp
 
 import symbolic_tpde as st
 from symbolic_tpde.weights import Sink, make_head, make_weights
-from symbolic_tpde.numerics.fields import field
+from symbolic_tpde.numerics.particles.fields import field
 from symbolic_tpde.registry import kinds
 from symbolic_tpde.registry.layout import pack
 from symbolic_tpde.symbolic.moments import derive_gaussian_system, gaussian_symbols
@@ -157,14 +157,14 @@ def test_validation_comes_from_the_registry():
     with pytest.raises(st.InputError, match="missing parameter"):
         make_head("sigmoid", A=np.eye(2), V=np.eye(2))
     from symbolic_tpde.commands.derive import variants
-    from symbolic_tpde.scenario import attentions
+    from symbolic_tpde.inputs.scenario import attentions
     assert set(variants()) == set(attentions()) == set(kinds.kind_names()) | {"multihead"}
 
 
 @pytest.fixture
 def toy_kind():
     """A new kind in its four parts: softmax with a temperature, log k = <Ax, y>/τ."""
-    from symbolic_tpde.numerics.fields import softmax_field
+    from symbolic_tpde.numerics.particles.fields import softmax_field
     from symbolic_tpde.symbolic.kind_parts import SymbolicPart
     from symbolic_tpde.validate.oracles import Oracle, ref_softmax
 
@@ -183,7 +183,7 @@ def toy_kind():
 
 
 def test_a_new_kind_needs_only_its_four_parts(toy_kind):
-    from symbolic_tpde.scenario import parse_scenario
+    from symbolic_tpde.inputs.scenario import parse_scenario
     from symbolic_tpde.validate.oracles import affine_field
 
     rng = np.random.default_rng(2)
@@ -297,7 +297,7 @@ def _ref_keybias(X, A, V, b):
 def keybias_kind():
     """Softmax with a key bias bᵀy in the log-kernel, added in the four files' worth of parts a kind takes
     (registry spec, symbolic part, particle field, oracle and claim), and taken out again after the test."""
-    from symbolic_tpde.numerics.fields import custom_field
+    from symbolic_tpde.numerics.particles.fields import custom_field
     from symbolic_tpde.symbolic.kernels import ExpQuadKernel
     from symbolic_tpde.symbolic.kind_parts import SymbolicPart, _kernel_steps
     from symbolic_tpde.validate.oracles import Claim, Oracle
@@ -312,7 +312,7 @@ def keybias_kind():
         kinds.register(KEYBIAS, "symbolic")(SymbolicPart(                              # 2. symbolic/kind_parts.py
             log_kernel=lambda p, x, y: (y.T * p["A"] * x)[0, 0] + (p["b"].T * y)[0, 0],
             matrix_kernel=lambda s: ExpQuadKernel(B=s["A"].T, r=s["b"], name=KEYBIAS), steps=_kernel_steps))
-        kinds.register(KEYBIAS, "particle")(                                           # 3. numerics/fields.py
+        kinds.register(KEYBIAS, "particle")(                                           # 3. numerics/particles/fields.py
             lambda X, p, c: custom_field(X, p["A"].T, r=p["b"], V=p["V"], **c.kw))
         kinds.register(KEYBIAS, "oracle")(Oracle(                                      # 4. validate/oracles.py
             lambda X, p, sink=None: _ref_keybias(X, p["A"], p["V"], p["b"]),

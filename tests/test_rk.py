@@ -1,4 +1,4 @@
-"""Butcher tableaus run by the one batched RK routine (symbolic_tpde.numerics.rk): orders, dense output,
+"""Butcher tableaus run by the one batched RK routine (symbolic_tpde.numerics.ode.rk): orders, dense output,
 per-row step control, dtype.
 
 Test problem with a closed form: y' = y cos t, y(t) = y0 exp(sin t) (smooth, non-autonomous, so the c_i of
@@ -7,7 +7,7 @@ each tableau matter)."""
 import numpy as np
 import pytest
 
-from symbolic_tpde.numerics import rk
+from symbolic_tpde.numerics.ode import rk
 
 T = 2.0
 Y0 = np.array([[1.0], [0.5], [2.0]])

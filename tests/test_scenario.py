@@ -9,7 +9,7 @@ import pytest
 
 from symbolic_tpde.errors import InputError
 from symbolic_tpde.weights import Schedule, make_head, make_weights
-from symbolic_tpde.scenario import builtin_scenarios, load_scenario, loads, parse_scenario
+from symbolic_tpde.inputs.scenario import builtin_scenarios, load_scenario, loads, parse_scenario
 
 BASE = {"attention": "softmax", "d": 2, "A": [[-1.0, 0.0], [0.0, -0.5]], "V": [[1.0, 0.0], [0.0, 1.0]],
         "alpha0": [0.0, 1.0], "Sigma0": [[1.0, 0.2], [0.2, 0.5]], "T": 1.0}
@@ -157,7 +157,7 @@ _BASE = '{"attention": "softmax", "A": %s, "V": [[1]], "alpha0": [0], "Sigma0": 
      "sink", "object"),
 ])
 def test_strict_reader_refuses_with_the_field(tmp_path, raw, field, words):
-    from symbolic_tpde.scenario import load_scenario
+    from symbolic_tpde.inputs.scenario import load_scenario
 
     path = tmp_path / "s.json"
     path.write_bytes(raw)

@@ -15,7 +15,7 @@ import sympy as sp
 
 from symbolic_tpde import InputError, Schedule, make_head, make_weights
 from symbolic_tpde.gaussian import GaussianODE
-from symbolic_tpde.numerics.solve import integrate
+from symbolic_tpde.numerics.ode.solve import integrate
 from symbolic_tpde.registry import layout
 from symbolic_tpde.symbolic.sensitivities import dag_diff
 

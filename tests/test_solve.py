@@ -1,4 +1,4 @@
-"""The one integrator entry point (symbolic_tpde.numerics.solve.integrate): every Status reached by a small
+"""The one integrator entry point (symbolic_tpde.numerics.ode.solve.integrate): every Status reached by a small
 constructed case, breakpoints, events, outputs."""
 
 import json
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from symbolic_tpde.numerics.solve import BlowupMonitor, Status, StopCondition, integrate, wants_jacobian
+from symbolic_tpde.numerics.ode.solve import BlowupMonitor, Status, StopCondition, integrate, wants_jacobian
 
 SCALAR_SIZE = BlowupMonitor(lambda y: float(y[0]), lambda y, fy: float(fy[0]))
 HALF = StopCondition(lambda t, y: y - 0.5, "half", "y reached 1/2 at t = {t:.12g}")

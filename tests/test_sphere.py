@@ -15,8 +15,8 @@ import sympy as sp
 from scipy.integrate import solve_ivp
 
 from symbolic_tpde.errors import BlowupError, InputError
-from symbolic_tpde.numerics.sphere import attention_vectors, simulate_sphere, sphere_velocity
-from symbolic_tpde.numerics.init_data import sample_sphere as sample
+from symbolic_tpde.numerics.particles.sphere import attention_vectors, simulate_sphere, sphere_velocity
+from symbolic_tpde.numerics.measures.laws import sample_sphere as sample
 from symbolic_tpde.symbolic import sphere_reductions as R
 from symbolic_tpde.weights import Schedule, make_head, make_weights
 from symbolic_tpde.analysis import sphere_clusters as C

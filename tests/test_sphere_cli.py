@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.numerics.sphere import parse_sphere_scenario
-from symbolic_tpde.scenario import builtin_scenarios, parse_scenario
+from symbolic_tpde.numerics.particles.sphere import parse_sphere_scenario
+from symbolic_tpde.inputs.scenario import builtin_scenarios, parse_scenario
 
 
 def _tpde(*args):

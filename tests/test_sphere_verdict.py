@@ -11,7 +11,7 @@ import pytest
 
 from symbolic_tpde.analysis.sphere_verdict import hemisphere_margin
 from symbolic_tpde.analysis.verdict import classify_long_time
-from symbolic_tpde.numerics.sphere import parse_sphere_scenario, simulate_sphere
+from symbolic_tpde.numerics.particles.sphere import parse_sphere_scenario, simulate_sphere
 
 
 def _scn(**kw):

@@ -13,9 +13,9 @@ import sympy as sp
 
 import symbolic_tpde as st
 from symbolic_tpde.cli import main
-from symbolic_tpde.symbolic import steps_render
-from symbolic_tpde.symbolic.steps import D, Derivation, recheck, step
-from symbolic_tpde.symbolic.steps_eq import Equation, Step
+from symbolic_tpde.documents import render as steps_render
+from symbolic_tpde.documents.steps import D, Derivation, recheck, step
+from symbolic_tpde.documents.equation import Equation, Step
 
 
 def _json(capsys, *argv):
@@ -70,7 +70,7 @@ def test_user_kernel_and_entrywise_steps_checked():
     assert "on demand" in repr(system)
     assert len(system.steps) >= 4 and all(s.checked for s in system.steps)
     from symbolic_tpde.symbolic.moments import canonical_form, derive_gaussian_system
-    from symbolic_tpde.symbolic.steps import entrywise_system_steps
+    from symbolic_tpde.documents.steps import entrywise_system_steps
     sy = entrywise_system_steps(derive_gaussian_system((2, (("softmax", canonical_form("softmax", 2, 2)),), True,
                                                         False)))
     assert all(s.checked for s in sy) and "entrywise" in sy[-1].title
@@ -116,7 +116,7 @@ def test_step_chains_come_from_the_registry(monkeypatch):
     import re
 
     from symbolic_tpde.registry import kinds as spec_kinds
-    from symbolic_tpde.symbolic import steps as steps_mod
+    from symbolic_tpde.documents import steps as steps_mod
     from symbolic_tpde.symbolic.kind_parts import SymbolicPart
 
     src = inspect.getsource(steps_mod)
@@ -149,7 +149,7 @@ def test_closed_form_comes_from_the_precision_equation_not_a_kind_name(derivatio
     import inspect
     import re
 
-    from symbolic_tpde.symbolic import steps_special
+    from symbolic_tpde.documents import special_cases as steps_special
     from symbolic_tpde.symbolic.moments import matrix_form
 
     assert not re.search(r"['\"](softmax|l2|linear|sinkhorn|custom)['\"]", inspect.getsource(steps_special))
@@ -202,7 +202,7 @@ def test_exercises_solutions_checked_against_independent_references():
     import numpy as np
     from scipy.integrate import quad
 
-    from symbolic_tpde.symbolic.steps_exercises import exercises
+    from symbolic_tpde.documents.exercises import exercises
 
     ric, l2 = exercises()
     assert ric.checked and l2.checked

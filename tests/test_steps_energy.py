@@ -13,14 +13,14 @@ import sympy as sp
 
 from symbolic_tpde.cli import build_parser, main
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.symbolic import steps_render
+from symbolic_tpde.documents import render as steps_render
 from symbolic_tpde.symbolic.energy import particle_energy
-from symbolic_tpde.symbolic.printing import words_text
+from symbolic_tpde.documents.printing import words_text
 from symbolic_tpde.symbolic.hessian import particle_hessian
 from symbolic_tpde.symbolic.metric import particle_symbols
-from symbolic_tpde.symbolic.steps_eq import Derivation
-from symbolic_tpde.symbolic.steps_eq import Notation as Shown
-from symbolic_tpde.symbolic.steps_energy import checked_step, energy_derivation
+from symbolic_tpde.documents.equation import Derivation
+from symbolic_tpde.documents.equation import Notation as Shown
+from symbolic_tpde.documents.gradient_flow import checked_step, energy_derivation
 
 TOPICS = ["interaction energy", "Normalisation", "energy of a Gaussian", "point-mass limit", "First variation",
           "twisted matrix", "twisted Wasserstein metric",

@@ -14,7 +14,7 @@ from sympy.parsing.sympy_parser import parse_expr
 
 from symbolic_tpde.cli import main
 from symbolic_tpde.registry import kinds as _kinds
-from symbolic_tpde.symbolic import printing
+from symbolic_tpde.documents import printing
 from symbolic_tpde.symbolic.moments import derive_gaussian_system, matrix_form
 
 
@@ -294,7 +294,7 @@ def test_paper_names_follow_the_paper():
 def test_latex_and_steps_share_the_names():
     """The steps' display symbols (steps.one_based) typeset by SymPy's own name splitting give exactly the
     LaTeX entrywise names (latex_symbol_names): one naming, two renderers that agree."""
-    from symbolic_tpde.symbolic.steps import one_based
+    from symbolic_tpde.documents.steps import one_based
 
     for structure in [(2, (("softmax", 2), ("softmax", 2)), True, False), (1, (("l2", 1), ("l2", 1)), False, False),
                       (2, (("sinkhorn", 2),), False, False)]:

@@ -21,7 +21,7 @@ def test_pool_plan_never_oversubscribes(tasks, requested):
 
 
 def test_limit_threads_bounds_kernels_and_restores(monkeypatch):
-    from symbolic_tpde.numerics import fused
+    from symbolic_tpde.numerics.particles import fused
 
     monkeypatch.setattr(T, "usable_cores", lambda: 8)
     assert fused.default_threads(1 << 30) == 8

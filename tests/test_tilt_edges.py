@@ -28,7 +28,7 @@ import pytest
 
 from symbolic_tpde.cli import main
 from symbolic_tpde.gaussian import GaussianODE, pack_state
-from symbolic_tpde.scenario import load_scenario
+from symbolic_tpde.inputs.scenario import load_scenario
 
 
 def _ode(tmp_path, scn, name="s.json"):

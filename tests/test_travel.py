@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from symbolic_tpde.gaussian import GaussianODE, backend_for, pack_params, pack_state
-from symbolic_tpde.numerics.solve import Solution, as_monitor, integrate
+from symbolic_tpde.numerics.ode.solve import Solution, as_monitor, integrate
 from symbolic_tpde.symbolic.moments import derive_gaussian_system
 from symbolic_tpde.validate.oracles import affine_field
 from symbolic_tpde.weights import (FFN, Head, Scenario, Schedule, Structure, Weights, check_gaussian, make_head,
@@ -285,7 +285,7 @@ def _same(a, b) -> bool:
 
 def _sphere_values():
     from symbolic_tpde.analysis.sphere_verdict import classify_sphere
-    from symbolic_tpde.numerics.sphere import load_sphere_scenario, simulate_sphere
+    from symbolic_tpde.numerics.particles.sphere import load_sphere_scenario, simulate_sphere
 
     scn = load_sphere_scenario("sphere_ngpt")
     X0 = scn.initial(4, np.random.default_rng(0))
@@ -329,8 +329,8 @@ def test_closure_ode_travels_and_computes_the_same_rhs(how, kind, params):
 @pytest.mark.parametrize("how", list(ROUND_TRIPS))
 def test_grid_run_and_fit_result_travel(how):
     from symbolic_tpde.analysis.fit import fit
-    from symbolic_tpde.numerics.grid import solve_grid
-    from symbolic_tpde.scenario import load_scenario
+    from symbolic_tpde.numerics.grids.euclidean import solve_grid
+    from symbolic_tpde.inputs.scenario import load_scenario
 
     trip = ROUND_TRIPS[how]
     scn = load_scenario("mixture_1d", gaussian_data=False)

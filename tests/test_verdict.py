@@ -102,7 +102,7 @@ def test_growth_bound_with_cond_K_holds_where_the_old_one_failed():
     ill-conditioned K (cond 10).  (The old exponent ‖V‖‖K⁻¹Q‖, without cond(K), was exceeded by 2 % on a d = 2
     trajectory, issue 20.)"""
     from symbolic_tpde.analysis.theorems import facts_for
-    from symbolic_tpde.numerics.solve import integrate
+    from symbolic_tpde.numerics.ode.solve import integrate
     from symbolic_tpde.registry import layout
 
     rng = np.random.default_rng(3)

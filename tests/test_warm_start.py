@@ -18,7 +18,7 @@ import pytest
 SCRIPT = """
 import json, sys
 import numpy as np
-from symbolic_tpde.scenario import load_scenario
+from symbolic_tpde.inputs.scenario import load_scenario
 from symbolic_tpde.gaussian import GaussianODE, pack_state
 scn = load_scenario({name!r})
 ode = GaussianODE.from_scenario(scn)

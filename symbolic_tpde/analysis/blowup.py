@@ -5,14 +5,14 @@ affine near a power-law singularity, extrapolation ``T_k = t_{k+1} + p_k q_{k+1}
 extrapolation spread ``|T_K - T_{K-1}|`` + the difference to a second run at 100x looser tolerance, the
 statuses ``"ok"``, ``"blowup"``, ``"overflow"`` (exponential growth past ``r₀·overflow``, no singularity
 signature) and ``"stalled"`` (more than ``max_nfev`` evaluations or a collapsed step size)) lives in
-:mod:`symbolic_tpde.numerics.solve`, the package's one integrator entry point; its docstring carries the maths.
+:mod:`symbolic_tpde.numerics.ode.solve`, the package's one integrator entry point; its docstring carries the maths.
 For the softmax Riccati equation ``Σ = M/τ + N + O(τ)`` (``τ = T* - t``), so ``p = 1`` and
 ``T_k - T* = O(τ_k τ_{k+1})``: far below round-off at the last levels.
 
 This module keeps the front end :func:`integrate_blowup` (scipy's DOP853 through
-:func:`~symbolic_tpde.numerics.solve.integrate` with a :class:`~symbolic_tpde.numerics.solve.BlowupMonitor`);
+:func:`~symbolic_tpde.numerics.ode.solve.integrate` with a :class:`~symbolic_tpde.numerics.ode.solve.BlowupMonitor`);
 the Gaussian size ``tr Σ + |α|²`` is :func:`symbolic_tpde.registry.layout.gaussian_size`, and the rows of a
-batch use the same monitor (:meth:`~symbolic_tpde.numerics.solve.BlowupMonitor.rows`).
+batch use the same monitor (:meth:`~symbolic_tpde.numerics.ode.solve.BlowupMonitor.rows`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..numerics.solve import DEFAULT_LEVELS, BlowupMonitor, as_monitor, integrate
+from ..numerics.ode.solve import DEFAULT_LEVELS, BlowupMonitor, as_monitor, integrate
 
 __all__ = ["BlowupResult", "integrate_blowup"]
 
@@ -51,7 +51,7 @@ def integrate_blowup(f: Callable, y0, T: float, w, *, t0: float = 0.0, rtol: flo
     restarts there.  ``error_run``: also integrate at ``100·rtol`` to bound the integration error of the blow-up
     time.  ``max_nfev``: right-hand-side evaluations allowed per pass; beyond it the status is ``"stalled"``
     (state and time where the integrator gave up), never an endless loop.  Runs
-    :func:`symbolic_tpde.numerics.solve.integrate` with ``method="DOP853"``.
+    :func:`symbolic_tpde.numerics.ode.solve.integrate` with ``method="DOP853"``.
     """
     y0 = np.asarray(y0, float)
     if not (np.isfinite(T) and T > t0):

@@ -1,7 +1,7 @@
 """Derivatives of the blow-up time ``T*`` and of the tilt-ceasing time ``t_c`` with respect to parameters (and
 initial data), with error estimates.
 
-Route (the blow-up machinery of :mod:`symbolic_tpde.numerics.solve`; the regular form near ``T*`` of issue 20
+Route (the blow-up machinery of :mod:`symbolic_tpde.numerics.ode.solve`; the regular form near ``T*`` of issue 20
 does not exist yet, so nothing here integrates through ``T*``).  Let ``r = tr Σ + |α|²`` and ``t_L(θ)`` the
 time where ``r`` crosses the level ``L`` (the levels ``r₀·10³ … r₀·10¹⁰`` of the blow-up monitor).  Implicit
 differentiation of ``r(y(t_L, θ)) = L`` gives, with the forward sensitivities ``S = ∂y/∂θ``,
@@ -153,7 +153,7 @@ def tilt_time_gradient(ode, alpha0, Sigma0, T_max: float, sensitivities, *, rtol
     ``levels``: the fractions of the initial condition value ``g(0)`` at which the event is differentiated."""
     from ..gaussian.integrate import TILT_CEASED
     from ..gaussian.sensitivities import integrate_sensitivities
-    from ..numerics.solve import StopCondition
+    from ..numerics.ode.solve import StopCondition
 
     first = integrate_sensitivities(ode, alpha0, Sigma0, T_max, sensitivities, rtol=rtol, max_seconds=max_seconds)
     if first.status != TILT_CEASED:

@@ -275,7 +275,7 @@ def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndar
     * linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``;
     * Sinkhorn: the plan is Gaussian with cross-covariance ``C``, ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``:
       ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``)."""
-    from ..numerics.numeric_matrix import sinkhorn_cross_cov
+    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
 
     if weights.sink is not None:
         return None

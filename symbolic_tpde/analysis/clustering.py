@@ -2,7 +2,7 @@
 
 The long-time verdict itself is :func:`symbolic_tpde.analysis.verdict.classify_long_time` (the one classifier);
 this module holds what it and the ``tpde verify`` rows use along trajectories.  Every time loop here runs on the
-package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`, scipy's DOP853 stepper).
+package's one integrator (:func:`symbolic_tpde.numerics.ode.solve.integrate`, scipy's DOP853 stepper).
 
 Identities checked along trajectories (README Mathematics §4; augmented quadrature, independent of the end state):
 
@@ -23,7 +23,7 @@ import numpy as np
 from ..gaussian import pack_state as _pack
 from ..gaussian import unpack_state as _unpack
 from ..gaussian.integrate import gaussian_rhs, integrate_moments
-from ..numerics.solve import Status, integrate
+from ..numerics.ode.solve import Status, integrate
 
 
 # ------------------------------------------------------------------------------ identities along trajectories
@@ -138,7 +138,7 @@ def integrate_covariance(ode, Sigma0, T: float, *, rtol: float = 1e-12, t_eval=N
     """The covariance equation alone (``α ≡ 0`` in the layout), on the package's one integrator with the
     Gaussian size monitor, the layer breakpoints and the tilt-existence conditions (as
     :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian`; ``max_seconds`` its wall-clock cap).  Returns the
-    :class:`~symbolic_tpde.numerics.solve.Solution`, its status as the Gaussian layer reports it.  Refuses
+    :class:`~symbolic_tpde.numerics.ode.solve.Solution`, its status as the Gaussian layer reports it.  Refuses
     (:class:`InputError`) when ``dΣ/dt`` involves ``α``."""
     from ..errors import InputError
 

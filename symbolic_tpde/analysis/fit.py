@@ -219,14 +219,14 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     Replicates); ``seed`` seeds their initial draws.  ``start``: ``"continuation"`` (horizon continuation from the
     start values, module docstring) or ``"given"`` (one least-squares run on all times from the start values).
     ``max_seconds``: a wall-clock cap, checked before every evaluation of the model; when reached
-    :class:`~symbolic_tpde.numerics.solve.TimeLimitReached` is raised."""
+    :class:`~symbolic_tpde.numerics.ode.solve.TimeLimitReached` is raised."""
     from scipy.optimize import least_squares
     from scipy.stats import chi2 as scipy_chi2, norm
 
     from scipy.linalg import solve_triangular
 
     from ..gaussian.sensitivities import integrate_sensitivities, sensitivity_model
-    from ..numerics.solve import Deadline
+    from ..numerics.ode.solve import Deadline
 
     if start not in ("continuation", "given"):
         raise InputError("start", f"must be 'continuation' or 'given', got {start!r}")
@@ -517,7 +517,7 @@ def replicate_moments(weights, alpha0, Sigma0, times, ns, R: int, rng) -> np.nda
     """``(R, K, q)``: the stacked moments ``(x̄, upper(Σ̂))`` at ``times`` of ``R`` particle runs with constant
     ``weights`` from ``n_k`` draws of ``N(alpha0, Sigma0)`` (error-controlled :func:`simulate`).  Times with one
     token count share one run per replicate (followed through time): only the per-time marginals are used."""
-    from ..numerics.integrate import simulate
+    from ..numerics.particles.simulate import simulate
 
     d = len(alpha0)
     M = np.empty((R, len(times), layout.state_size(d)))

@@ -7,7 +7,7 @@ Per layer (:func:`layer_report`):
 * ``effective_rank``: ``exp(H(p))``, ``p = s/Σs`` the normalised singular values of the centred cloud
   (Roy & Vetterli 2007): ``d`` for an isotropic cloud, 1 for a line;
 * ``alpha``, ``Sigma``: the Gaussian fit (sample mean and covariance); ``gaussianity``: the projection
-  skewness/kurtosis witness of :func:`symbolic_tpde.numerics.estimators.gaussianity_witness` (``max_abs_z``
+  skewness/kurtosis witness of :func:`symbolic_tpde.numerics.measures.estimators.gaussianity_witness` (``max_abs_z``
   against its Bonferroni threshold: rejected or not at level 1e-3);
 * ``clusters``: connected components of the graph joining tokens closer than ``radius`` = ``cluster_rel``
   times the tokens' RMS norm ``sqrt(mean |x_i|²)`` (single linkage; a stated, scale-free criterion, not a
@@ -40,7 +40,7 @@ def _components(X: np.ndarray, radius: float) -> int:
 
 def layer_report(X, *, bins: int = 20, cluster_rel: float = 0.1) -> dict:
     """Statistics of one cloud ``X (n, d)`` (module docstring)."""
-    from ..numerics.estimators import gaussianity_witness
+    from ..numerics.measures.estimators import gaussianity_witness
 
     X = np.asarray(X, float)
     n, d = X.shape
@@ -75,7 +75,7 @@ def hidden_state_report(H, **kw) -> list[dict]:
 
 def compare_with_ode(model, H, tau: float = 1.0, steps_per_layer: int = 10) -> list[dict]:
     """Per layer: the moment ODE from layer 0's fit vs the fit of the hidden states (module docstring)."""
-    from ..numerics.lowrank import integrate_moments
+    from ..numerics.particles.lowrank import integrate_moments
 
     H = np.asarray(H, float)
     if H.shape[0] != model.n_layers + 1 or H.shape[2] != model.d:

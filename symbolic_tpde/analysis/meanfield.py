@@ -6,7 +6,7 @@ Gaussian moment ODE at rate ``n^{-1/2}`` (central limit theorem + propagation of
 of the finite system is below the fluctuations for the ``n`` used here).
 
 :func:`moment_convergence` measures it: for each ``n`` and each of several seeds it samples ``n`` tokens,
-evolves them (``symbolic_tpde.numerics.integrate.simulate``, RK4) and records the moment error at ``T``
+evolves them (``symbolic_tpde.numerics.particles.simulate.simulate``, RK4) and records the moment error at ``T``
 
 * ``reference="gaussian"``: ``e = sqrt(|m_n - α(T)|² + ‖C_n - Σ(T)‖_F²)`` against the Gaussian ODE
   (``symbolic_tpde.gaussian.GaussianODE`` when it is installed, or a caller-supplied ``(α(T), Σ(T))``);
@@ -172,12 +172,12 @@ def as_schedule(weights) -> Schedule:
 
 
 def evolve(X0: np.ndarray, weights, T: float, steps: int, save_every: int | None = None):
-    """Evolve particles with fixed-step RK4 (``symbolic_tpde.numerics.integrate.simulate``).
+    """Evolve particles with fixed-step RK4 (``symbolic_tpde.numerics.particles.simulate.simulate``).
 
     Returns ``(times, states)``: ``states[k]`` the positions at ``times[k]`` (only ``t = T`` when
     ``save_every`` is None, else every ``save_every`` steps including ``t = 0`` and ``t = T``).
     """
-    from ..numerics.integrate import simulate
+    from ..numerics.particles.simulate import simulate
 
     run = simulate(np.asarray(X0, dtype=float), as_schedule(weights), float(T), steps=int(steps),
                    method="rk4", save_every=save_every, progress=False)

@@ -28,7 +28,7 @@ Result: :class:`LowRankModel` with ``Q, K (L, H, k, d)``, ``Vv (L, H, k, d)``, `
 ``A_{l,h} = K_hᵀ Q_h / √k`` (the convention ``A = W_Kᵀ W_Q / √d_head``) and value ``V_{l,h} = WO_h Vv_h``
 (``W_O W_V``).  ``schedule()`` turns it into a :class:`~symbolic_tpde.weights.Schedule` of structured softmax
 heads (layers as time-dependent weights) for the rest of the package; large models use
-:mod:`symbolic_tpde.numerics.lowrank` directly (no ``d × d`` matrix per head is formed).
+:mod:`symbolic_tpde.numerics.particles.lowrank` directly (no ``d × d`` matrix per head is formed).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..validation import read_arrays
+from ..inputs.checks import read_arrays
 
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
            "I8": "i1", "U8": "u1"}
@@ -50,7 +50,7 @@ MAX_HEADER = 100 * 2 ** 20
 
 def read_safetensors(path) -> dict[str, np.ndarray]:
     """All tensors of a ``.safetensors`` file as float/int numpy arrays (module docstring)."""
-    from ..validation import parse_json
+    from ..inputs.checks import parse_json
 
     p = Path(path)
     size = p.stat().st_size
@@ -180,7 +180,7 @@ def load_model(path_or_tensors, preset: str, n_heads: int, n_kv_heads: int | Non
                n_layers: int | None = None) -> LowRankModel:
     """Read ``W_Q, W_K, W_V, W_O`` of every layer and head (module docstring).  ``n_layers``: default all
     layers present (counted from 0 until a name is missing)."""
-    from ..validation import MAX_DIM_NUMERIC
+    from ..inputs.checks import MAX_DIM_NUMERIC
 
     if preset not in PRESETS:
         raise InputError("preset", f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")

@@ -49,7 +49,7 @@ def run_sphere_sweep(kind: str, d: int, n: int, betas, T: float, *, K: int = 4, 
     """The phase diagram of the module docstring (one batched run of ``K`` clouds per ``β``).  BLAS is held to
     one thread: the clouds are small and threaded BLAS on a shared machine was measured 27x slower for a
     ``32 × 128`` product."""
-    from ..numerics.init_data import sample_sphere
+    from ..numerics.measures.laws import sample_sphere
     from ..numerics.threads import limit_threads
 
     betas = np.asarray(betas, float)
@@ -67,8 +67,8 @@ def run_sphere_sweep(kind: str, d: int, n: int, betas, T: float, *, K: int = 4, 
 
 
 def _one_beta(res: SphereSweep, b: int, beta: float, X0, T, delta, max_seconds_point) -> None:
-    from ..numerics.sphere import SphereScenario, simulate_sphere
-    from ..scenario import parse_init
+    from ..numerics.particles.sphere import SphereScenario, simulate_sphere
+    from ..inputs.scenario import parse_init
     from ..weights import make_head, make_weights
     from .sphere_verdict import equiangular_curve
     from .verdict import classify_long_time

@@ -30,7 +30,7 @@ scenario's ``init`` law).  The vocabulary is that of :mod:`.verdict`: ``source``
    ``ρ̇`` vanishes *exactly* (SymPy; e.g. antipodal tokens ``ρ₀ = -1``, the regular simplex ``-1/(n-1)``) is an
    equilibrium: the tokens do not move.  Labelled "numerical (derived equiangular reduction)".
 
-3. **Particles** (:func:`symbolic_tpde.numerics.sphere.simulate_sphere` to ``T``, 201 frames): the cluster count
+3. **Particles** (:func:`symbolic_tpde.numerics.particles.sphere.simulate_sphere` to ``T``, 201 frames): the cluster count
    by the rule of :mod:`.sphere_clusters` (``<θ_i, θ_j> >= 1 - δ``) over time, the time from which the cloud is
    one cluster, ``min_ij <θ_i, θ_j>`` at ``T``, and the slopes of ``log(1 - min <θ_i, θ_j>)`` against ``t`` and
    ``log t`` on the frames of ``[T/2, T]`` above round-off (exponential vs polynomial approach: measured, not
@@ -121,7 +121,7 @@ def hemisphere_roundoff(d: int) -> float:
 
 def _iid_density(init) -> str | None:
     """``None`` when the initial tokens are i.i.d. draws of a law with a density (else the reason)."""
-    from ..numerics.init_data import INIT_TYPES
+    from ..numerics.measures.laws import INIT_TYPES
 
     if init is None:
         return "the initial tokens were given, not drawn from an init law"
@@ -259,10 +259,10 @@ def _equiangular_state(weights, X, norm):
 def equiangular_curve(norm: str, kind: str, n: int, beta: float, rho0: float, T: float, *, r0: float = 1.0,
                       alpha: float = 1.0, v: float = 1.0, t_eval=None, threshold: float | None = None):
     """Integrate the derived equiangular ODE (the package's integrator, DOP853, rtol 1e-12, atol 1e-14) from
-    ``(ρ₀, r₀)`` to ``T``; returns the :class:`~symbolic_tpde.numerics.solve.Solution` (``y[:, 0] = ρ``,
+    ``(ρ₀, r₀)`` to ``T``; returns the :class:`~symbolic_tpde.numerics.ode.solve.Solution` (``y[:, 0] = ρ``,
     ``y[:, 1] = r``) and the first time ``ρ`` reaches ``threshold`` (``None`` if it does not), located to
     round-off on the dense output by a second run that stops there."""
-    from ..numerics.solve import StopCondition, integrate
+    from ..numerics.ode.solve import StopCondition, integrate
 
     _, f_rho, f_r = _reduction(norm, "n" if kind == "sphere_usa" else "softmax")
     scale = v if norm in ("post", "pre") else 1.0     # V = vI: post/pre run at speed v, peri/ngpt do not see v
@@ -302,11 +302,11 @@ def _exact_fixed_point(norm: str, kind: str, n: int, rho0: float) -> str | None:
 
 def classify_sphere(scenario, X0, T: float, *, delta: float = DELTA, max_seconds=None, tol=None,
                     drawn: bool = True) -> SphereVerdict:
-    """The verdict for ``scenario`` (a :class:`~symbolic_tpde.numerics.sphere.SphereScenario`) from the tokens
+    """The verdict for ``scenario`` (a :class:`~symbolic_tpde.numerics.particles.sphere.SphereScenario`) from the tokens
     ``X0 (n, d)`` (``x = r0·θ`` for Pre-/Peri-LN) at horizon ``T`` (module docstring).  ``drawn``: ``X0`` was
     drawn from ``scenario.law`` (only then can an "almost every initial condition" theorem speak for it)."""
     from ..errors import BlowupError, InputError
-    from ..numerics.sphere import simulate_sphere
+    from ..numerics.particles.sphere import simulate_sphere
 
     X0 = np.asarray(X0, float)
     if X0.ndim != 2 or X0.shape[1] != scenario.d or len(X0) < 2:

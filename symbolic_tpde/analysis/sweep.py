@@ -22,7 +22,7 @@ and the largest error bound of the blow-up times there.  Phases: 0 collapse, 1 l
 ``[0, T]``), 8 no blow-up before ``T`` (a singularity follows after ``T``).
 
 Bounded work: every point gets ``max_seconds_point`` seconds of wall-clock time (default
-:data:`DEFAULT_POINT_SECONDS`; the integrator's one cap, :class:`symbolic_tpde.numerics.solve.Deadline`, checked
+:data:`DEFAULT_POINT_SECONDS`; the integrator's one cap, :class:`symbolic_tpde.numerics.ode.solve.Deadline`, checked
 before every batched right-hand side evaluation, the clock starting after the ODE is built); a point that
 reaches it counts all its ``Σ₀`` as ``"time-limit"`` (phase 6) and the sweep goes on.  The step count is
 capped too (the classifier's evaluation budget: such a run is ``"undetermined"`` with the reason).

@@ -344,7 +344,7 @@ def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base, stiff
     """``Σ(T/2ᵏ)``, ``k = K … 0`` (DOP853; implicit LSODA where it stops), or an
     "undetermined" Verdict."""
     from ..gaussian.integrate import reported_status, tilt_stops
-    from ..numerics.solve import integrate
+    from ..numerics.ode.solve import integrate
 
     ts = T / 2.0 ** np.arange(K_DOUBLINGS, -1, -1)
     y0 = layout.pack(a0, Sigma0)
@@ -431,7 +431,7 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     weights or one per ``Σ₀`` (a list of :class:`~symbolic_tpde.weights.Weights` of one structure: one
     generated right-hand side, per-row parameters), by the same rules: the theorems of :mod:`.theorems` per point first (the closed form decides a point
     outright; a no-blow-up theorem forbids the label "blow-up"), then the same numeric decision
-    (:func:`_on_horizon`) on evidence from one batched Dormand-Prince run (:func:`symbolic_tpde.numerics.rk.rk_solve`,
+    (:func:`_on_horizon`) on evidence from one batched Dormand-Prince run (:func:`symbolic_tpde.numerics.ode.rk.rk_solve`,
     ``α`` frozen at 0) instead of one run per point.  What differs from the single-point evidence (stated in each
     verdict): a singularity is detected by the batched blow-up monitor (levels ``10³…10¹⁰ tr Σ₀`` and the
     singularity signature; the error bar adds the gap to a rerun at ``100·rtol``) rather than by the regular form,
@@ -439,8 +439,8 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     Weights the batch cannot take (a ``Σ`` equation involving ``α``, layers, tilt-existence conditions) go through
     :func:`classify_long_time` point by point."""
     from ..gaussian import GaussianODE
-    from ..numerics import rk
-    from ..numerics.solve import DEFAULT_LEVELS, BlowupMonitor, Status
+    from ..numerics.ode import rk
+    from ..numerics.ode.solve import DEFAULT_LEVELS, BlowupMonitor, Status
     from .clustering import covariance_closed
 
     from ..weights import Weights

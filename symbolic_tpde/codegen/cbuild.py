@@ -1,7 +1,7 @@
 """SymPy-free helpers to build and load cffi API-mode extension modules from C source.
 
 Shared by the SymPy-printed right-hand sides (:mod:`.c_backend`) and the fused particle kernel
-(:mod:`symbolic_tpde.numerics.fused`), which must not pull SymPy in (tests/test_layering.py).
+(:mod:`symbolic_tpde.numerics.particles.fused`), which must not pull SymPy in (tests/test_layering.py).
 
 Build: ``cffi.FFI.emit_c_code`` writes the wrapper around the given source and ``cdef``, the compiler found
 by :func:`find_compiler` builds it with the given flags in a temporary directory (relative file names,

@@ -40,9 +40,9 @@ def register(sub) -> None:
 
 def parse_matrix(text: str, name: str) -> list:
     """JSON list of rows of finite numbers -> list of lists of float (InputError naming ``name``), read by
-    the package's one strict reader (:func:`symbolic_tpde.validation.parse_json`: bounded size and depth, huge
+    the package's one strict reader (:func:`symbolic_tpde.inputs.checks.parse_json`: bounded size and depth, huge
     number literals refused before any float conversion)."""
-    from ..validation import number_tree, parse_json
+    from ..inputs.checks import number_tree, parse_json
 
     M = parse_json(text, field=name)
     if not isinstance(M, list) or not M or not all(isinstance(r, list) for r in M):
@@ -57,7 +57,7 @@ def convexity_report(A, V, n: int = 2, dps: int = 50, seed: int = 0) -> dict:
     """The JSON report (see module docstring); validates ``A`` symmetric and ``G = -AV⁻¹`` SPD."""
     import numpy as np
 
-    from ..numerics.energy import check_gradient_structure
+    from ..numerics.particles.energy import check_gradient_structure
     from ..symbolic.hessian import particle_hessian
     from ..validate.convexity import certified_inputs, certify_form, certify_particles, to_fraction_array
 

@@ -80,7 +80,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..errors import InputError
-    from ..symbolic import printing
+    from ..documents import printing
     from ..symbolic.moments import canonical_form, derive_gaussian_system, matrix_form
     from ..symbolic.sinkhorn import MatrixSqrtRequired
 
@@ -149,8 +149,8 @@ def run(args) -> int:
         return 0
     kinds = (kind,) * heads
     if args.steps or args.beamer or args.V_structure or args.A_structure:
-        from ..symbolic import steps_render
-        from ..symbolic.steps import kind_derivation
+        from ..documents import render as steps_render
+        from ..documents.steps import kind_derivation
 
         if args.beamer and args.format != "latex":
             raise InputError("--beamer", "needs --format latex")
@@ -159,7 +159,7 @@ def run(args) -> int:
         if args.exercises:
             from dataclasses import replace
 
-            from ..symbolic.steps_exercises import exercises
+            from ..documents.exercises import exercises
             dv = replace(dv, exercises=exercises())
         if args.d is not None:
             m = args.m if args.m is not None else args.d
@@ -210,10 +210,10 @@ def _refuse_structure_flags(args, why: str) -> None:
 def _run_energy(args) -> int:
     """``--energy``: the energy derivation (:func:`..symbolic.steps_energy.energy_derivation`), rendered as the
     moment steps are; the kind/structure options do not apply to it."""
-    from ..symbolic import steps_render
+    from ..documents import render as steps_render
 
     _refuse_structure_flags(args, "does not apply with --energy (the energy derivation has its own setting)")
-    from ..symbolic.steps_energy import energy_derivation
+    from ..documents.gradient_flow import energy_derivation
 
     dv = energy_derivation()
     import numpy as np                              # what tpde convexity certifies, from its own report
@@ -234,7 +234,7 @@ def _with_entrywise(dv, structure):
 
     from ..symbolic.moments import derive_gaussian_system
     from ..symbolic.sinkhorn import MatrixSqrtRequired
-    from ..symbolic.steps import entrywise_display_steps
+    from ..documents.steps import entrywise_display_steps
 
     try:
         system = derive_gaussian_system(structure)
@@ -249,9 +249,9 @@ def _run_scenario(args) -> int:
     derivation of :func:`..symbolic.steps_scenario.scenario_derivation` with the numeric blow-up time of
     :func:`..analysis.closed_forms.blowup_time_vi` as its independent route."""
     from ..analysis import closed_forms
-    from ..scenario import load_scenario
-    from ..symbolic import printing, steps_render
-    from ..symbolic.steps_scenario import scenario_derivation
+    from ..inputs.scenario import load_scenario
+    from ..documents import printing, render as steps_render
+    from ..documents.for_scenario import scenario_derivation
 
     _refuse_structure_flags(args, "is read from the scenario; do not give it with --scenario")
     scn = load_scenario(args.scenario, need_T=False)

@@ -50,7 +50,7 @@ def register(sub) -> None:
 
 
 def _load(path: str) -> dict:
-    from ..validation import read_arrays
+    from ..inputs.checks import read_arrays
 
     data = read_arrays(path, "data", ".npz")
     if "times" not in data:
@@ -67,9 +67,9 @@ def _load(path: str) -> dict:
 def run(args) -> int:
     from ..analysis.fit import fit
     from ..gaussian import GaussianODE
-    from ..scenario import load_scenario
-    from ..numerics.solve import TimeLimitReached
-    from ..validation import strict_json
+    from ..inputs.scenario import load_scenario
+    from ..numerics.ode.solve import TimeLimitReached
+    from ..inputs.checks import strict_json
     from .gaussian import max_seconds
 
     if not 0 < args.level < 1:

@@ -8,7 +8,7 @@ Prints (``--json``, strict JSON: non-finite numbers become ``null``, the ``statu
 
 ``t``/``alpha``/``Sigma``: the state at ``T`` or, after a blow-up, at the last detection level (``tr Σ + |α|²``
 about ``10¹⁰`` times its start).  ``blowup_time`` is extrapolated from the growth law and
-``blowup_time_error`` bounds its error (:mod:`symbolic_tpde.numerics.solve`; the run is
+``blowup_time_error`` bounds its error (:mod:`symbolic_tpde.numerics.ode.solve`; the run is
 ``GaussianODE.from_scenario(...).integrate(...)``, exactly what the Python API does).  ``"tilt-ceased"``: an
 existence condition of the Gaussian tilt crossed zero at ``t``.  ``"overflow"`` (rare): the state
 grew past ``10²⁰⁰`` times its start without the signature of a finite-time singularity (exponential growth);
@@ -19,7 +19,7 @@ blow-up either; ``t`` is where it gave up.  When the regular form does reach the
 the last row is the regular form's end state (``tr Σ ≈ 10⁴⁰ tr Σ₀``).  Blow-up and tilt-ceased are results, reported with exit status 0.
 
 Bounded work: ``--max-seconds S`` (default :data:`DEFAULT_MAX_SECONDS` = 600) caps the wall-clock time of the
-integration (:class:`symbolic_tpde.numerics.solve.Deadline`, checked before every right-hand side evaluation,
+integration (:class:`symbolic_tpde.numerics.ode.solve.Deadline`, checked before every right-hand side evaluation,
 the error-bar run included); when it is reached the output is printed as usual with ``"status": "time-limit"``
 and ``t`` the last accepted time, and the exit status is :data:`EXIT_TIME_LIMIT` (5): the requested result was
 not obtained, it is neither bad input (2) nor a property of the ODE (3).  The rhs evaluations are capped too
@@ -77,7 +77,7 @@ def add_max_seconds(p, default: float, what: str) -> None:
 def max_seconds(args) -> float:
     """``--max-seconds`` checked: finite, ``> 0`` and at most :data:`MAX_SECONDS_CAP`."""
     from ..errors import InputError
-    from ..validation import positive_number
+    from ..inputs.checks import positive_number
 
     s = positive_number(args.max_seconds, "max-seconds")
     if s > MAX_SECONDS_CAP:
@@ -202,7 +202,7 @@ def load_ode(scenario: str, T, backend: str = "auto"):
     """``(scenario, T, GaussianODE)`` with the command-line checks shared by ``gaussian``/``classify``/``plot``."""
     from ..errors import InputError, NotGaussianPreserving
     from ..gaussian import GaussianODE
-    from ..scenario import load_scenario
+    from ..inputs.scenario import load_scenario
 
     scn = load_scenario(scenario, need_T=T is None)
     T = scn.T if T is None else T

@@ -9,7 +9,7 @@ Prints (``--json``)::
 ``cov`` is the covariance of the empirical measure (``1/n``).  Exit status: 0 success; 2 bad input (one-line
 message naming the field); 3 blow-up (the state left the finite floats: ``{"status": "blowup", "t": last
 finite time, "where": .., "detail": ..}``); 4 a Sinkhorn head did not converge (``"status": "no_convergence"``);
-5 the wall-clock cap ``--max-seconds`` (default 600 s, :class:`symbolic_tpde.numerics.solve.Deadline`, checked
+5 the wall-clock cap ``--max-seconds`` (default 600 s, :class:`symbolic_tpde.numerics.ode.solve.Deadline`, checked
 once per step) stopped the run before ``T``: ``{"status": "time-limit", "t": time reached, "mean", "cov": of the
 cloud at t, ...}``, no ``--save`` file is written (the trajectory is incomplete).
 """
@@ -59,7 +59,7 @@ def register(sub) -> None:
 
 
 def _emit(out: dict, as_json: bool) -> None:
-    from ..validation import strict_json
+    from ..inputs.checks import strict_json
 
     if as_json:
         print(strict_json(out))
@@ -82,11 +82,11 @@ def run(args) -> int:
     import numpy as np
 
     from ..errors import BlowupError, ConvergenceError, InputError
-    from ..numerics.estimators import moments
-    from ..numerics.integrate import simulate
-    from ..scenario import load_scenario
+    from ..numerics.measures.estimators import moments
+    from ..numerics.particles.simulate import simulate
+    from ..inputs.scenario import load_scenario
 
-    from ..validation import positive_number
+    from ..inputs.checks import positive_number
 
     from .sphere import is_sphere_file, run_particles
 
@@ -136,7 +136,7 @@ def run(args) -> int:
     if scn.init is None:
         X0 = rng.multivariate_normal(scn.alpha0, scn.Sigma0, size=args.n, method="cholesky")
     else:
-        from ..numerics.init_data import sample
+        from ..numerics.measures.laws import sample
 
         X0 = sample(scn.init, args.n, rng)
     progress = {"auto": None, "always": True, "never": False}[args.progress]

@@ -10,7 +10,7 @@ Prints (``--json``)::
      "steps", "rejected", "nfev", "grown", "seconds"}
 
 A sphere scenario (``"geometry": "sphere"``) with ``d = 2`` runs the spectral circle solver
-(:mod:`symbolic_tpde.numerics.grid_circle`; heads ``sphere_sa``/``sphere_usa`` with ``A``, ``V`` commuting with
+(:mod:`symbolic_tpde.numerics.grids.circle`; heads ``sphere_sa``/``sphere_usa`` with ``A``, ``V`` commuting with
 rotations, norm ``post`` or ``ngpt``, init ``uniform_sphere`` or ``vmf``) on ``--grid M`` equispaced angles
 (``M`` even) and prints (``--json``)::
 
@@ -22,7 +22,7 @@ rotations, norm ``post`` or ``ngpt``, init ``uniform_sphere`` or ``vmf``) on ``-
 A negative ``min_density`` means the run is under-resolved: raise ``--grid``.)  ``--save``: ``times (k,)`` and
 ``rho (k, M)`` at ``--save-every``.
 
-The solvers and their guarantees: :mod:`symbolic_tpde.numerics.grid`, :mod:`symbolic_tpde.numerics.grid_circle`.  Exit status: 0 ok; 2 bad input (one line
+The solvers and their guarantees: :mod:`symbolic_tpde.numerics.grids.euclidean`, :mod:`symbolic_tpde.numerics.grids.circle`.  Exit status: 0 ok; 2 bad input (one line
 naming the field; sinkhorn and masked attention refused with the reason); 3 blow-up (with its time);
 5 wall-clock cap (``status`` ``time-limit`` with the time reached, no ``--save`` file).
 """
@@ -82,9 +82,9 @@ def run(args) -> int:
     import numpy as np
 
     from ..errors import BlowupError
-    from ..numerics.grid import grid_moments, solve_grid
-    from ..scenario import InitSpec, load_scenario
-    from ..validation import positive_number, strict_json
+    from ..numerics.grids.euclidean import grid_moments, solve_grid
+    from ..inputs.scenario import InitSpec, load_scenario
+    from ..inputs.checks import positive_number, strict_json
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
     cap = max_seconds(args)
@@ -137,7 +137,7 @@ def _horizon(args, scn_T):
     import math
 
     from ..errors import InputError
-    from ..validation import positive_number
+    from ..inputs.checks import positive_number
 
     positive_number(args.save_every, "save-every", allow_zero=True)
     if args.save_every and not args.save:
@@ -156,9 +156,9 @@ def run_circle(args) -> int:
     import numpy as np
 
     from ..errors import BlowupError, InputError
-    from ..numerics.grid_circle import initial_density, solve_circle, trig_moments
-    from ..numerics.sphere import load_sphere_scenario
-    from ..validation import strict_json
+    from ..numerics.grids.circle import initial_density, solve_circle, trig_moments
+    from ..numerics.particles.sphere import load_sphere_scenario
+    from ..inputs.checks import strict_json
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
     cap = max_seconds(args)

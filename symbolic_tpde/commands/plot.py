@@ -28,7 +28,7 @@ def run(args) -> int:
 
     from ..experiments.figures_extra import make_scenario_figure
     from ..errors import InputError
-    from ..scenario import load_scenario
+    from ..inputs.scenario import load_scenario
 
     if not args.out.endswith((".png", ".pdf", ".svg")):
         raise InputError("out", f"expected a .png, .pdf or .svg file name, got {args.out!r}")

@@ -29,7 +29,7 @@ def run(args) -> int:
 
     from ..errors import CompilerUnavailable
     from ..gaussian import GaussianODE
-    from ..scenario import load_scenario
+    from ..inputs.scenario import load_scenario
     from ..errors import NotGaussianPreserving
 
     scn = load_scenario(args.scenario, need_T=False)
@@ -51,7 +51,7 @@ def run(args) -> int:
         return 3
     out = {"alpha_dot": alpha_dot.tolist(), "Sigma_dot": Sigma_dot.tolist(), "backend": ode.backend}
     if args.json:
-        from ..validation import strict_json
+        from ..inputs.checks import strict_json
 
         print(strict_json(out))
     else:

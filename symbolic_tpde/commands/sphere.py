@@ -1,7 +1,7 @@
 """The sphere parts of ``tpde particles``, ``tpde classify``, ``tpde sweep`` and ``tpde derive --sphere``.
 
 ``tpde particles --scenario sphere_sa_s2 --n 32 --seed 0`` samples the scenario's ``init`` block, runs
-:func:`symbolic_tpde.numerics.sphere.simulate_sphere` and prints (``--json``)::
+:func:`symbolic_tpde.numerics.particles.sphere.simulate_sphere` and prints (``--json``)::
 
     {"status": "ok", "geometry": "sphere", "norm": .., "n": .., "d": .., "t": .., "clusters": k, "delta": 1e-3,
      "min_inner": min_ij <θ_i, θ_j>, "monitor": {"name": .., "value": ..}, "radius": [min, max] (pre/peri),
@@ -33,8 +33,8 @@ def is_sphere_file(path: str) -> bool:
     """Whether ``path`` (a file or a built-in name) is a sphere scenario (read with the strict reader)."""
     from pathlib import Path
 
-    from ..scenario import builtin_scenarios
-    from ..validation import read_json
+    from ..inputs.scenario import builtin_scenarios
+    from ..inputs.checks import read_json
 
     if not Path(path).exists():
         return str(path) in builtin_scenarios("sphere")
@@ -56,8 +56,8 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     from ..analysis.sphere_clusters import DELTA, cluster_labels
     from ..errors import BlowupError, InputError
     from ..registry.kinds import part
-    from ..validation import horizon, strict_json
-    from ..numerics.sphere import load_sphere_scenario, simulate_sphere
+    from ..inputs.checks import horizon, strict_json
+    from ..numerics.particles.sphere import load_sphere_scenario, simulate_sphere
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
     if args.steps is not None or args.method != "rk4":
@@ -120,8 +120,8 @@ def run_classify(args) -> int:
 
     from ..analysis.verdict import classify_long_time
     from ..errors import InputError
-    from ..numerics.sphere import load_sphere_scenario
-    from ..validation import horizon, strict_json
+    from ..numerics.particles.sphere import load_sphere_scenario
+    from ..inputs.checks import horizon, strict_json
     from .gaussian import max_seconds
 
     if not 2 <= args.n <= 4096:
@@ -167,8 +167,8 @@ def run_sweep(args, *, writable_stem) -> int:
 
     from ..analysis.sphere_sweep import run_sphere_sweep, save_sphere_sweep
     from ..errors import InputError
-    from ..numerics.sphere import SPHERE_MAX_DIM
-    from ..validation import sweep_axis
+    from ..numerics.particles.sphere import SPHERE_MAX_DIM
+    from ..inputs.checks import sweep_axis
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
     for name, given in (("skew", args.skew != 0.0), ("rest", args.rest is not None), ("V", args.V is not None),
@@ -215,7 +215,7 @@ def _expr(e) -> str:
 def run_derive(args) -> int:
     """``tpde derive --sphere R``: the reduction's steps (text or JSON)."""
     from ..errors import InputError
-    from ..validation import strict_json
+    from ..inputs.checks import strict_json
     from ..symbolic import sphere_reductions as R
 
     if args.format == "latex":

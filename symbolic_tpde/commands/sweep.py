@@ -91,7 +91,7 @@ def check_args(args):
     from ..analysis.sweep import SweepSpec, head_for
     from ..errors import InputError
     from ..registry import kinds
-    from ..validation import MAX_ENTRY, sweep_axis
+    from ..inputs.checks import MAX_ENTRY, sweep_axis
     from .gaussian import max_seconds
 
     if not 1 <= args.n <= 200:

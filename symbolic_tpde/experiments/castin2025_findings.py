@@ -15,7 +15,7 @@ here from their draws and conventions (:mod:`.castin2025_draws`), never read fro
   §4) at the same stopping time, our adaptive integrator's rank there, how many of the wrong draws had an
   eigenvalue clipped by the projection, and the limit rank (our classifier) against the bound ``⌈d/2⌉``.
 * ``sinkhorn_singular_A``: their Sinkhorn closed form with pseudo-inverses (``Cᵀ = ½(Aᵀ)⁺(Σ^{-1/2}M^{1/2}
-  Σ^{1/2} - I)``, ``M = I + 4Σ^{1/2}AᵀΣAΣ^{1/2}``) against ours (:func:`~symbolic_tpde.numerics.numeric_matrix.
+  Σ^{1/2} - I)``, ``M = I + 4Σ^{1/2}AᵀΣAΣ^{1/2}``) against ours (:func:`~symbolic_tpde.numerics.ode.numeric_matrix.
   sinkhorn_cross_cov`, ``A⁻¹``-free) for the singular ``A = -qᵀq`` of their rank-one setup, with the
   first-order condition ``C = ΣAᵀ(Σ - CᵀΣ⁻¹C)`` and a discrete entropic plan on Gauss-Hermite nodes as the
   numeric check.
@@ -88,7 +88,7 @@ def exact_softmax_identity_V(A: np.ndarray, S0: np.ndarray, t: float) -> np.ndar
 def histogram_rank_errors(d: int, n: int = 20, factor: int = 10, threshold: float = 0.1,
                           limit_horizon: float = 1e6) -> dict:
     """Their softmax ``V = I`` rank rule on their first ``n`` draws at ``d`` (module docstring)."""
-    from ..numerics.rk import rk_solve
+    from ..numerics.ode.rk import rk_solve
     from ..analysis.verdict import classify_many
     from ..gaussian import GaussianODE
 
@@ -175,7 +175,7 @@ def discrete_plan_cross_cov(A: np.ndarray, S: np.ndarray, n: int = 20, tol: floa
 def sinkhorn_singular_A(n_check: int = 3) -> dict:
     """Their and our Sinkhorn cross-covariance on their rank-one draws (``A = KᵀQ = -qᵀq``) over their
     ``10 × 10`` grid; the discrete plan at ``n_check`` grid points."""
-    from ..numerics.numeric_matrix import sinkhorn_cross_cov
+    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
 
     p = cd.draws("rank_1")
     A = p["K"].T @ p["Q"]

@@ -218,7 +218,7 @@ def compute(weights: Weights, Sigma0s: np.ndarray, T: float, n_out: int = 160, r
     rank-one limit (default 1: a larger factor makes ℓ2 rows, whose right-hand side involves ``Σ⁻¹``, very
     slow): for exponential growth the ratio of eigenvalues decays like ``e^{-(rate gap) t}`` while the trace
     grows like ``e^{(top rate) t}``, so stopping at ``10⁶`` would cut it off early."""
-    from ..numerics.rk import Status, rk_solve
+    from ..numerics.ode.rk import Status, rk_solve
     from ..analysis.verdict import classify_many
 
     F = batched_rhs(weights)

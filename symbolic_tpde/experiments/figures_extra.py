@@ -8,7 +8,7 @@ parameter vectors through :meth:`~symbolic_tpde.gaussian.GaussianODE.rhs_batch`)
 our classifier and the authors' rule "eigenvalues of ``Σ(T)`` above 0.1" (which undercounts small limits).
 ℓ2 uses ``K = -Q`` and ``τ = 2√d`` (same cross term as softmax).
 
-Token clouds: ``n`` particles drawn from ``N(0, Σ₀)`` evolved by :func:`symbolic_tpde.numerics.integrate.simulate`
+Token clouds: ``n`` particles drawn from ``N(0, Σ₀)`` evolved by :func:`symbolic_tpde.numerics.particles.simulate.simulate`
 (RK4), their empirical covariance ellipse (dashed) against the Gaussian ODE's ellipse (solid, DOP853 on the
 generated right-hand side); ellipses are the 2-standard-deviation level sets.  Clouds are drawn centred on their
 sample mean: with ``V = I`` the mean obeys ``dα/dt = α + ΣAα``, so the sample mean's ``O(n^{-1/2})`` offset from 0
@@ -178,13 +178,13 @@ def cloud_and_ode(schedule, alpha0, Sigma0, times, n: int, seed: int, steps_per_
     ``(t, X, mean_emp, Σ_emp, α_ode, Σ_ode)``.
 
     ``n`` tokens are drawn from ``N(alpha0, Sigma0)`` (``default_rng(seed)``) and evolved by
-    :func:`symbolic_tpde.numerics.integrate.simulate` (RK4, ``steps_per_unit`` steps per unit time, saved at
+    :func:`symbolic_tpde.numerics.particles.simulate.simulate` (RK4, ``steps_per_unit`` steps per unit time, saved at
     ``times``).  The ODE (``ode``: a :class:`~symbolic_tpde.gaussian.GaussianODE`, or ``None`` for a kind that
     does not preserve Gaussians) starts from the cloud's *sample* mean and covariance (``1/n``), so at ``t = 0``
     both ellipses coincide and any later gap is the dynamics' (finite-``n`` sampling of the attention), not the
     ``O(n^{-1/2})`` error of the initial draw (README Mathematics §6)."""
-    from ..numerics.estimators import moments
-    from ..numerics.integrate import simulate
+    from ..numerics.measures.estimators import moments
+    from ..numerics.particles.simulate import simulate
 
     times = np.asarray(times, float)
     k = len(times) - 1
@@ -263,7 +263,7 @@ def make_particle_figure(out_dir: Path, n: int = 1000, seed: int = 7, formats=("
 
     from ..gaussian import GaussianODE
     from ..weights import Schedule
-    from ..numerics.estimators import moments
+    from ..numerics.measures.estimators import moments
     from ..analysis.closed_forms import blowup_time_vi
 
     S0 = np.array([[1.0, 0.4], [0.4, 0.7]])

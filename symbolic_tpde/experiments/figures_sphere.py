@@ -56,8 +56,8 @@ def make_sphere_figure(out, panels: bool = False) -> list[Path]:
 
     from ..analysis import sphere_clusters as C
     from ..analysis.sphere_verdict import equiangular_curve
-    from ..numerics.init_data import sample_sphere
-    from ..numerics.sphere import simulate_sphere
+    from ..numerics.measures.laws import sample_sphere
+    from ..numerics.particles.sphere import simulate_sphere
     from ..symbolic import sphere_reductions as R
 
     fig, ax = plt.subplots(2, 2, figsize=(11, 8.5))

@@ -87,11 +87,11 @@ class Flow:
 
 
 def characteristic_flow(weights, alpha0, Sigma0, T: float, rtol: float = 1e-11) -> Flow:
-    """Integrate ``(α, Σ, M, c)`` (module docstring) with :func:`symbolic_tpde.numerics.solve.integrate`
+    """Integrate ``(α, Σ, M, c)`` (module docstring) with :func:`symbolic_tpde.numerics.ode.solve.integrate`
     (Dormand-Prince 5(4), restarted at the schedule's layer breakpoints).  A blow-up raises
     :class:`BlowupError` with its time."""
-    from ..numerics.integrate import segments
-    from ..numerics.solve import Status, integrate
+    from ..numerics.particles.simulate import segments
+    from ..numerics.ode.solve import Status, integrate
 
     alpha0 = np.asarray(alpha0, float)
     Sigma0 = np.asarray(Sigma0, float)

@@ -5,7 +5,7 @@ tilted field) is stiff: the fast modes of the linearisation scale like ``‖V‖
 ``range(A + Aᵀ)`` decay only like ``1/(λ_min(V) t)``.  The explicit Dormand-Prince batch of
 :func:`.verdict.classify_many` then exhausts its step budget or stops at ``T`` before those directions reach
 their ``O(1/t)`` regime (verdict ``"undetermined"``).  Here each such row is continued alone from where the batch
-stopped, on the package's one integrator (:func:`symbolic_tpde.numerics.solve.integrate`) with scipy's implicit
+stopped, on the package's one integrator (:func:`symbolic_tpde.numerics.ode.solve.integrate`) with scipy's implicit
 ``Radau`` method and the generated Jacobian ``ode.jac`` (covariance block only: the mean is frozen at 0, exact
 because ``dΣ/dt`` does not involve ``α`` for softmax and ℓ2, :func:`.clustering.covariance_closed`), to a longer
 horizon ``T_ext`` with a budget of right-hand-side evaluations per row (deterministic; a wall-clock cap only as
@@ -54,7 +54,7 @@ def continue_stiff(ode, Sigma_t, t0: float, T_ext: float, Sigma0, bound: int, *,
                    max_nfev: int = 40_000, max_seconds: float = 30.0, method: str = "Radau") -> Resolution:
     """Continue ``Σ`` from ``(t0, Sigma_t)`` to ``T_ext`` with an implicit method (module docstring); ``Sigma0``
     is the trajectory's initial covariance (the theorems and the classifier's floor refer to it)."""
-    from ..numerics.solve import Status, integrate
+    from ..numerics.ode.solve import Status, integrate
     from ..analysis.theorems import facts_for
     from ..analysis.verdict import K_DOUBLINGS, _limit_from_samples
 

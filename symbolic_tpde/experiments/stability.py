@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import BlowupError, InputError
 from ..weights import make_head, make_weights
-from ..numerics.distances import conditional_wasserstein, wasserstein
+from ..numerics.measures.distances import conditional_wasserstein, wasserstein
 from ..analysis.meanfield import LineFit, as_schedule, evolve, gaussian_mixture, ols, uniform_ball
 
 VARIANTS = ("softmax", "l2", "sinkhorn", "sigmoid", "linear", "multihead", "masked")

@@ -7,8 +7,9 @@
 
 from .closure import ClosureODE, closure_vs_particles
 from .integrate import GaussianSolution, gaussian_rhs, integrate_gaussian
-from .ode import (GaussianODE, backend_for, pack_params, pack_state, params_from_values, system_for_structure,
-                  unpack_state)
+from .ode import (
+    GaussianODE, backend_for, pack_params, pack_state, params_from_values, system_for_structure, unpack_state
+)
 
 __all__ = ["ClosureODE", "closure_vs_particles", "GaussianODE", "GaussianSolution", "backend_for", "gaussian_rhs", "integrate_gaussian", "pack_params",
            "pack_state", "params_from_values", "system_for_structure", "unpack_state"]

@@ -157,7 +157,7 @@ class ClosureODE:
                   method: str = "DOP853") -> ClosureSolution:
         """Integrate the closure on ``[0, T]`` on the package's integrator (blow-up monitor; the closure's
         finiteness conditions as a stop event)."""
-        from ..numerics.solve import BlowupMonitor, Status, StopCondition, integrate
+        from ..numerics.ode.solve import BlowupMonitor, Status, StopCondition, integrate
 
         alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, self.d)
         events = [BlowupMonitor(*layout.gaussian_size(self.d))]
@@ -216,7 +216,7 @@ def closure_vs_particles(weights: Weights, alpha0, Sigma0, T: float, *, n: int =
     ``O(n^{-1/2})`` noise (from the cloud's higher moments), whose size ``se`` is measured over the runs.
     Particles: fixed-step RK4 with ``steps`` steps (step error ``O(h⁴)``; ``steps`` is checked by the caller
     against a doubled run).  Sigmoid quadrature: ``n_outer``, ``n_inner`` nodes (its estimate is returned)."""
-    from ..numerics.integrate import simulate
+    from ..numerics.particles.simulate import simulate
 
     d = weights.d
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, d)

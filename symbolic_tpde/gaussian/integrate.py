@@ -1,12 +1,12 @@
 """Integration of a :class:`~symbolic_tpde.gaussian.GaussianODE` on the package's one integrator.
 
-:func:`integrate_gaussian` runs :func:`symbolic_tpde.numerics.solve.integrate` with the layer breakpoints of
+:func:`integrate_gaussian` runs :func:`symbolic_tpde.numerics.ode.solve.integrate` with the layer breakpoints of
 the schedule and the Gaussian layer's own stops, handed to the generic integrator as event objects
 (:func:`gaussian_events`): the size monitor ``r = tr Σ + |α|²``
 (:func:`~symbolic_tpde.registry.layout.gaussian_size`) and, when the ODE object provides
 ``condition_values(t, y)``, the existence conditions of the Gaussian tilt (quantities that must stay > 0; a
 crossing stops the run, reported with status :data:`TILT_CEASED`).
-The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.solve` (growth law
+The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.ode.solve` (growth law
 ``r ~ (T* - t)^{-p}``, error bar = extrapolation spread + a 100x looser second run); the same function serves
 ``GaussianODE.integrate`` and the ``tpde gaussian`` command, so both report the same numbers.
 When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..numerics.solve import BlowupMonitor, Event, Solution, Status, StopCondition
+from ..numerics.ode.solve import BlowupMonitor, Event, Solution, Status, StopCondition
 from ..registry import layout
-from ..validation import positive_number
+from ..inputs.checks import positive_number
 from ..weights import check_gaussian
 from .regular import STUCK_EVALS, reach_singularity
 
@@ -38,7 +38,7 @@ TILT_CEASED = "tilt-ceased"
 @dataclass(frozen=True)
 class GaussianSolution:
     """``t (K,)``, ``alpha (K, d)``, ``Sigma (K, d, d)``, packed ``y (K, n)``; ``status`` a
-    :class:`~symbolic_tpde.numerics.solve.Status` (``== "ok"``, ``"blowup"``, ``"stalled"``, ``"overflow"``,
+    :class:`~symbolic_tpde.numerics.ode.solve.Status` (``== "ok"``, ``"blowup"``, ``"stalled"``, ``"overflow"``,
     ``"time-limit"``) or :data:`TILT_CEASED`.  After a blow-up the last row is the state at the top detection level
     (``r ≈ 10¹⁰ r₀``) and ``blowup_time ± blowup_time_error`` the extrapolated singular time."""
 
@@ -57,7 +57,7 @@ class GaussianSolution:
 
 
 def gaussian_events(ode, blowup: bool = True) -> list:
-    """The Gaussian layer's stops as events for :func:`~symbolic_tpde.numerics.solve.integrate`: the blow-up
+    """The Gaussian layer's stops as events for :func:`~symbolic_tpde.numerics.ode.solve.integrate`: the blow-up
     monitor of :func:`~symbolic_tpde.registry.layout.gaussian_size` and the tilt-existence conditions ``ode.condition_values`` (if any)."""
     events = [BlowupMonitor(*layout.gaussian_size(ode.d))] if blowup else []
     cond = getattr(ode, "condition_values", None)
@@ -70,14 +70,14 @@ def tilt_stops(cond) -> list:
 
 
 def reported_status(sol):
-    """A :class:`~symbolic_tpde.numerics.solve.Solution`'s status as the Gaussian layer reports it: the
+    """A :class:`~symbolic_tpde.numerics.ode.solve.Solution`'s status as the Gaussian layer reports it: the
     integrator's ``EVENT`` is the Gaussian stop that fired (:data:`TILT_CEASED`)."""
     return sol.event.kind if sol.status == Status.EVENT else sol.status
 
 
 def gaussian_rhs(ode, T: float):
     """``f(t, y)`` of the moment ODE with the parameter vector fixed per layer (looked up by time; inside a
-    segment :func:`~symbolic_tpde.numerics.solve.integrate` evaluates at the left limit of its end)."""
+    segment :func:`~symbolic_tpde.numerics.ode.solve.integrate` evaluates at the left limit of its end)."""
     if getattr(ode.schedule, "func", None) is not None:
         return ode.rhs
     f = ode.compiled.f
@@ -98,7 +98,7 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
     ``solve_ivp`` name (``"LSODA"``, ``"BDF"``, ...; those that want one get the generated Jacobian) or the
     package's own ``"dopri5"``/``"rk4"``/``"euler"``.  ``atol`` default ``1e-14 max(1, |y0|_∞)``.
     ``t_eval``: output times (dense output inside steps, the integrator's own values at step ends).
-    ``blowup``: monitor ``tr Σ + |α|²`` for a finite-time singularity (:mod:`symbolic_tpde.numerics.solve`).
+    ``blowup``: monitor ``tr Σ + |α|²`` for a finite-time singularity (:mod:`symbolic_tpde.numerics.ode.solve`).
     ``progress(t, T)``: called after each accepted step.  Caps (status, never a hang): ``max_nfev`` rhs
     evaluations (``"stalled"``) and ``max_seconds`` of wall-clock time (``"time-limit"`` at the last accepted
     time; ``None``: no cap)."""
@@ -131,7 +131,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     (:func:`reported_status`).  A stall (after :data:`~.regular.STUCK_EVALS` evaluations without progress, or the
     budget) is followed, when ``blowup``, by the regular form (module docstring); the stall stands when that
     does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one."""
-    from ..numerics.solve import Deadline, integrate
+    from ..numerics.ode.solve import Deadline, integrate
 
     d = ode.d
     deadline = Deadline.of(max_seconds)

@@ -8,7 +8,7 @@ the system is derived from the registry kinds of the heads, :func:`symbolic_tpde
 derive_gaussian_system`) or from any derived system and parameter values (``from_system``, e.g. the result of
 :func:`symbolic_tpde.derive_kernel`).  The right-hand side is generated code (:func:`symbolic_tpde.codegen.
 compile.compile_system`: C when available, numpy otherwise); Sinkhorn heads at ``d >= 3`` add the numeric
-closed form (:mod:`symbolic_tpde.numerics.numeric_matrix`, ``backend == "numeric-matrix"``): either way a backend
+closed form (:mod:`symbolic_tpde.numerics.ode.numeric_matrix`, ``backend == "numeric-matrix"``): either way a backend
 object with ``f``, ``batch``, ``jac``, ``param_layout`` and ``system`` (:func:`backend_for`).
 
 Flat state: :mod:`symbolic_tpde.registry.layout` (``alpha``, then the upper triangle of ``Sigma`` row by row).
@@ -144,7 +144,7 @@ def backend_for(structure: Structure, backend: str = "auto"):
                         if (kinds.part(kind, "symbolic").entrywise_max_d or math.inf) < structure.d)
         if not numeric:
             return compile_system(system_for_structure(structure), backend)
-        from ..numerics.numeric_matrix import NumericMatrixRHS
+        from ..numerics.ode.numeric_matrix import NumericMatrixRHS
 
         others = tuple(i for i in range(len(structure.heads)) if i not in numeric)
         rest = None if not others else backend_for(

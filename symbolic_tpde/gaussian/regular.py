@@ -66,7 +66,7 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
     valid where it does not involve ``α``); otherwise ``α`` is integrated in ``s`` as it is.
     ``conditions(t, y)``: quantities that must stay > 0 (the first is the precision guard when
     ``precision_guard``)."""
-    from ..numerics.solve import Deadline, Status, StopCondition, integrate
+    from ..numerics.ode.solve import Deadline, Status, StopCondition, integrate
 
     Sigma0 = np.asarray(Sigma0, float)
     alpha0 = np.zeros(d) if freeze_alpha else np.asarray(alpha0, float)

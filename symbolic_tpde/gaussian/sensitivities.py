@@ -4,7 +4,7 @@
 system of the model's derived :class:`~symbolic_tpde.symbolic.system.OdeSystem`
 (:func:`symbolic_tpde.symbolic.sensitivities.sensitivity_system`: ``dS/dt = (∂f/∂y)S + ∂f/∂θ`` with both
 Jacobians taken symbolically), generates it like any system (numpy or C; cached by content) and integrates
-state and sensitivities together on the package's integrator (:func:`symbolic_tpde.numerics.solve.integrate`,
+state and sensitivities together on the package's integrator (:func:`symbolic_tpde.numerics.ode.solve.integrate`,
 error control on all components), with the same blow-up monitor (on ``tr Σ + |α|²`` of the state part),
 tilt conditions and layer breakpoints as :func:`~.integrate.integrate_gaussian`.
 
@@ -33,7 +33,7 @@ from .integrate import GaussianSolution, reported_status, tilt_stops
 class SensitivitySolution:
     """``solution``: the :class:`~.integrate.GaussianSolution` of the state; ``names``: the directions (expanded);
     ``dalpha (K, k, d)`` and ``dSigma (K, k, d, d)``: ``∂α(t_K)/∂θ_k`` and ``∂Σ(t_K)/∂θ_k``; ``S (K, k, n)`` the
-    packed sensitivities; ``run`` the integrator's :class:`~symbolic_tpde.numerics.solve.Solution` of the augmented
+    packed sensitivities; ``run`` the integrator's :class:`~symbolic_tpde.numerics.ode.solve.Solution` of the augmented
     state (level samples, end state).  Attributes of ``solution`` (``t``, ``alpha``, ``status``…) are readable here too."""
 
     solution: GaussianSolution
@@ -139,7 +139,7 @@ def integrate_sensitivities(ode, alpha0, Sigma0, T: float, sensitivities, *, met
     ``params``: a flat parameter vector (the system's layout) used at all times instead of the model's
     schedule (what a fit varies).  ``events``: further stop events on the augmented state (e.g. a level of a
     condition, :func:`symbolic_tpde.analysis.blowup_sensitivity.tilt_time_gradient`)."""
-    from ..numerics.solve import BlowupMonitor, integrate
+    from ..numerics.ode.solve import BlowupMonitor, integrate
 
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, ode.d)
     crhs, names, S0 = sensitivity_model(ode, sensitivities, backend)
@@ -197,7 +197,7 @@ def adjoint_gradient(ode, alpha0, Sigma0, T: float, dloss, *, rtol: float = 1e-1
     ``dloss``: ``∂ℓ/∂y`` at ``y(T)`` (packed, length ``n``), or a callable ``y_T -> ∂ℓ/∂y``.  Single-layer
     (constant) schedules only; ``y`` is re-integrated backwards, so keep ``T`` away from a blow-up."""
     from ..codegen.compile import compile_system
-    from ..numerics.solve import integrate
+    from ..numerics.ode.solve import integrate
     from ..symbolic.sensitivities import adjoint_system
 
     if ode.system is None or ode.backend == "numeric-matrix":

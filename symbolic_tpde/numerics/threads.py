@@ -3,7 +3,7 @@
 Two kinds of threads compete for the cores: process-pool workers (``tpde sweep``, ``tpde figures``,
 ``tpde meanfield``) and the threads each worker starts itself (OpenBLAS / OpenMP inside numpy and scipy,
 the fused particle kernel of :mod:`.fused`, the row-block threads of
-:func:`~symbolic_tpde.numerics.fields_core.attend_numpy`).  Left alone, ``W`` workers each use all ``C``
+:func:`~symbolic_tpde.numerics.particles.attend.attend_numpy`).  Left alone, ``W`` workers each use all ``C``
 cores: ``W · C`` threads on ``C`` cores, which on a 2-core machine turned ``meanfield --quick`` into minutes of
 system time (issue 12, README "Benchmarks").  The policy:
 

@@ -22,7 +22,7 @@ part            what                                            registered in
 ==============  ==============================================  =========================================
 ``symbolic``    log-kernel (normalised kinds), affine field or  ``symbolic_tpde/symbolic/kind_parts.py``
                 witness, from SymPy parameter symbols
-``particle``    the particle field ``(X, params, ctx) -> V``    ``symbolic_tpde/numerics/fields.py``
+``particle``    the particle field ``(X, params, ctx) -> V``    ``symbolic_tpde/numerics/particles/fields.py``
 ``oracle``      independent references: a pure-Python loop     ``symbolic_tpde/validate/oracles.py``
                 field and, for affine kinds, numeric ``(b, J)``
 ``claim``       (optional) the paper's closed form of ``(b, J)``  ``symbolic_tpde/validate/oracles.py``
@@ -267,7 +267,7 @@ add(KindSpec("custom", (
     interaction=lambda A, I: {"B": A.T}))                       # xᵀ B y = yᵀ A x
 
 #: parts every kind must have, and the module that registers each
-PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.fields",
+PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.particles.fields",
          "oracle": "symbolic_tpde.validate.oracles"}
 #: parts a kind may have (``part(kind, name, None)`` when absent)
 OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles"}
@@ -275,7 +275,7 @@ _MISSING = object()
 
 # Normalised tokens (README "Sphere"): the attention vector A_i = Σ_j w_ij V θ_j at unit tokens θ_j, with
 # w_ij = e^{β<Aθ_i, θ_j>}/Z_i.  Which normalisation layer acts on it (Post-LN, Pre-LN, Peri-LN, nGPT) is not a
-# kind: it is the scenario's "norm" (symbolic_tpde.numerics.sphere).  These kinds are kept apart from KINDS
+# kind: it is the scenario's "norm" (symbolic_tpde.numerics.particles.sphere).  These kinds are kept apart from KINDS
 # (which every R^d layer iterates) and found by get(); they have no Gaussian part.
 _BETA = ParamSpec("beta", (), 1.0, None, r"\beta", "inverse temperature: weights e^{beta <A theta_i, theta_j>}")
 SPHERE_KINDS: dict[str, KindSpec] = {s.name: s for s in (
@@ -286,7 +286,7 @@ SPHERE_KINDS: dict[str, KindSpec] = {s.name: s for s in (
              geometry="sphere"))}
 #: the parts each geometry's kinds must have, and the module that registers each
 GEOMETRY_PARTS = {"R^d": PARTS,
-                  "sphere": {"particle": "symbolic_tpde.numerics.sphere",
+                  "sphere": {"particle": "symbolic_tpde.numerics.particles.sphere",
                              "reduction": "symbolic_tpde.symbolic.sphere_reductions",
                              "diagnostic": "symbolic_tpde.analysis.sphere_clusters"}}
 

@@ -97,7 +97,7 @@ def unpack(y, d: int) -> tuple[np.ndarray, np.ndarray]:
 def gaussian_size(d: int) -> tuple[Callable, Callable]:
     """``r = tr Σ + |α|²`` and ``dr/dt = tr(dΣ/dt) + 2α·dα/dt`` for the Gaussian layout (covers linear
     attention, where the mean can blow up together with the covariance); one state ``(n,)`` or rows ``(m, n)``
-    (the batched blow-up monitor, :meth:`symbolic_tpde.numerics.solve.BlowupMonitor.rows`)."""
+    (the batched blow-up monitor, :meth:`symbolic_tpde.numerics.ode.solve.BlowupMonitor.rows`)."""
     w = trace_weights(d)
 
     def size(y):

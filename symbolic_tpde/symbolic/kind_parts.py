@@ -58,26 +58,26 @@ def entrywise_system_steps(system) -> tuple:
     """The derivation of a built-in entrywise system (:func:`.steps.entrywise_system_steps`), reached by
     :mod:`.moments` through the registry (the steps module sits above moments); module-level, so that the
     system pickles."""
-    from .steps import entrywise_system_steps as steps_of
+    from ..documents.steps import entrywise_system_steps as steps_of
 
     return steps_of(system)
 
 
 def _kernel_steps(kind, syms, pre):
     """The generic chain of a softmax-normalised kernel (tilt, completed square, affine field)."""
-    from .steps import kernel_head_steps
+    from ..documents.steps import kernel_head_steps
 
     return (*kernel_head_steps(kind, syms, pre), None)
 
 
 def _linear_steps(kind, syms, pre):
-    from .steps import linear_head_steps
+    from ..documents.steps import linear_head_steps
 
     return (*linear_head_steps(syms, pre), None)
 
 
 def _sinkhorn_steps(kind, syms, pre):
-    from .steps import sinkhorn_head_steps
+    from ..documents.steps import sinkhorn_head_steps
 
     return sinkhorn_head_steps(syms, pre)
 

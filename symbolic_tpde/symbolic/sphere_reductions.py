@@ -42,7 +42,7 @@ from typing import Callable
 import sympy as sp
 
 from ..registry.kinds import register
-from .steps_eq import Equation, Notation, Step
+from ..documents.equation import Equation, Notation, Step
 
 __all__ = ["Vec", "Model", "MODELS", "Step", "Reduction", "equiangular", "two_tokens", "causal_two_tokens",
            "circle_linearisation", "sphere_linearisation",

@@ -102,8 +102,8 @@ class OdeSystem:
         return self._memo["jac"]
 
     def latex(self, **kw) -> str:
-        """LaTeX ``align*`` fragment of the equations (:func:`symbolic_tpde.symbolic.printing.render_system`)."""
-        from .printing import render_system
+        """LaTeX ``align*`` fragment of the equations (:func:`symbolic_tpde.documents.printing.render_system`)."""
+        from ..documents.printing import render_system
 
         if kw.get("standalone") and self.origin.get("document"):    # the derivation as a document
             return self.derivation(self, render=True)

@@ -253,9 +253,9 @@ def _kernel_steps(ell, form, V, x, y, system, render: bool = False):
     """The derivation of a user-kernel system (module-level, so that the system pickles); with ``render`` the
     system's derivation (built once, kept by ``system.steps``) as a standalone LaTeX document."""
     if render:
-        from .steps_render import standalone
+        from ..documents.render import standalone
 
         return standalone(system._memo["document"]) if system.steps else ""
-    from .steps import user_kernel_derivation
+    from ..documents.steps import user_kernel_derivation
 
     return user_kernel_derivation(ell, form, V, x, y, system)

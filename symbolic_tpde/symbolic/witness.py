@@ -87,7 +87,7 @@ class Witness:
         Formulas in math notation, never SymPy ``str``: ``text`` one line with ``α``, ``a²``
         (:func:`.printing.words_text`), ``latex`` inline ``$...$`` (``sympy.latex``), ``json`` readable ASCII
         (``a^2``)."""
-        from .printing import readable, words_tex, words_text
+        from ..documents.printing import readable, words_tex, words_text
 
         q = self.quantity if len(sp.sstr(self.quantity)) < 400 else None
         if fmt == "latex":
@@ -105,7 +105,7 @@ class Witness:
                 f"{conv(self.notes)}").strip()
 
     def to_dict(self) -> dict[str, Any]:
-        from .printing import words_text
+        from ..documents.printing import words_text
 
         return {"variant": self.variant, "gaussian_preserving": False, "description": words_text(self.description),
                 "field": sp.sstr(self.field_expr), "witness": sp.sstr(self.quantity),

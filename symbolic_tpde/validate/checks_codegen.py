@@ -25,7 +25,7 @@ import sympy as sp
 
 from ..registry import layout
 from ..symbolic.system import OdeSystem
-from ..symbolic.printing import tree_size
+from ..documents.printing import tree_size
 from .mp import mp_eval, op_depth, roundoff_tolerance
 from .verify import result, row_rng
 

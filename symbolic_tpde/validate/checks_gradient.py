@@ -26,7 +26,7 @@ def _spd_pair(rng: np.random.Generator, d: int) -> tuple[np.ndarray, np.ndarray]
 def checks(quick: bool = False) -> Iterator[CheckResult]:
     import sympy as sp
 
-    from ..numerics import energy as en
+    from ..numerics.particles import energy as en
     from ..symbolic.energy import gradient_identity, particle_energy
     from ..symbolic.hessian import gaussian_hessian, particle_hessian
     from ..symbolic.sinkhorn_bw import bw_identity_d1, bw_identity_mp
@@ -46,7 +46,7 @@ def checks(quick: bool = False) -> Iterator[CheckResult]:
     A, V = _spd_pair(rng, 3)
     X = rng.normal(size=(200, 3))
     try:  # the particle simulator's field, when present; the direct formula otherwise
-        from ..numerics.fields import softmax_field
+        from ..numerics.particles.fields import softmax_field
     except ImportError:
         softmax_field = en.softmax_field
     F = softmax_field(X, A, V)

@@ -1,7 +1,7 @@
 """``tpde verify`` rows for the grid solvers of the Transformer PDE (README "The PDE on a grid"): finite volumes
-in ℝ¹/ℝ² (:mod:`symbolic_tpde.numerics.grid`) against the Gaussian moment ODE and against particles from the
+in ℝ¹/ℝ² (:mod:`symbolic_tpde.numerics.grids.euclidean`) against the Gaussian moment ODE and against particles from the
 same non-Gaussian data; mass and positivity; the spectral circle solver
-(:mod:`symbolic_tpde.numerics.grid_circle`) against the linearisation and against particles on S¹.  A few
+(:mod:`symbolic_tpde.numerics.grids.circle`) against the linearisation and against particles on S¹.  A few
 seconds in all.
 
 Particle comparisons use moments, with the Monte-Carlo error estimated from independent replicates (not the
@@ -28,8 +28,8 @@ def gaussian_1d_reference(T, A=0.5, alpha0=0.3, Sigma0=0.5):
 
 
 def _ode_moments_rows():
-    from ..numerics.grid import Grid, grid_moments, solve_grid
-    from ..scenario import parse_scenario
+    from ..numerics.grids.euclidean import Grid, grid_moments, solve_grid
+    from ..inputs.scenario import parse_scenario
 
     # softmax, d = 1, A = 0.5, V = 1, Σ₀ = 0.5: T* = 1/(2AΣ₀) = 2, run to T*/2 (Σ doubles)
     scn = parse_scenario({"attention": "softmax", "A": [[0.5]], "V": [[1.0]], "T": 1.0,
@@ -55,9 +55,9 @@ def rough_w1_slopes(Ns=ROUGH_NS, T=0.5, A=0.25):
     ``Γ(x) = A M(t) x`` (``M`` the second moment), ``M' = 2AM²``, so the solution at ``T`` is the initial law
     scaled by ``s = (1 - 2AM₀T)^{-1/2}`` for any data.  Two data: atoms ``½(δ₋₁ + δ₁)`` (``M₀ = 1``) and the
     indicator ``U[-1, 1]`` (``M₀ = 1/3``).  Returns ``{name: (slope, W₁ per grid)}``, the slope the least-squares
-    fit of ``log W₁`` against ``log h`` (W₁ exact: :func:`~symbolic_tpde.numerics.grid.wasserstein_1d_exact`)."""
-    from ..numerics.grid import Grid, solve_grid, wasserstein_1d_exact
-    from ..scenario import InitSpec, parse_scenario
+    fit of ``log W₁`` against ``log h`` (W₁ exact: :func:`~symbolic_tpde.numerics.grids.euclidean.wasserstein_1d_exact`)."""
+    from ..numerics.grids.euclidean import Grid, solve_grid, wasserstein_1d_exact
+    from ..inputs.scenario import InitSpec, parse_scenario
 
     box = {"type": "uniform_box", "low": [-1.0], "high": [1.0]}
     sched = parse_scenario({"attention": "linear", "A": [[A]], "V": [[1.0]], "init": box, "T": T},
@@ -90,8 +90,8 @@ def _rough_rows():
 
 
 def _conservation_rows():
-    from ..numerics.grid import solve_grid
-    from ..scenario import load_scenario
+    from ..numerics.grids.euclidean import solve_grid
+    from ..inputs.scenario import load_scenario
 
     scn = load_scenario("mixture_2d", gaussian_data=False)
     r = solve_grid(scn.init, scn.schedule, 0.5, 32, scheme="muscl")
@@ -103,10 +103,10 @@ def _conservation_rows():
 
 
 def _particle_rows():
-    from ..numerics.grid import grid_moments, solve_grid
-    from ..numerics.init_data import sample
-    from ..numerics.integrate import simulate
-    from ..scenario import load_scenario
+    from ..numerics.grids.euclidean import grid_moments, solve_grid
+    from ..numerics.measures.laws import sample
+    from ..numerics.particles.simulate import simulate
+    from ..inputs.scenario import load_scenario
 
     scn = load_scenario("mixture_1d", gaussian_data=False)
     T = scn.T
@@ -131,9 +131,9 @@ def _particle_rows():
 
 
 def _circle_rows():
-    from ..numerics.grid_circle import circle_weights, growth_rates, initial_density, solve_circle, trig_moments
-    from ..numerics.sphere import simulate_sphere
-    from ..numerics.init_data import sample_sphere as sample
+    from ..numerics.grids.circle import circle_weights, growth_rates, initial_density, solve_circle, trig_moments
+    from ..numerics.particles.sphere import simulate_sphere
+    from ..numerics.measures.laws import sample_sphere as sample
     from ..weights import make_head, make_weights
 
     M, beta, k, eps = 64, 5.0, 3, 1e-8

@@ -16,7 +16,7 @@ A0 = np.array([[1.0, 0.5], [-0.5, 0.6]]) / np.linalg.norm([[1.0, 0.5], [-0.5, 0.
 
 
 def _distance_rows():
-    from ..numerics import distances as D
+    from ..numerics.measures import distances as D
 
     X = row_rng("distances: points").standard_normal((60, 3))
     v = np.array([0.3, -1.2, 2.0])

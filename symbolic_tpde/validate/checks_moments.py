@@ -14,7 +14,7 @@ row per variant reports the *sensitivity*: ``max_k |(α, Σ)(T) - (α₀, Σ₀)
 (>= 10) for the comparison to mean anything (the moments moved many standard errors).
 
 Sigmoid (not Gaussian-preserving): skewness / excess kurtosis of projections of the final cloud
-(:func:`symbolic_tpde.numerics.estimators.gaussianity_witness`), max |z| above the Bonferroni threshold at
+(:func:`symbolic_tpde.numerics.measures.estimators.gaussianity_witness`), max |z| above the Bonferroni threshold at
 level 1e-3; and the same witness on a softmax run as a control (must stay below).
 """
 
@@ -170,7 +170,7 @@ def particles_vs_ode(weights: Weights, n: int, runs: int, seed: int, T: float = 
                      alpha0=None, Sigma0=None) -> Comparison:
     """Compare ``runs`` particle simulations of ``n`` particles with the Gaussian ODE at ``T``."""
     from ..gaussian import GaussianODE
-    from ..numerics.integrate import simulate
+    from ..numerics.particles.simulate import simulate
 
     d = weights.d
     a0, S0 = initial(d) if alpha0 is None else (np.asarray(alpha0), np.asarray(Sigma0))
@@ -196,8 +196,8 @@ def particles_vs_ode(weights: Weights, n: int, runs: int, seed: int, T: float = 
 
 def sigmoid_witness(n: int, seed: int, T: float = 1.0, variant: str = "sigmoid") -> dict:
     """Gaussianity witness of the particle cloud at ``T`` started from ``N(α₀, Σ₀)`` (d = 2)."""
-    from ..numerics.estimators import gaussianity_witness
-    from ..numerics.integrate import simulate
+    from ..numerics.measures.estimators import gaussianity_witness
+    from ..numerics.particles.simulate import simulate
 
     rng = np.random.default_rng(seed)
     d = 2

@@ -42,10 +42,10 @@ def _plain_sinkhorn(X, A, eps, iters=20_000, tol=1e-14):
 
 def checks(quick: bool = False) -> Iterator[CheckResult]:
     from ..weights import Schedule, Sink, make_head, make_weights
-    from ..numerics import fields as F
-    from ..numerics.estimators import moments
-    from ..numerics.integrate import simulate
-    from ..numerics.sinkhorn import sinkhorn_plan
+    from ..numerics.particles import fields as F
+    from ..numerics.measures.estimators import moments
+    from ..numerics.particles.simulate import simulate
+    from ..numerics.particles.sinkhorn import sinkhorn_plan
 
     d = 3
     rng = row_rng("particles: points")          # the points (and sink) several rows share

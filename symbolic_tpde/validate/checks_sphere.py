@@ -14,7 +14,7 @@ def checks(quick: bool = False):
     import sympy as sp
     from scipy.integrate import solve_ivp
 
-    from ..numerics.sphere import simulate_sphere
+    from ..numerics.particles.sphere import simulate_sphere
     from ..symbolic import sphere_reductions as R
     from ..weights import make_head, make_weights
 

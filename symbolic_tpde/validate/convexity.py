@@ -5,7 +5,7 @@ Route (README Mathematics §5, "Non-convexity"):
 1. the Riemannian Hessian of the n-particle energy is derived symbolically
    (:func:`symbolic_tpde.symbolic.hessian.particle_hessian`: Christoffel symbols of ``g_X``, no numerics);
 2. a candidate configuration ``X`` and direction ``U`` are searched numerically (closed-form numpy Hessian,
-   :func:`symbolic_tpde.numerics.energy.min_hessian_ratio`, seeded ``Generator``), then rounded to rationals;
+   :func:`symbolic_tpde.numerics.particles.energy.min_hessian_ratio`, seeded ``Generator``), then rounded to rationals;
 3. the *symbolic* expression ``Uᵀ H(X) U`` is evaluated at the rational point in interval arithmetic
    (:func:`iv_eval`: every rational input and every operation is enclosed, so the true value lies in the
    interval); the sign is certified when the interval excludes 0;
@@ -141,7 +141,7 @@ def search_direction(A, V, n: int, rng: np.random.Generator, want: str = "negati
     """
     from scipy.linalg import eigh
 
-    from ..numerics import energy as en
+    from ..numerics.particles import energy as en
 
     A = np.asarray(A, float)
     d = A.shape[0]
@@ -162,7 +162,7 @@ def search_direction(A, V, n: int, rng: np.random.Generator, want: str = "negati
 def certify_particles(A, V, n: int = 2, dps: int = 50, seed: int = 0, want: str = "negative",
                       ph=None, X=None, U=None) -> dict:
     """Find (or take) ``X``, ``U`` and certify the sign of the symbolic ``Hess E(U, U)`` (see module doc)."""
-    from ..numerics import energy as en
+    from ..numerics.particles import energy as en
     from ..symbolic.hessian import particle_hessian
 
     A = np.asarray(A, float)

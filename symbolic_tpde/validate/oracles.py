@@ -222,7 +222,7 @@ def _linear_affine(p, alpha, Sigma):
 
 
 def _sinkhorn_affine(p, alpha, Sigma):
-    from ..numerics.numeric_matrix import sinkhorn_cross_cov
+    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
 
     Ct = sinkhorn_cross_cov(p["A"], Sigma, p.get("epsilon", 1.0))
     J = p["V"] @ np.linalg.solve(Sigma.T, Ct.T).T  # V Cᵀ Σ⁻¹

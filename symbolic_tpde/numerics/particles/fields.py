@@ -20,11 +20,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import InputError
-from ..weights import Schedule, Sink, Weights
-from ..validation import positive_number
-from ..registry.kinds import part, register
-from .fields_core import as_matrix, as_points, attend
+from ...errors import InputError
+from ...weights import Schedule, Sink, Weights
+from ...inputs.checks import positive_number
+from ...registry.kinds import part, register
+from .attend import as_matrix, as_points, attend
 from .sinkhorn import SinkhornInfo, raise_if_not_converged, sinkhorn_potentials
 
 __all__ = ["softmax_field", "l2_field", "sinkhorn_field", "sigmoid_field", "linear_field",

@@ -23,11 +23,11 @@ of 10⁶ squares would carry its own round-off into the step control).
 :func:`rk_solve` loops the solver over all rows with a ``monitor`` hook and dense output at ``t_eval``.
 
 :class:`Status` is the package's one vocabulary for how an integration ended (rows of :class:`RKSolver`,
-:class:`~symbolic_tpde.numerics.solve.Solution`, the particle runs): a row is ``RUNNING`` until it is ``OK``
+:class:`~symbolic_tpde.numerics.ode.solve.Solution`, the particle runs): a row is ``RUNNING`` until it is ``OK``
 (reached ``T``), ``NONFINITE`` (non-finite state, or the step size fell below ``hmin_rel·max(1, |t|)``: the
 error control cannot be met, typically a singularity) or ``STALLED`` (``max_steps`` used up), or a monitor
 stopped it with another member.  Whether a method needs a Jacobian is asked of the method
-(:attr:`Tableau.implicit`; :func:`symbolic_tpde.numerics.solve.wants_jacobian` for scipy's).
+(:attr:`Tableau.implicit`; :func:`symbolic_tpde.numerics.ode.solve.wants_jacobian` for scipy's).
 No SymPy here (numerics layer).
 """
 

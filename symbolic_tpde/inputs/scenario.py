@@ -21,7 +21,7 @@ rejected.  Format (every key documented in README.md)::
 
 Every problem raises :class:`~symbolic_tpde.errors.InputError` naming the field, e.g. ``heads[1].tau: must be
 > 0, got -1.0`` or ``Sigma0: not positive definite (smallest eigenvalue -0.5)``.  The reader is strict
-(:func:`symbolic_tpde.validation.parse_json`): UTF-8 only, at most ``MAX_BYTES`` bytes and ``MAX_DEPTH``
+(:func:`symbolic_tpde.inputs.checks.parse_json`): UTF-8 only, at most ``MAX_BYTES`` bytes and ``MAX_DEPTH``
 levels, numbers only where numbers go (no strings, booleans or ``null`` in arrays), magnitudes at most
 ``MAX_ENTRY`` checked before any float conversion, ``0 <= T <= T_MAX``, ``d <= MAX_DIM``, keys that are not
 parameters (e.g. ``d`` or ``kind`` inside a head) refused by name.  Field names in messages are escaped, so a
@@ -34,11 +34,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
-from .weights import Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
-from . import validation as _checks
-from .registry import kinds as _kinds
-from .validation import field_name as _fname
+from ..errors import InputError
+from ..weights import Scenario, Schedule, Weights, check_gaussian, make_head, make_weights
+from . import checks as _checks
+from ..registry import kinds as _kinds
+from .checks import field_name as _fname
 
 
 def attentions() -> tuple[str, ...]:
@@ -58,7 +58,7 @@ def _keys() -> tuple[list[str], set[str], set[str], set[str]]:
 
 
 def loads(text: str | bytes) -> dict[str, Any]:
-    """Parse scenario JSON text with the strict reader (:func:`symbolic_tpde.validation.parse_json`: no
+    """Parse scenario JSON text with the strict reader (:func:`symbolic_tpde.inputs.checks.parse_json`: no
     evaluation, NaN/Infinity and duplicate keys rejected, bounded size and depth)."""
     data = _checks.parse_json(text, "scenario")
     if not isinstance(data, dict):
@@ -66,7 +66,7 @@ def loads(text: str | bytes) -> dict[str, Any]:
     return data
 
 
-_BUILTIN_DIR = Path(__file__).parent / "scenarios"
+_BUILTIN_DIR = Path(__file__).parent.parent / "scenarios"
 
 
 def builtin_scenarios(geometry: str = "R^d") -> list[str]:
@@ -245,7 +245,7 @@ class InitSpec:
     ``mean`` and ``cov`` of the law (of the file's measure for ``empirical`` and ``grid_density``), ``gaussian``
     (whether the law is a Gaussian) and ``geometry`` (``"R^d"`` or ``"sphere"``: the law of the unit tokens
     ``θ`` on ``S^{d-1}``; ``mean``/``cov`` are ``None`` when they depend on the number of tokens, ``frame``).
-    Samplers and densities live in :mod:`symbolic_tpde.numerics.init_data`."""
+    Samplers and densities live in :mod:`symbolic_tpde.numerics.measures.laws`."""
 
     __slots__ = ("type", "d", "params", "mean", "cov", "gaussian", "geometry")
 
@@ -532,7 +532,7 @@ def _init_points(block, where, base_dir, d):
 #: ``type -> (required keys, optional keys, checker)``; a checker ``(block, where, base_dir)`` returns
 #: ``(params, mean, cov)``; the checkers of the types in :data:`INIT_GEOMETRY` (laws on the sphere) take the
 #: scenario's ``d`` as a fourth argument (``mean``/``cov`` ``None`` when they depend on ``n``: ``frame``).
-#: Samplers and densities: :mod:`symbolic_tpde.numerics.init_data` (register both).
+#: Samplers and densities: :mod:`symbolic_tpde.numerics.measures.laws` (register both).
 INIT_SCHEMAS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "gaussian": (("alpha", "Sigma"), (), _init_gaussian),
     "mixture": (("weights", "means", "covs"), (), _init_mixture),

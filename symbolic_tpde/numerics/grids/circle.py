@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 __all__ = ["bessel_coefficients", "growth_rates", "circle_heads", "circle_weights", "circle_velocity",
            "solve_circle", "initial_density", "trig_moments"]
@@ -75,7 +75,7 @@ def _check_noise(noise):
 
 def circle_weights(beta: float, kind: str = "SA"):
     """The weights of one head ``sphere_sa`` (``kind="SA"``) or ``sphere_usa`` with ``A = V = I``, d = 2."""
-    from ..weights import make_head, make_weights
+    from ...weights import make_head, make_weights
 
     name = {"SA": "sphere_sa", "USA": "sphere_usa"}.get(kind)
     if name is None:
@@ -95,7 +95,7 @@ def _as_complex(Mx, field):
 
 def circle_heads(weights) -> list[tuple[bool, complex, complex, float]]:
     """``[(normalised, α, ν, β)]`` per head of ``weights`` (sphere kinds, d = 2; module docstring)."""
-    from ..weights import Weights
+    from ...weights import Weights
 
     if not isinstance(weights, Weights):
         raise InputError("weights", f"expected Weights, got {type(weights).__name__}")
@@ -227,8 +227,8 @@ def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 
     uniform state (a perturbation of 1e-8 is resolved to ``rtol`` of itself); the mass is its mode 0, which
     the right-hand side never changes.  A non-finite velocity (nGPT where ``A = 0``) raises
     :class:`~symbolic_tpde.errors.BlowupError` with the last time reached."""
-    from ..errors import BlowupError
-    from .solve import integrate
+    from ...errors import BlowupError
+    from ..ode.solve import integrate
 
     rho0 = _check_points(rho0, "rho0")
     if not (isinstance(T, (int, float)) and math.isfinite(T) and T >= 0):

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment, linprog
 
-from ..errors import ConvergenceError, InputError
-from .linalg import logsumexp_rows, sqrtm_psd
+from ...errors import ConvergenceError, InputError
+from ..linalg import logsumexp_rows, sqrtm_psd
 
 __all__ = [
     "wasserstein", "w1", "w2", "wasserstein_1d", "SlicedResult", "sliced_wasserstein", "EntropicResult",

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BlowupError, InputError
-from ..registry import layout
-from .linalg import sqrtm_psd
+from ...errors import BlowupError, InputError
+from ...registry import layout
+from ..linalg import sqrtm_psd
 
 __all__ = [
     "twisted_G", "check_gradient_structure", "pair_exponents", "energy", "first_variation", "metric",
@@ -169,7 +169,7 @@ def riemannian_gradient(X, A, V) -> np.ndarray:
 
 def softmax_field(X, A, V) -> np.ndarray:
     """Softmax attention ``Γ_i = Σ_j softmax_j(<A x_i, x_j>) V x_j`` (rows): the particle simulator's field
-    :func:`symbolic_tpde.numerics.fields.softmax_field` when available, else :func:`softmax_field_direct`."""
+    :func:`symbolic_tpde.numerics.particles.fields.softmax_field` when available, else :func:`softmax_field_direct`."""
     try:
         from .fields import softmax_field as simulator_field
     except ImportError:  # pragma: no cover - the simulator module is part of the package
@@ -269,7 +269,7 @@ def geodesic_rhs(A, V, n: int, d: int):
 def _both_ways(f, y0, s_eval, rtol, atol, where):
     """States at ``s_eval`` (either sign) of ``y' = f(s, y)``, ``y(0) = y0``: the package's one integrator
     (:func:`.solve.integrate`, scipy's DOP853 stepper) forward, and on ``g(σ, y) = -f(-σ, y)`` for ``s < 0``."""
-    from .solve import Status, integrate
+    from ..ode.solve import Status, integrate
 
     s_eval = np.asarray(s_eval, float)
     out = np.empty((len(s_eval), len(y0)))
@@ -326,7 +326,7 @@ def rk4_energy_defect(X0, A, V, T: float, steps: int) -> float:
     """Integrate ``(X, q)`` with ``dX/dt = Γ(X)``, ``dq/dt = g_X(Γ, Γ)`` by fixed-step classical RK4 (the
     :data:`.rk.RK4` tableau) and return the defect ``E(X_T) - E(X_0) + q_T`` of the dissipation identity
     (exactly 0 for the true flow; ``O(h⁴)`` for RK4)."""
-    from .rk import rk_solve
+    from ..ode.rk import rk_solve
 
     X0 = _X(X0)
     n, d = X0.shape

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConvergenceError
-from ..validation import positive_int, positive_number
-from .fields_core import _blas_enter, _blas_exit, _check_block, as_matrix, as_points
-from .linalg import logsumexp_rows
+from ...errors import ConvergenceError
+from ...inputs.checks import positive_int, positive_number
+from .attend import _blas_enter, _blas_exit, _check_block, as_matrix, as_points
+from ..linalg import logsumexp_rows
 
 
 @dataclass(frozen=True)

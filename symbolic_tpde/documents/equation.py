@@ -25,7 +25,7 @@ import sympy as sp
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
-from .steps_check import check_equal
+from .check import check_equal
 
 D = sp.Symbol("d", integer=True, positive=True)
 
@@ -223,7 +223,7 @@ class GaussExpect(_Op):
         return f"E_{{{p._print(X)}~N({p._print(a)}, {p._print(S)})}}[{p._print(e)}]"
 
     def explicit_value(self, env, dims, ev):
-        from .moments import gaussian_expectation
+        from ..symbolic.moments import gaussian_expectation
 
         e, X, a, S = self.args
         n = int(X.shape[0].xreplace({D: dims["d"]})) if isinstance(X.shape[0], sp.Basic) else int(X.shape[0])

@@ -11,7 +11,7 @@ keys ``j < K_i`` (``K_i = prefix_i`` clipped to the block's key count, else all)
   totals in float64, as in :mod:`.fused`); invisible keys get weight 0;
 * sigmoid: ``l_ij ← σ(l_ij + shift)`` with ``σ(z) = 1/(1+e^{-z})`` (``z ≥ 0``), ``e^{z}/(1+e^{z})`` (``z < 0``).
 
-The caller (:func:`symbolic_tpde.numerics.fields_core.attend_numpy` with ``rows=``) then forms the
+The caller (:func:`symbolic_tpde.numerics.particles.attend.attend_numpy` with ``rows=``) then forms the
 value-weighted sum ``R = W V`` with BLAS and normalises: ``out_i = (R_i + e^{s_i - m_i} v_s) / (den_i +
 e^{s_i - m_i})`` (softmax), ``e^{m_i - log n_k} R_i`` (exp), ``R_i / n_k`` (sigmoid) -- the same finishing
 code as the numpy path, so the two agree to round-off (tests/test_fused_kernel.py: 1e-13 relative in
@@ -20,7 +20,7 @@ path's row-block threads (cffi releases the GIL during the call).
 
 The C is the template ``templates/fused_rows.c``; its ``exp`` is the vector one of :mod:`.fused_simd` for
 softmax / exp on AVX-512 and AVX2, else :mod:`.fused`'s own (no ``-ffast-math``: inf/nan propagate).  The
-module is built and cached by :func:`symbolic_tpde.numerics.fused.module` (same flags, same fallback
+module is built and cached by :func:`symbolic_tpde.numerics.particles.fused.module` (same flags, same fallback
 announcement).  Timings: ``numerics/bench_particles.py`` (d = 64 rows).  No SymPy here.
 """
 

@@ -93,7 +93,7 @@ def explicit(e, env: dict, dims: dict):
 def _sqrtm(M: sp.Matrix) -> sp.Matrix:
     """Principal square root: exact surds for ``d <= 2`` (:func:`.sinkhorn.sqrtm_explicit`); for a matrix of
     floats (the 60-digit checks) ``mpmath.sqrtm`` at 60 digits, any ``d``."""
-    from .sinkhorn import sqrtm_explicit
+    from ..symbolic.sinkhorn import sqrtm_explicit
 
     if M.shape[0] > 2 and all(v.is_Float or v.is_Rational for v in M):
         import mpmath as mp
@@ -195,7 +195,7 @@ def check_equal(lhs, rhs, *, exact_d: tuple | str = "auto", random_d: tuple = (2
     ``modulo``: names of matrix symbols the difference may not depend on (e.g. ``y``); ``symmetric``: names of
     matrix symbols symmetric by assumption; ``numeric``: 60-digit evaluation instead of exact cancellation
     (square roots)."""
-    from .steps_free import free_equal
+    from .free_algebra import free_equal
 
     if free and all(getattr(o, "is_Matrix", False) and not isinstance(o, sp.MatrixBase) for o in (lhs, rhs)) \
             and free_equal(lhs, rhs, tuple(SPD_NAMES) + tuple(symmetric), modulo):

@@ -35,9 +35,11 @@ import sympy as sp
 
 from ..registry import kinds as spec_kinds
 from ..registry.layout import symmetric_rows
-from .moments import mexpand, symmetric_subs_all
-from .steps_check import check_equal, explicit
-from .steps_eq import D, Derivation, Equation, GaussExpect, NegHessian, Notation, PlanMean, Step, recheck, step, sym, tex
+from ..symbolic.moments import mexpand, symmetric_subs_all
+from .check import check_equal, explicit
+from .equation import (
+    D, Derivation, Equation, GaussExpect, NegHessian, Notation, PlanMean, Step, recheck, step, sym, tex
+)
 
 __all__ = ["D", "Derivation", "Equation", "Notation", "step", "recheck", "kind_derivation",
            "entrywise_system_steps", "user_kernel_derivation", "entrywise_display_steps"]
@@ -72,7 +74,7 @@ def kernel_head_steps(kind: str, syms: dict, pre: str = "", kernel=None) -> tupl
     """Steps 1-6 for one softmax-normalised head; returns ``(steps, b, J)``.  The named blocks ``R``, ``N``,
     ``n`` are shown under the equations that use them and substituted by the checks.  ``kernel``: an
     :class:`~.kernels.ExpQuadKernel` of matrix symbols used instead of the kind's (a user kernel's blocks)."""
-    from .tilt import tilt_matrix
+    from ..symbolic.tilt import tilt_matrix
 
     alpha, Sigma = sp.MatrixSymbol("alpha", D, 1), sp.MatrixSymbol("Sigma", D, D)
     x, y = sp.MatrixSymbol("x", D, 1), sp.MatrixSymbol("y", D, 1)
@@ -131,7 +133,7 @@ def linear_head_steps(syms: dict, pre: str = "") -> tuple[list, Any, Any]:
 def sinkhorn_head_steps(syms: dict, pre: str = "") -> tuple[list, Any, Any, Any]:
     """Sinkhorn: Gaussian conditioning, the plan's first-order condition (closed form, principal square
     root), the affine field."""
-    from . import sinkhorn as sk
+    from ..symbolic import sinkhorn as sk
 
     alpha, Sigma = sp.MatrixSymbol("alpha", D, 1), sp.MatrixSymbol("Sigma", D, D)
     x = sp.MatrixSymbol("x", D, 1)
@@ -185,8 +187,8 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
                     A_symmetric: bool = False) -> Derivation:
     """The matrix-form derivation of the moment ODE for heads of ``kinds_`` (summed) and an optional FFN,
     optionally specialised to ``V = I`` and/or symmetric ``A`` (module docstring)."""
-    from .moments import _mat_symbols, matrix_form
-    from .steps_special import assumptions_in_words, constant_precision_rate, model_statement, specialise
+    from ..symbolic.moments import _mat_symbols, matrix_form
+    from .special_cases import assumptions_in_words, constant_precision_rate, model_statement, specialise
 
     single = len(kinds_) == 1
     mf = matrix_form(tuple(kinds_), ffn=ffn)
@@ -246,8 +248,8 @@ def user_kernel_derivation(ell, form, V, x, y, system) -> Derivation:
     conditions of ``system`` at random rational points), the general-``d`` tilt chain for matrix symbols
     ``R``, ``B``, ``r``, ``V`` (:func:`kernel_head_steps`, proved for every ``d``), the moment equations, and
     the result with the user's blocks against ``system``'s right-hand side (random rational points, exact)."""
-    from .kernels import ExpQuadKernel
-    from .steps_special import EXACT_WORDS, LAW_ASSUMPTION, TILT_ASSUMPTION, model_statement
+    from ..symbolic.kernels import ExpQuadKernel
+    from .special_cases import EXACT_WORDS, LAW_ASSUMPTION, TILT_ASSUMPTION, model_statement
 
     d = len(x)
     xm, ym = sp.MatrixSymbol("x", d, 1), sp.MatrixSymbol("y", d, 1)
@@ -369,8 +371,8 @@ def _user_result_check(system, which, eq, points: int = 3):
 
 def _matrix_form_env(system):
     """The matrix form of ``system``'s kinds and the environment evaluating it at the system's own symbols."""
-    from .moments import effective_params, head_symbols, matrix_form
-    from .tilt import sym_vector
+    from ..symbolic.moments import effective_params, head_symbols, matrix_form
+    from ..symbolic.tilt import sym_vector
 
     st = system.origin["structure"]
     d, heads, has_ffn = st.d, st.heads, st.ffn

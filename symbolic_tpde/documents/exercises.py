@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .steps_eq import Equation, Notation, Step, tex
+from .equation import Equation, Notation, Step, tex
 
 __all__ = ["exercises"]
 
 
 def _riccati() -> Step:
-    from .moments import canonical_form, derive_gaussian_system
+    from ..symbolic.moments import canonical_form, derive_gaussian_system
 
     system = derive_gaussian_system((1, (("softmax", canonical_form("softmax", 1, 1)),), False, False))
     a, v = sp.symbols("a v", real=True)

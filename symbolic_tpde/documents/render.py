@@ -15,7 +15,7 @@ import re
 import sympy as sp
 
 from .printing import readable, words_tex, words_text
-from .steps_eq import RELATIONS, json_side, tex, text
+from .equation import RELATIONS, json_side, tex, text
 
 __all__ = ["render", "to_text", "to_json", "to_latex", "standalone", "beamer", "tex", "text", "readable"]
 

@@ -1,4 +1,4 @@
-"""Fused compiled kernel behind :func:`symbolic_tpde.numerics.fields_core.attend` (softmax, sigmoid, exp).
+"""Fused compiled kernel behind :func:`symbolic_tpde.numerics.particles.attend.attend` (softmax, sigmoid, exp).
 
 For each query ``i`` with logits ``l_ij = q_i·k_j + β_j`` over the visible keys ``j < K_i`` (``K_i = prefix_i``
 or ``n_k``), one thread computes, in a fixed order (so the result is bitwise independent of the thread count):
@@ -52,7 +52,7 @@ caller runs the numpy path; that is announced once per process (a :class:`FusedF
 stderr line).  ``TPDE_FUSED=0`` disables the kernel.
 
 References: the particle field of Castin, Ablin, Carrillo, Peyré (arXiv 2501.18322) as written in
-``symbolic_tpde/numerics/fields.py``; Cody & Waite's range reduction (Software Manual for the Elementary
+``symbolic_tpde/numerics/particles/fields.py``; Cody & Waite's range reduction (Software Manual for the Elementary
 Functions, 1980); timings against the numpy path and the yardstick loop of issue 12:
 ``numerics/bench_particles.py``, ``numerics/bench_fused.py``.  No SymPy here.
 """
@@ -69,11 +69,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codegen import cbuild
-from ..codegen.cache import Cache, make_key
-from ..errors import InputError
+from ...codegen import cbuild
+from ...codegen.cache import Cache, make_key
+from ...errors import InputError
 from . import fused_simd
-from .threads import kernel_threads
+from ..threads import kernel_threads
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
            "simd_compiled", "work_entries", "isa_form", "cflags", "ISA_FLAGS", "tile_size", "MAX_P", "MAX_D",
@@ -324,7 +324,7 @@ def default_threads(pairs: int) -> int:
 
 
 def attend_fused(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sink_value, threads, tile=None):
-    """The fused kernel's result for :func:`~symbolic_tpde.numerics.fields_core.attend`, or ``None`` when this
+    """The fused kernel's result for :func:`~symbolic_tpde.numerics.particles.attend.attend`, or ``None`` when this
     call is not covered (``p ≥ MAX_P``, ``d > MAX_D``, mixed dtypes, sigmoid with bias/prefix/sink, exp with a
     sink) or the kernel is unavailable (announced once).  ``tile``: queries per pass over the keys
     (:func:`tile_size` when None; the result is bitwise the same for every tile, tests/test_fused_kernel.py)."""

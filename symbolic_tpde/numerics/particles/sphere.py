@@ -2,7 +2,7 @@
 
 Tokens ``x_i = r_i θ_i``, ``θ_i ∈ S^{d-1}``.  The attention vector is the one of the sphere kinds of the registry
 (:data:`symbolic_tpde.registry.kinds.SPHERE_KINDS`), evaluated at the unit tokens by the package's particle
-field (:func:`symbolic_tpde.numerics.fields.field`, i.e. the fused kernel; nothing is re-implemented here)::
+field (:func:`symbolic_tpde.numerics.particles.fields.field`, i.e. the fused kernel; nothing is re-implemented here)::
 
     A_i = Σ_heads V Σ_j w_ij θ_j,   w_ij = e^{β<Aθ_i, θ_j>} / Z_i,
     Z_i = Σ_k e^{β<Aθ_i, θ_k>} (sphere_sa),  n (sphere_usa),  Σ_{k<=i} (sphere_causal, j <= i only)
@@ -32,7 +32,7 @@ error, and every accepted step is renormalised (the size of that correction is r
 ``SphereRun.max_renorm``, it is of the order of the tolerance).  Because the rhs is degree-0 homogeneous, the
 renormalisation does not change it (the first-same-as-last stage stays exact).
 
-Steps: the package's error-controlled Dormand-Prince 5(4) (:class:`symbolic_tpde.numerics.rk.RKSolver`,
+Steps: the package's error-controlled Dormand-Prince 5(4) (:class:`symbolic_tpde.numerics.ode.rk.RKSolver`,
 ``rtol = atol = tol``; default ``1e-10`` in float64, ``100 ε₃₂ ≈ 1.2e-5`` in float32, where the error estimate
 is round-off below that), on a batch of clouds ``(B, n, d)`` (each cloud its own step size), restarted at layer
 breakpoints of a :class:`~symbolic_tpde.weights.Schedule` (weights of a segment: those at its start; a callable
@@ -48,13 +48,13 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import BlowupError, InputError
-from ..registry.kinds import register, scenario_geometry
-from ..weights import Schedule, Weights
-from . import rk
+from ...errors import BlowupError, InputError
+from ...registry.kinds import register, scenario_geometry
+from ...weights import Schedule, Weights
+from ..ode import rk
 from .fields import as_schedule, field, masked_field, softmax_field, softmax_unnormalized_field
-from .fields_core import as_points, attend, work_dtype
-from .integrate import segments
+from .attend import as_points, attend, work_dtype
+from .simulate import segments
 
 __all__ = ["NORMS", "SphereRun", "attention_vectors", "sphere_velocity", "simulate_sphere", "default_tolerance"]
 
@@ -109,7 +109,7 @@ register("sphere_causal", "particle")(_part(masked_field, "causal"))
 
 
 def _check_weights(w: Weights) -> Weights:
-    from ..registry.kinds import get
+    from ...registry.kinds import get
 
     if not isinstance(w, Weights):
         raise InputError("weights", f"expected Weights, got {type(w).__name__}")
@@ -180,14 +180,14 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
     """Evolve ``X0`` (``(n, d)`` or a batch ``(B, n, d)``) to ``T`` under ``norm`` (module docstring).
 
     For post/ngpt the rows of ``X0`` are normalised first; for pre/peri ``X0`` is ``x = rθ`` (non-zero rows).
-    ``max_seconds``: wall-clock cap (:class:`symbolic_tpde.numerics.solve.Deadline`, checked once per step);
+    ``max_seconds``: wall-clock cap (:class:`symbolic_tpde.numerics.ode.solve.Deadline`, checked once per step);
     when it expires the run returns with ``status == "time-limit"`` and ``t`` the time every cloud reached.
     ``status == "stalled"`` (``detail`` says which cloud and why): the step limit was reached, or the step size
     collapsed while the state and its velocity were finite (no blow-up: e.g. a speed factor ``alpha`` so large
     that the flow's time scale is below what the tolerance resolves); ``t`` as for the time limit.  A state or
     velocity that left the finite floats raises :class:`~symbolic_tpde.errors.BlowupError`.
     """
-    from .solve import Deadline
+    from ..ode.solve import Deadline
 
     if norm not in NORMS:
         raise InputError("norm", f"unknown normalisation {norm!r}; expected one of {list(NORMS)}")
@@ -303,7 +303,7 @@ _HEAD = {"attention", "beta", "A", "V", "Q", "K", "WO"}
 @dataclass(frozen=True)
 class SphereScenario:
     """A validated sphere scenario: weights, ``norm`` (and nGPT's ``alpha``), the ``init`` block as given (a
-    validated ``dict``) and its law ``law`` (an :class:`~symbolic_tpde.scenario.InitSpec` with
+    validated ``dict``) and its law ``law`` (an :class:`~symbolic_tpde.inputs.scenario.InitSpec` with
     ``geometry == "sphere"``), ``T``, the initial radius ``r0`` (Pre-/Peri-LN), ``d``."""
 
     weights: Weights
@@ -318,13 +318,13 @@ class SphereScenario:
     geometry = "sphere"           # what analysis.verdict.classify_long_time dispatches on
 
     def initial(self, n: int, rng) -> np.ndarray:
-        from .init_data import sample
+        from ..measures.laws import sample
 
         return sample(self.law, n, rng) * self.r0
 
 
 def _matrix(value, d, field):
-    from ..validation import finite_array
+    from ...inputs.checks import finite_array
 
     if value == "identity":
         return np.eye(d)
@@ -342,12 +342,12 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
          | "heads": [{"attention": ..., "beta": ..., "A": ..., "V": ...}, ...],
          "init": {"type": "uniform_sphere" | "vmf" | "frame" | "points", ...}, "T": 10.0, "r0": 1.0}
 
-    The ``init`` block is checked by the shared schema (:func:`symbolic_tpde.scenario.parse_init` with
+    The ``init`` block is checked by the shared schema (:func:`symbolic_tpde.inputs.scenario.parse_init` with
     ``geometry="sphere"``; relative paths from ``base_dir``)."""
-    from ..validation import MAX_ENTRY, horizon
-    from ..weights import make_head, make_weights
-    from ..registry.kinds import kind_names
-    from ..scenario import parse_init
+    from ...inputs.checks import MAX_ENTRY, horizon
+    from ...weights import make_head, make_weights
+    from ...registry.kinds import kind_names
+    from ...inputs.scenario import parse_init
 
     if not isinstance(data, dict):
         raise InputError("scenario", "expected a JSON object")
@@ -420,8 +420,8 @@ def load_sphere_scenario(path) -> SphereScenario:
     """Read a sphere scenario file, or a built-in name (``symbolic_tpde/scenarios/sphere_*.json``)."""
     from pathlib import Path
 
-    from ..scenario import _BUILTIN_DIR, builtin_scenarios
-    from ..validation import read_json
+    from ...inputs.scenario import _BUILTIN_DIR, builtin_scenarios
+    from ...inputs.checks import read_json
 
     p = Path(path)
     if not p.exists() and str(path) in builtin_scenarios("sphere"):

@@ -46,8 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import InputError
-from ..validation import finite_array, positive_int
+from ...errors import InputError
+from ...inputs.checks import finite_array, positive_int
 
 #: Target number of logits per row block at feature dimension <= 8 (2^18: 2 MB in float64; cache-sized),
 #: scaled by p/8 above that so matrix products keep a good shape; see :func:`default_block`.
@@ -308,7 +308,7 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
 
     starts = range(0, n_q, block)
     if threads is None:
-        from .threads import kernel_threads
+        from ..threads import kernel_threads
 
         threads = kernel_threads(2) if (BLAS_CONTROL and n_q * n_k >= THREADS_MIN_PAIRS) else 1
     n_threads = max(1, min(int(threads), len(starts)))

@@ -41,7 +41,7 @@ def simulate_layers(X0, layers, tau: float = 1.0, steps_per_layer: int = 10, sav
     """Fixed-step classical RK4 (:func:`.rk.rk_solve`, the :data:`.rk.RK4` tableau) with ``steps_per_layer``
     steps on each layer (``[l τ, (l+1) τ)``); returns the clouds at ``t = 0, τ, 2τ, …`` (``(L + 1, n, d)``)
     when ``save``, else the last one."""
-    from .rk import rk_solve
+    from ..ode.rk import rk_solve
 
     X = np.array(X0, dtype=float)
     shape = X.shape
@@ -77,7 +77,7 @@ def integrate_moments(alpha0, Sigma0, layers, tau: float = 1.0, *, method: str =
                       steps_per_layer: int = 10, rtol: float = 1e-8, blowup: bool = True):
     """Integrate the matrix moment ODE over ``len(layers)`` layers; returns the
     :class:`~.solve.Solution` (state ``(α, vec Σ)``) evaluated at the layer ends ``t = 0, τ, …, Lτ``."""
-    from .solve import BlowupMonitor, integrate
+    from ..ode.solve import BlowupMonitor, integrate
 
     alpha0 = np.asarray(alpha0, float)
     d = alpha0.size

@@ -60,9 +60,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import BlowupError, InputError
-from . import rk
-from .fields_core import attend
+from ...errors import BlowupError, InputError
+from ..ode import rk
+from ..particles.attend import attend
 
 __all__ = ["weighted_field", "Grid", "GridRun", "solve_grid", "initial_grid", "SSPRK2", "SSPRK3", "MAX_CELLS"]
 
@@ -365,13 +365,13 @@ def _grow(grid: Grid, m: np.ndarray, limit: tuple, N0: tuple):
 def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: float = 0.8, pad: float = 0.25,
                max_growth: float = 4.0, method: str = "ssprk2", grid: Grid | None = None, save_every: float = 0.0,
                threads=None, max_seconds=None, max_steps: int = 1_000_000) -> GridRun:
-    """Solve the PDE from the initial law ``spec`` (an :class:`~symbolic_tpde.scenario.InitSpec`) to ``T`` with
+    """Solve the PDE from the initial law ``spec`` (an :class:`~symbolic_tpde.inputs.scenario.InitSpec`) to ``T`` with
     ``N`` cells per axis (module docstring).  ``schedule``: a :class:`~symbolic_tpde.weights.Schedule` (weights
     read at each stage time).  ``grid``: use this grid instead of :func:`initial_grid` (convergence studies).
     ``save_every``: keep a frame at least this far apart in time (0: first and last only).  A non-finite
     velocity raises :class:`~symbolic_tpde.errors.BlowupError` with the last time the state was finite."""
-    from .init_data import cell_masses
-    from .solve import Deadline
+    from ..measures.laws import cell_masses
+    from ..ode.solve import Deadline
 
     if scheme not in ("upwind", "muscl"):
         raise InputError("scheme", f"must be 'upwind' or 'muscl', got {scheme!r}")

@@ -1,6 +1,6 @@
 """Initial laws of a scenario's ``init`` block: samplers, densities and cell masses by type.
 
-The schema (keys, checks, exact mean and covariance) is :data:`symbolic_tpde.scenario.INIT_SCHEMAS`; this
+The schema (keys, checks, exact mean and covariance) is :data:`symbolic_tpde.inputs.scenario.INIT_SCHEMAS`; this
 module holds what needs numerics, one entry per type, added with :func:`register_init`:
 
 * ``sampler(spec, n, rng) -> (n, d)`` i.i.d. draws (``rng`` a ``numpy.random.Generator``);
@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 __all__ = ["register_init", "sample", "density", "cell_masses", "INIT_TYPES", "InitType", "GAUSS", "SUB",
            "sample_sphere", "log_sphere_area"]
@@ -56,7 +56,7 @@ INIT_TYPES: dict[str, InitType] = {}
 def register_init(name: str, sampler: Callable, density: Callable | None = None, geometry: str = "R^d",
                   cells: Callable | None = None) -> InitType:
     """Register (or replace) the numerics of the ``init`` type ``name`` (its schema goes into
-    :data:`symbolic_tpde.scenario.INIT_SCHEMAS`)."""
+    :data:`symbolic_tpde.inputs.scenario.INIT_SCHEMAS`)."""
     INIT_TYPES[name] = InitType(name, sampler, density, geometry, cells)
     return INIT_TYPES[name]
 
@@ -70,7 +70,7 @@ def _get(spec) -> InitType:
 
 
 def sample(spec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` i.i.d. draws ``(n, d)`` from the law of ``spec`` (a :class:`symbolic_tpde.scenario.InitSpec`)."""
+    """``n`` i.i.d. draws ``(n, d)`` from the law of ``spec`` (a :class:`symbolic_tpde.inputs.scenario.InitSpec`)."""
     X = np.asarray(_get(spec).sampler(spec, int(n), rng), dtype=float)
     return X.reshape(int(n), spec.d)
 
@@ -243,7 +243,7 @@ register_init("grid_density", _grid_sample, _grid_density, cells=_grid_cells)
 
 # ------------------------------------------------------------------------------------ laws on the sphere
 # One schema serves both geometries: the keys and checks of every type are in
-# :data:`symbolic_tpde.scenario.INIT_SCHEMAS` (the sphere types are those of ``INIT_GEOMETRY``), the numerics
+# :data:`symbolic_tpde.inputs.scenario.INIT_SCHEMAS` (the sphere types are those of ``INIT_GEOMETRY``), the numerics
 # here (``geometry="sphere"``):
 #
 # * ``{"type": "uniform_sphere"}``: normalised standard Gaussians (uniform by rotation invariance);
@@ -349,8 +349,8 @@ register_init("points", _points, None, geometry="sphere")
 
 
 def sample_sphere(block: dict, n: int, d: int, rng, base_dir=None) -> np.ndarray:
-    """Validate the ``init`` block for ``S^{d-1}`` (:func:`symbolic_tpde.scenario.parse_init`) and draw ``n``
+    """Validate the ``init`` block for ``S^{d-1}`` (:func:`symbolic_tpde.inputs.scenario.parse_init`) and draw ``n``
     unit tokens ``(n, d)`` from it."""
-    from ..scenario import parse_init
+    from ...inputs.scenario import parse_init
 
     return sample(parse_init(block, base_dir, d=d, geometry="sphere"), n, rng)

@@ -15,7 +15,7 @@ import random
 
 import sympy as sp
 
-from .steps_check import SPD_NAMES, _rand, check_equal, explicit
+from .check import SPD_NAMES, _rand, check_equal, explicit
 
 D = sp.Symbol("d", integer=True, positive=True)
 
@@ -25,7 +25,7 @@ def constant_precision_rate(mf, V_identity: bool, A_symmetric: bool):
     ``sym``: names of the matrices taken symmetric) and ``M`` with ``d(Σ⁻¹)/dt = -Σ⁻¹(dΣ/dt)Σ⁻¹ = -M`` when that
     right-hand side, expanded, contains neither ``α`` nor ``Σ`` (a symbolic test on the expression), else
     ``M = None``."""
-    from .moments import mexpand
+    from ..symbolic.moments import mexpand
 
     rep = {h["symbols"]["V"]: sp.Identity(D) for h in mf.heads if V_identity and "V" in h["symbols"]}
     sym = tuple(h["symbols"]["A"].name for h in mf.heads if A_symmetric and "A" in h["symbols"])
@@ -71,7 +71,7 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
     constant (:func:`constant_precision_rate`), its closed-form solution and blow-up time.  The closed form and
     the blow-up time are checked by procedures that read the displayed equation (``Σ(t)`` substituted back
     into the ODE; ``det(Σ₀⁻¹ - T*M) = 0``)."""
-    from .steps_eq import Notation, at, named_roots, step
+    from .equation import Notation, at, named_roots, step
 
     Sigma = mf.Sigma
     S_dot, rep, sym, S = constant_precision_rate(mf, V_identity, A_symmetric)
@@ -81,7 +81,7 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
     if sym:
         reps.update({sp.Transpose(sp.MatrixSymbol(n, D, D)): sp.MatrixSymbol(n, D, D) for n in sym})
     mwords = " and ".join(w for w, on in (("$V = I$", V_identity), (r"$A = A^{\top}$", A_symmetric)) if on)
-    from .moments import mexpand
+    from ..symbolic.moments import mexpand
 
     out.append(step(f"with {mwords}: the mean equation", at(mf.alpha_dot, reps, words),
                     mexpand(mf.alpha_dot.xreplace(reps)), f"the user's structure ({mwords}) substituted",
@@ -183,7 +183,7 @@ def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: b
     blow-up conclusion)."""
     ass = [LAW_ASSUMPTION]
     from ..registry import kinds as registry
-    from .steps_eq import tex
+    from .equation import tex
 
     if any(registry.part(k, "symbolic").log_kernel is not None for k in kinds_):   # softmax-normalised kernels
         ass.append(TILT_ASSUMPTION)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["finite_array", "check_shape", "positive_int", "positive_number", "spd", "read_json", "parse_json",
            "number_tree", "field_name", "one_line", "strict_json", "horizon", "sweep_axis", "MAX_ENTRY", "T_MAX",
@@ -38,7 +38,7 @@ MAX_DEPTH = 32
 #: ``d⁶``; 64 is far beyond what it can do in reasonable time, and keeps arrays read from files small.
 MAX_DIM = 64
 #: Largest ``d`` where no entrywise symbolic form is needed (weights read from model files; particles through
-#: BLAS and the matrix-form moment ODE numerically, :mod:`symbolic_tpde.numerics.lowrank`): a ``d × d``
+#: BLAS and the matrix-form moment ODE numerically, :mod:`symbolic_tpde.numerics.particles.lowrank`): a ``d × d``
 #: covariance of float64 is 8 MB at 1024.
 MAX_DIM_NUMERIC = 1024
 

@@ -22,7 +22,7 @@ import numpy as np
 import sympy as sp
 
 from ..errors import InputError
-from .metric import RATIONAL_RULES, _exact, exact_array
+from ..symbolic.metric import RATIONAL_RULES, _exact, exact_array
 
 #: the rule for JSON floats in ``tpde derive --scenario`` (a key of :data:`.metric.RATIONAL_RULES`)
 RATIONAL_MODE = "decimal"
@@ -51,10 +51,10 @@ def scenario_derivation(scn, blowup_reference=None, name: str = "scenario"):
     (:data:`RATIONAL_MODE`).  ``blowup_reference(Sigma0, M) -> float``: an independent numeric blow-up time
     for ``dΣ/dt = ΣMΣ`` (floats), used when the precision equation is constant; its attribute ``route`` (if
     any) names it in the check's method."""
-    from .moments import canonical_form, derive_gaussian_system, matrix_form
-    from .sinkhorn import MatrixSqrtRequired
+    from ..symbolic.moments import canonical_form, derive_gaussian_system, matrix_form
+    from ..symbolic.sinkhorn import MatrixSqrtRequired
     from .steps import kind_derivation
-    from .steps_special import constant_precision_rate
+    from .special_cases import constant_precision_rate
 
     if not scn.schedule.is_constant:
         raise InputError("--scenario", "has piecewise-constant 'layers': the derivation is specialised to "
@@ -134,8 +134,8 @@ def _ode_with_numbers(mf, env: dict, dims: dict, system, subs: dict, numeric: bo
     is larger than :data:`.steps.ENTRYWISE_MAX_NODES` nodes per equation."""
     from .printing import tree_size
     from .steps import ENTRYWISE_MAX_NODES
-    from .steps_eq import Notation as Shown, step
-    from .steps_check import _rand, explicit
+    from .equation import Notation as Shown, step
+    from .check import _rand, explicit
 
     d = dims["d"]
     if numeric:      # the principal square root of a matrix with a free state: nested surds, not readable
@@ -205,10 +205,10 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
       an independent numeric root finder, e.g. :func:`symbolic_tpde.analysis.closed_forms.blowup_time_vi`
       with ``A = M/2``, passed in by the command so this layer does not import the analysis layer).
     """
-    from .steps_eq import Notation as Shown, step
-    from .steps_check import explicit
+    from .equation import Notation as Shown, step
+    from .check import explicit
     from .printing import readable
-    from .steps_special import blowup_failure
+    from .special_cases import blowup_failure
 
     system, subs = system_subs
     d = dims["d"]

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codegen.warm import ParamLayout
-from ..registry import layout
-from .linalg import sqrtm_psd
+from ...codegen.warm import ParamLayout
+from ...registry import layout
+from ..linalg import sqrtm_psd
 
 
 def sinkhorn_cross_cov(A: np.ndarray, Sigma: np.ndarray, epsilon: float = 1.0) -> np.ndarray:
@@ -67,7 +67,7 @@ class NumericMatrixRHS:
             k += d * d + d
         self.param_layout, self.n_params = tuple(blocks), k
         self.system = None if rest is None else rest.system
-        self.source = "numeric closed form (eigen-decompositions); see symbolic_tpde/numerics/numeric_matrix.py"
+        self.source = "numeric closed form (eigen-decompositions); see symbolic_tpde/numerics/ode/numeric_matrix.py"
 
     def __repr__(self) -> str:
         return (f"NumericMatrixRHS(d={self.d}, sinkhorn heads={self.n_sinkhorn}, other heads="

@@ -37,12 +37,12 @@ from typing import Any
 import sympy as sp
 
 from ..errors import InputError
-from .energy import particle_energy, softmax_field
-from .hessian import curve_second_derivative, particle_hessian
-from .metric import _exact, exact_matrix, particle_symbols
-from .steps_check import check_equal
-from .steps_eq import Derivation, Equation, Step, tex
-from .steps_eq import Notation as Shown
+from ..symbolic.energy import particle_energy, softmax_field
+from ..symbolic.hessian import curve_second_derivative, particle_hessian
+from ..symbolic.metric import _exact, exact_matrix, particle_symbols
+from .check import check_equal
+from .equation import Derivation, Equation, Step, tex
+from .equation import Notation as Shown
 
 __all__ = ["energy_derivation", "checked_step"]
 
@@ -258,7 +258,7 @@ def _gaussian_steps() -> list[Step]:
     """The energy on the Gaussian family, ``d = 1`` with symbolic ``a``, ``α``, ``s`` (MATH.md §5): the two
     square completions of :mod:`.gaussian_energy` agree, and ``E(N(α, s)) → E(δ_α) = ½ exp(aα²)`` as ``s → 0``
     (``sympy.limit``), the normalisation seen from the Gaussians."""
-    from .gaussian_energy import gaussian_energy, gaussian_energy_joint
+    from ..symbolic.gaussian_energy import gaussian_energy, gaussian_energy_joint
 
     a, al, sv = sp.Symbol("a", real=True), sp.Symbol("alpha", real=True), sp.Symbol("s", positive=True)
     A1, alpha, Sigma = sp.Matrix([[a]]), sp.Matrix([al]), sp.Matrix([[sv]])

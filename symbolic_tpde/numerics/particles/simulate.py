@@ -5,7 +5,7 @@
 ``t -> Weights``):
 
 * ``method="rk4"`` with ``steps=None`` (the default, and ``tpde particles`` without ``--steps``):
-  error-controlled steps of the embedded Dormand-Prince 5(4) pair :data:`~symbolic_tpde.numerics.rk.DOPRI5`
+  error-controlled steps of the embedded Dormand-Prince 5(4) pair :data:`~symbolic_tpde.numerics.ode.rk.DOPRI5`
   (reported as method ``"dopri5"``), in the particles' dtype, at the tolerance :func:`auto_tolerance`
   (``10⁻³ n^{-1/2}``: a thousandth of the Monte-Carlo standard error of the moments, so the time
   discretisation is invisible next to the sampling error); ``run.error_estimate`` is the sum over accepted
@@ -14,13 +14,13 @@
 * ``method="rk4"`` with ``steps=K``: classical fourth-order Runge-Kutta on a fixed grid;
 * ``method="euler"``: ``X_{k+1} = X_k + h Γ(t_k, X_k)`` (one "layer" per step, as in the literature; always a
   fixed grid, default ``max(10, ceil(100 T))`` steps);
-* ``method="adaptive"``: :func:`symbolic_tpde.numerics.solve.integrate` on the flattened cloud with
+* ``method="adaptive"``: :func:`symbolic_tpde.numerics.ode.solve.integrate` on the flattened cloud with
   ``ivp_method`` (default ``"dopri5"``, the package's Dormand-Prince 5(4); any ``solve_ivp`` name also works)
   and ``rtol, atol``.
 
-The first three step through :class:`~symbolic_tpde.numerics.rk.RKSolver`, the package's one stepping
-routine and step-size controller (tableaus :data:`~symbolic_tpde.numerics.rk.EULER`,
-:data:`~symbolic_tpde.numerics.rk.RK4`, :data:`~symbolic_tpde.numerics.rk.DOPRI5`), with the cloud as one row
+The first three step through :class:`~symbolic_tpde.numerics.ode.rk.RKSolver`, the package's one stepping
+routine and step-size controller (tableaus :data:`~symbolic_tpde.numerics.ode.rk.EULER`,
+:data:`~symbolic_tpde.numerics.ode.rk.RK4`, :data:`~symbolic_tpde.numerics.ode.rk.DOPRI5`), with the cloud as one row
 in its own dtype (float32 stays float32; the error norm is accumulated in float64).
 
 Layers: the fixed-step methods split ``[0, T]`` at the layer breakpoints (``schedule.breakpoints(T)``) and
@@ -30,7 +30,7 @@ layer).  The adaptive method restarts at each breakpoint (the weights of a segme
 are read at each stage time.
 
 Bounded work: ``max_seconds`` caps the wall-clock time with the integrator's one mechanism,
-:class:`symbolic_tpde.numerics.solve.Deadline`, checked once per step (per rhs evaluation for ``adaptive``);
+:class:`symbolic_tpde.numerics.ode.solve.Deadline`, checked once per step (per rhs evaluation for ``adaptive``);
 when it expires the run returns early with ``status == "time-limit"`` and ``t`` the last completed time (the
 state there exact, and appended to a saved trajectory).
 
@@ -50,12 +50,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import BlowupError, ConvergenceError, InputError
-from ..validation import positive_int, positive_number
-from ..weights import Schedule, Weights
+from ...errors import BlowupError, ConvergenceError, InputError
+from ...inputs.checks import positive_int, positive_number
+from ...weights import Schedule, Weights
 from .fields import as_schedule, field
-from . import rk
-from .fields_core import as_points, work_dtype
+from ..ode import rk
+from .attend import as_points, work_dtype
 
 METHODS = ("rk4", "euler", "adaptive")
 
@@ -156,7 +156,7 @@ def simulate(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: f
     fixed-step methods do all work in it; ``adaptive`` keeps the state in float64 and evaluates the field in
     ``dtype``.  ``max_seconds``: wall-clock cap (``None``: none; module docstring, Bounded work).
     """
-    from .solve import Deadline
+    from ..ode.solve import Deadline
 
     T = _check_args(T, steps, method, save_every, rtol, atol)
     if max_seconds is not None:
@@ -298,7 +298,7 @@ def _adaptive(X, sched, T, n_steps, save_every, rtol, atol, ivp_method, dt, bar,
     """The flattened cloud through :func:`.solve.integrate` (own Dormand-Prince by default), restarting at the
     layer breakpoints.  A non-finite field makes the step fail (rejection); the step size then collapses at
     the blow-up and :class:`BlowupError` is raised with the last accepted time."""
-    from .solve import Status, integrate
+    from ..ode.solve import Status, integrate
 
     n, d = X.shape
     layered = sched.func is None

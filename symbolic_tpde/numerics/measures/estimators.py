@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from .fields_core import as_points
+from ...errors import InputError
+from ..particles.attend import as_points
 
 
 def mean(X) -> np.ndarray:

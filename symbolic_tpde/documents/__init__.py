@@ -1,0 +1,1 @@
+"""Derivation documents: step objects, their checks, and the text/LaTeX/JSON renderers."""

@@ -1,0 +1,1 @@
+"""The input layer: strict readers and validators, and scenario files."""

@@ -1,0 +1,1 @@
+"""Measures: initial laws, empirical moments and estimators, Wasserstein and Bures distances."""

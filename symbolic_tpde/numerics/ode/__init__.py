@@ -1,0 +1,1 @@
+"""Time integration: Runge-Kutta tableaus, the one `integrate` loop, and the numeric-matrix ODE backend."""

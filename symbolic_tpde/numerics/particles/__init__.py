@@ -1,0 +1,1 @@
+"""Particle systems: attention fields (blocked and fused kernels), simulation, sphere models, energy."""
