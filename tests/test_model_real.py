@@ -136,3 +136,67 @@ def test_norm_coordinates_exact(real):
         np.testing.assert_allclose((u * u).sum(1), 384, rtol=1e-9)
         got = sur.field(l, u, np.zeros(len(u), int), fac)
         assert np.linalg.norm(got - attn[l]) / np.linalg.norm(attn[l]) < 1e-10
+
+
+def test_report_numbers_against_independent_numpy(real):
+    """The report's measured and Euler rows, and its hypothesis eigenvalues, recomputed here independently:
+    cosines by loops over pairs, effective rank from numpy's covariance eigenvalues, the Euler step from the
+    network forward pass (input + attention output), S from the d × d matrices A_h, V_h."""
+    from symbolic_tpde.analysis import model_report as mr
+
+    T, ck, _ = real
+    from symbolic_tpde.analysis.model_io import load_checkpoint
+    from symbolic_tpde.analysis.surrogate import Surrogate
+
+    sur = Surrogate(load_checkpoint(WEIGHTS, n_layers=1))
+    ids, seq = vocab_ids(SENTENCES)
+    states = [network_forward(T, ids[seq == s]) for s in range(2)]
+    H = np.concatenate([st[0][:2] for st in states], axis=1)            # layer 0 input and output, both sequences
+    euler = np.concatenate([st[0][0] + st[1][0] for st in states])
+    rep = mr.model_report(sur, H, seq)
+    rows = {r["diagnostic"]: r for r in rep["rows"]}
+
+    def cos_pairs(Y):
+        w, a = [], []
+        for i in range(len(Y)):
+            for j in range(len(Y)):
+                if i != j:
+                    c = Y[i] @ Y[j] / np.linalg.norm(Y[i]) / np.linalg.norm(Y[j])
+                    (w if seq[i] == seq[j] else a).append(c)
+        return np.mean(w), np.mean(a)
+
+    def erank(Y):
+        lam = np.clip(np.linalg.eigvalsh(np.cov(Y, rowvar=False)), 0, None)
+        p = lam[lam > 1e-12 * lam.max()] / lam.sum()
+        return np.exp(-(p * np.log(p)).sum()), lam.max() / lam.sum()
+
+    for Y, col in ((H[1], "measured"), (euler, "euler"), (H[0], "measured_in")):
+        w, a = cos_pairs(Y)
+        er, top = erank(Y)
+        np.testing.assert_allclose([rows["cos_within"][col], rows["cos_across"][col]], [w, a], rtol=1e-10)
+        np.testing.assert_allclose([rows["eff_rank"][col], rows["top_fraction"][col]], [er, top], rtol=1e-8)
+    assert rows["eff_rank"]["euler_gap"] == rows["eff_rank"]["euler"] - rows["eff_rank"]["measured"]
+    assert abs(rows["cos_within"]["surrogate_gap"]) < 1e-10          # the full surrogate block is the network
+    m = sur.m
+    S = sum(m.V(0, h) @ m.A(0, h) + (m.V(0, h) @ m.A(0, h)).T for h in range(12))
+    lam = np.linalg.eigvalsh(S)
+    h0 = rep["hypotheses"][0]
+    np.testing.assert_allclose([h0["S_eig_max"], h0["S_eig_min"]], [lam[-1], lam[0]], rtol=1e-9)
+    assert h0["riccati"].startswith("fails") and h0["lyapunov"].startswith("fails")
+    assert h0["blowup_status"] in ("blow-up",) or h0["blowup_status"].startswith(("no blow-up", "stalled", "time-limit"))
+
+
+@pytest.mark.slow
+def test_cli_report_end_to_end(tmp_path):
+    """`tpde model report` on the packaged model: exit 0, CSVs that load with no options, one plot per
+    diagnostic, every tensor of the file in the account."""
+    import pandas as pd
+
+    from symbolic_tpde.cli import main
+
+    assert main(["model", "report", str(WEIGHTS), "--out", str(tmp_path)]) == 0
+    df = pd.read_csv(tmp_path / "report.csv")
+    assert len(df) == 6 * 6 and set(df["layer"]) == set(range(6))
+    assert len(pd.read_csv(tmp_path / "hypotheses.csv")) == 6
+    assert all((tmp_path / f"{k}.png").stat().st_size > 1000 for k in ("cos_within", "cos_across", "eff_rank",
+                                                                      "top_fraction", "clusters", "attn_entropy"))

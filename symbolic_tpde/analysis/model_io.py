@@ -319,9 +319,9 @@ class Checkpoint:
             ("norms (LayerNorm/RMSNorm: modelled in analysis.surrogate)",
              any(b.norm1 is not None or b.norm2 is not None for b in self.blocks)),
             ("MLP blocks (modelled in analysis.surrogate)", any(b.mlp for b in self.blocks)),
-            ("causal mask (modelled in analysis.surrogate)", self.mapping["causal"])) if present) + self.refused
+            ("causal mask (modelled in analysis.surrogate)", self.mapping["causal"])) if present)
         return LowRankModel(*(np.stack(x) for x in (Q, K, Vv, WO)), self.arch, dropped,
-                            *(np.stack(x) for x in (bQ, bK, bV, bO)))
+                            *(np.stack(x) for x in (bQ, bK, bV, bO)), refused=self.refused)
 
 
 def _finite(key, arr):
@@ -493,7 +493,8 @@ def load_checkpoint(path_or_tensors, preset: str | None = None, *, mapping=None,
 class LowRankModel:
     """Per-layer, per-head factors (module docstring) and biases ``bQ, bK, bV (L, H, k)``, ``bO (L, d)``;
     ``dropped``: parts of the checkpoint the attention-only particle model leaves out (present in the file),
-    each naming where it is modelled.  :meth:`layers` gives the bias-free factors of
+    each naming where it is modelled; ``refused``: parts of the architecture no particle model here can
+    represent (LLaMA's rotary positions: not a tensor of the file).  :meth:`layers` gives the bias-free factors of
     :mod:`symbolic_tpde.numerics.particles.lowrank`; the biased field is :mod:`.surrogate`'s."""
 
     Q: np.ndarray
@@ -506,6 +507,8 @@ class LowRankModel:
     bK: np.ndarray | None = None
     bV: np.ndarray | None = None
     bO: np.ndarray | None = None
+    refused: tuple = ()
+    refused: tuple = ()
 
     @property
     def n_layers(self) -> int:
