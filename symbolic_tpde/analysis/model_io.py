@@ -7,28 +7,35 @@ tensors.  dtypes ``F64, F32, F16, BF16`` (BF16 widened exactly to float32), inte
 header is parsed by the package's strict JSON reader; every offset, shape and dtype is checked against the
 file size before a byte is used.  ``.npz`` through ``numpy.load(allow_pickle=False)``.
 
-Name mapping (:class:`NameMap`; presets :data:`PRESETS`), with ``x`` a token as a column vector and
-``k = d / H`` the head dimension:
+Layouts (:data:`PRESETS`; each is a *mapping*, the same form a user's JSON mapping file takes, read strictly by
+:func:`read_mapping`): roles (:data:`LAYER_ROLES`, :data:`GLOBAL_ROLES`) → tensor names with ``{l}`` the layer,
+prefixes tried in order, the norm (LayerNorm/RMSNorm/none) and its placement (post/pre), causal or not, rotary or
+not, the MLP activation, and ``other``: the file's tensors knowingly left out, each with its reason.  Without a
+preset, :func:`detect_preset` picks the one whose layer-0 query projection is in the file; when none matches the
+error lists the file's layer-0 keys and names ``--mapping``.  With ``x`` a token as a column vector:
 
-* ``gpt2``: ``h.{l}.attn.c_attn.weight`` ``(d, 3d)`` in Conv1D layout (``y = x W + b``), columns
-  ``[q | k | v]``, head ``h`` the columns ``h k … (h+1) k - 1`` of each; ``h.{l}.attn.c_proj.weight`` ``(d, d)``
-  (Conv1D), head ``h`` its rows ``h k …``.  So ``Q_h = W[:, hk:(h+1)k]ᵀ``, ``K_h``, ``Vv_h`` likewise from the
-  next blocks, ``WO_h = c_proj[hk:(h+1)k, :]ᵀ``.  A leading ``transformer.`` is accepted.
-* ``llama``: ``model.layers.{l}.self_attn.{q,k,v,o}_proj.weight`` in ``nn.Linear`` layout (``y = W x``):
-  ``q_proj (H k, d)``, ``k_proj``/``v_proj`` ``(H_kv k, d)`` (grouped-query attention: query head ``h`` uses
-  key/value head ``h // (H / H_kv)``), ``o_proj (d, H k)``, head ``h`` its columns.
+* ``bert`` (BERT-style encoders, MiniLM sentence encoders): ``encoder.layer.{l}.attention.self.{query,key,value}``,
+  ``attention.output.dense``/``LayerNorm``, ``intermediate.dense``, ``output.dense``/``LayerNorm``, embeddings and
+  their LayerNorm; ``nn.Linear`` layout; Post-LN, GELU, bidirectional; ``pooler.*`` and ``position_ids`` unused.
+* ``gpt2``: ``h.{l}.attn.c_attn`` ``(d, 3d)`` in Conv1D layout (``y = x W + b``), columns ``[q | k | v]``;
+  ``attn.c_proj``, ``ln_1``, ``ln_2``, ``mlp.c_fc``, ``mlp.c_proj``; ``wte``, ``wpe``, ``ln_f``; Pre-LN, tanh-GELU,
+  causal (the ``attn.bias`` mask buffers are accounted as such).  A leading ``transformer.`` is accepted.
+* ``llama``: ``model.layers.{l}.self_attn.{q,k,v,o}_proj`` (weights, and biases when the file has them: they are
+  read, never dropped), ``input_layernorm``, ``post_attention_layernorm``, ``mlp.{gate,up,down}_proj``,
+  ``model.norm``, ``model.embed_tokens``; RMSNorm, Pre-norm, gated SiLU, causal; grouped-query attention (query
+  head ``h`` uses key/value head ``h // (H / H_kv)``).  Rotary positions are *refused* by name (not a tensor:
+  the logit depends on ``j - i``, no single ``A`` per head).
 
-Dropped, and stated in every :class:`LowRankModel`'s ``dropped``: biases (GPT-2's ``c_attn.bias`` and
-``c_proj.bias``: a query bias is a key-independent shift of the logits plus a linear term, not of the
-form ``<Ax, y>``), rotary position embeddings (LLaMA: position-dependent rotations of ``q``, ``k``; the
-particle model has no positions), layer norms, the MLP blocks, the residual stream's discrete updates (the
-continuous-depth model is ``dx/dt = attention(x)``, each layer acting for time ``τ``), causal masking.
-
-Result: :class:`LowRankModel` with ``Q, K (L, H, k, d)``, ``Vv (L, H, k, d)``, ``WO (L, H, d, k)``, so that
-``A_{l,h} = K_hᵀ Q_h / √k`` (the convention ``A = W_Kᵀ W_Q / √d_head``) and value ``V_{l,h} = WO_h Vv_h``
-(``W_O W_V``).  ``schedule()`` turns it into a :class:`~symbolic_tpde.weights.Schedule` of structured softmax
-heads (layers as time-dependent weights) for the rest of the package; large models use
-:mod:`symbolic_tpde.numerics.particles.lowrank` directly (no ``d × d`` matrix per head is formed).
+Heads, ε and the activation come from the arguments, else the mapping, else a ``config.json`` beside the file.
+:func:`load_checkpoint` gives a :class:`Checkpoint` (every block in ``nn.Linear`` layout and the account of
+every tensor: ``used`` with its role, ``unused`` with its reason); the per-layer surrogate of the whole block is
+:mod:`.surrogate`.  :meth:`Checkpoint.lowrank` gives a :class:`LowRankModel` with ``Q, K (L, H, k, d)``,
+``Vv (L, H, k, d)``, ``WO (L, H, d, k)`` and the biases, so that ``A_{l,h} = K_hᵀ Q_h / √k`` (the convention
+``A = W_Kᵀ W_Q / √d_head``), value ``V_{l,h} = WO_h Vv_h`` (``W_O W_V``), key-linear term ``r_{l,h} = K_hᵀ b_Q/√k``
+and constant velocity ``c_l = Σ_h WO_h b_V + b_O``.  ``schedule()`` turns a small bias-free model into a
+:class:`~symbolic_tpde.weights.Schedule` (refused above ``d =`` :data:`SYMBOLIC_MAX_D` unless asked: a Schedule
+feeds the symbolic derivations); large models use :mod:`.surrogate` and
+:mod:`symbolic_tpde.numerics.particles.lowrank` (no ``d × d`` matrix per head is formed).
 """
 
 from __future__ import annotations
