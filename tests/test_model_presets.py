@@ -216,3 +216,33 @@ def test_schedule_size_check():
     m = LowRankModel(z, z, z, np.zeros((1, 1, d, 4)), "test")
     with pytest.raises(InputError, match="symbolic"):
         m.schedule()
+
+
+def test_cli_report_on_states_file(tmp_path, capsys):
+    """`tpde model report --states` on a small GPT-2 file: CSV one row per layer and diagnostic that loads with
+    pandas as is, gaps equal predicted - measured, one plot per diagnostic; the surrogate row reproduces the
+    states it was given (they are its own forward pass); no vocab.txt and no --states: exit 2 naming --states."""
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    _gpt2_file(tmp_path, rng)
+    ck = load_checkpoint(tmp_path / "gpt2.safetensors", n_heads=2)
+    sur = Surrogate(ck)
+    ids = np.array([1, 2, 3, 4, 5, 6, 7, 3, 2, 1, 0, 5])
+    seq = np.array([0] * 6 + [1] * 6)
+    H = sur.forward(sur.embed(ids, seq), seq)
+    np.savez(tmp_path / "S.npz", states=H, seq=seq)
+    w = str(tmp_path / "gpt2.safetensors")
+    assert main(["model", "report", w, "--heads", "2", "--states", str(tmp_path / "S.npz"),
+                 "--out", str(tmp_path / "out")]) == 0
+    df = pd.read_csv(tmp_path / "out" / "report.csv")
+    assert len(df) == 2 * 6
+    ok = df["euler_status"] == "ok"
+    np.testing.assert_allclose(df.loc[ok, "euler_gap"], df.loc[ok, "euler"] - df.loc[ok, "measured"], atol=1e-12)
+    assert np.abs(df["surrogate_gap"]).max() < 1e-9
+    assert len(list((tmp_path / "out").glob("*.png"))) == 6
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert rep["account"]["tensors_in_file"] == len(ck.used) + len(ck.unused)
+    capsys.readouterr()
+    assert main(["model", "report", w, "--heads", "2"]) == 2
+    assert "--states" in capsys.readouterr().err
