@@ -64,4 +64,5 @@ def test_unconverged_fit_is_labelled(tmp_path, capsys, monkeypatch):
     assert all("(not converged)" in line for line in out.splitlines() if line.strip().startswith("h0_A") and "=" in line
                and "not identifiable" not in line)
     assert main(args + ["--start", "given", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["status"] == "not-converged"
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["converged"] is False and "NOT converge" in rep["not_converged_warning"]

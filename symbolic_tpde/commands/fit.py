@@ -87,7 +87,10 @@ def run(args) -> int:
         print(strict_json({"status": "time-limit", "max_seconds": cap, "message": str(exc)}) if args.json else
               f"time-limit: {exc}; no estimate (the optimiser had not converged)")
         return EXIT_TIME_LIMIT
-    rep = {"status": "ok" if res.converged else "not-converged", **res.report()}
+    rep = {"status": "ok", **res.report()}
+    if not res.converged:      # the JSON keeps "converged": false; the warning says what that means
+        rep["not_converged_warning"] = ("the optimiser did NOT converge: the values are its end point, not a "
+                                        "minimum, and their intervals are not confidence intervals")
     if args.json:
         print(strict_json(rep))
         return 0
