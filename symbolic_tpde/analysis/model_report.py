@@ -20,12 +20,17 @@ Hypotheses (per layer, numeric, on that layer's weights; see :mod:`.theorems` fo
 Predictions of the layer's output cloud, each a row with its time and status (``ok``, ``blow-up at t``,
 ``stalled``: such rows carry no numbers):
 
-* ``euler``: ``x + f(x)``, the attention residual as one Euler step of length 1 (τ = 1);
-* ``flow``: the particle flow ``dx/dt = f(x)`` at ``τ = 1`` (classical RK4, ``steps`` steps; each sequence its own
+* ``euler``: ``h + τ f(h)`` (``f`` the attention update of the residual stream, through ``N1`` for Pre-LN): the
+  attention residual alone as one Euler step of length ``τ`` (τ = 1: the network's own attention step, without
+  the norms and the MLP);
+* ``flow``: the particle flow ``dh/dt = f(h)`` at ``τ`` (classical RK4, ``steps`` steps; each sequence its own
   system; causal where the model is): a different map when the Jacobian of ``f`` is not small;
-* ``gaussian``: the attention moment ODE from the fitted Gaussian at ``τ = 1`` (covariance diagnostics only);
-* ``surrogate``: the full surrogate block (norms, MLP): the network itself to round-off (a check that the
-  other rows' gaps are the theory's, not the reading's).
+* ``gaussian``: the attention moment ODE from the fitted Gaussian at ``τ`` (covariance diagnostics only;
+  Post-LN models, where the attention input is the residual stream);
+* ``flow_block``: the flow's end point completed by the rest of the block (norms and MLP, exactly): the network
+  with its attention Euler step replaced by the continuous flow, so its gap is the discrete-vs-continuous gap;
+* ``surrogate``: the full surrogate block (the Euler step and the rest): the network itself to round-off (a
+  check that the other rows' gaps are the theory's, not the reading's).
 
 Diagnostics of a cloud ``Y`` (the network's output ``H[l + 1]`` as measured, each prediction as predicted):
 ``cos_within``/``cos_across`` (mean pairwise cosine of pairs in the same / in different sequences),
@@ -58,7 +63,7 @@ GAUSSIAN_RTOL = 1e-4
 #: the steps)
 BLOWUP_LEVELS = tuple(10.0 ** np.arange(3, 7))
 DIAGNOSTICS = ("cos_within", "cos_across", "eff_rank", "top_fraction", "clusters", "attn_entropy")
-MODELS = ("euler", "flow", "gaussian", "surrogate")
+MODELS = ("euler", "flow", "gaussian", "flow_block", "surrogate")
 COVARIANCE_ONLY = ("eff_rank", "top_fraction")
 
 
@@ -185,17 +190,18 @@ def hypotheses(sur, l, x, sol) -> dict:
 
 
 def particle_flow(sur, l, x, seq, tau=1.0, steps=8):
-    """RK4 of ``dx/dt = f(x)`` over ``[0, τ]``; returns ``(cloud, status)``: ``blow-up`` when a stage leaves the
-    finite range or the cloud's RMS norm grows past 1e6 times its start."""
+    """RK4 of the residual stream's attention flow ``dh/dt = f(attention_input(h))`` over ``[0, τ]`` from
+    ``x``; returns ``(cloud, status)``: ``blow-up`` when a stage leaves the finite range or the cloud's RMS norm
+    grows past 1e6 times its start."""
     h = tau / steps
     X = x.copy()
     r0 = np.sqrt((x * x).sum(1).mean())
     for i in range(steps):
         with np.errstate(all="ignore"):
-            k1 = sur.field(l, X, seq)
-            k2 = sur.field(l, X + h / 2 * k1, seq)
-            k3 = sur.field(l, X + h / 2 * k2, seq)
-            k4 = sur.field(l, X + h * k3, seq)
+            k1 = sur.residual_field(l, X, seq)
+            k2 = sur.residual_field(l, X + h / 2 * k1, seq)
+            k3 = sur.residual_field(l, X + h / 2 * k2, seq)
+            k4 = sur.residual_field(l, X + h * k3, seq)
             X = X + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
         if not np.isfinite(X).all() or np.sqrt((X * X).sum(1).mean()) > 1e6 * r0:
             return None, f"blow-up at t ≈ {(i + 1) * h:.3g}"
@@ -209,13 +215,19 @@ def layer_rows(sur, l, H, seq, sol, *, tau=1.0, steps=8):
     measured = diagnostics(sur, l, Xout, seq)
     measured_in = diagnostics(sur, l, Xin, seq)
     preds, status = {}, {}
-    f = sur.field(l, x, seq)
-    preds["euler"], status["euler"] = diagnostics(sur, l, x + tau * f, seq), "ok"
-    Y, status["flow"] = particle_flow(sur, l, x, seq, tau, steps)
-    preds["flow"] = diagnostics(sur, l, Y, seq) if Y is not None else {k: float("nan") for k in DIAGNOSTICS}
-    preds["gaussian"] = {k: float("nan") for k in DIAGNOSTICS}
+    nan = {k: float("nan") for k in DIAGNOSTICS}
+    f = sur.residual_field(l, Xin, seq)
+    preds["euler"], status["euler"] = diagnostics(sur, l, Xin + tau * f, seq), "ok"
+    Y, status["flow"] = particle_flow(sur, l, Xin, seq, tau, steps)
+    preds["flow"] = diagnostics(sur, l, Y, seq) if Y is not None else dict(nan)
+    preds["flow_block"] = diagnostics(sur, l, sur.finish(l, Y)[2], seq) if Y is not None else dict(nan)
+    status["flow_block"] = status["flow"]
+    preds["gaussian"] = dict(nan)
     at = [i for i, t in enumerate(sol.t) if abs(t - tau) <= 1e-12 * tau]
-    if at and (sol.status == "ok" or sol.t_end > tau):
+    if sur.placement != "post":
+        status["gaussian"] = ("n/a: pre-norm, the Gaussian of the normalised attention input is not the residual "
+                              "stream's")
+    elif at and (sol.status == "ok" or sol.t_end > tau):
         preds["gaussian"].update(_cov_diagnostics(sigma_of(sur, sol.y[at[0]], len(x))))
         status["gaussian"] = "ok (covariance diagnostics only)"
     elif sol.status == "blowup":

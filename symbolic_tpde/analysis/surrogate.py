@@ -140,20 +140,28 @@ class Surrogate:
         """What layer ``l``'s attention sees, from the residual stream ``h`` (Pre-LN: ``N1(h)``; Post-LN: ``h``)."""
         return self.norm(h, self.ckpt.blocks[l].norm1) if self.placement == "pre" else h
 
+    def residual_field(self, l: int, h, seq) -> np.ndarray:
+        """The attention update of the residual stream, ``f(attention_input(h))``: ``h + residual_field(h)`` is the
+        network's attention residual step (one Euler step of length 1 of ``dh/dt = residual_field(h)``)."""
+        return self.field(l, self.attention_input(l, h), seq)
+
+    def finish(self, l: int, y) -> tuple:
+        """The rest of layer ``l`` after the attention residual ``y = h + f``: ``(mid, mlp_out, out)`` (Post-LN:
+        ``mid = N1(y)``, ``out = N2(mid + mlp(mid))``; Pre-LN: ``mid = y``, ``out = mid + mlp(N2 mid)``)."""
+        b = self.ckpt.blocks[l]
+        if self.placement == "post":
+            mid = self.norm(y, b.norm1)
+            g = self.mlp(l, mid)
+            return mid, g, self.norm(mid + g, b.norm2)
+        g = self.mlp(l, self.norm(y, b.norm2))
+        return y, g, y + g
+
     def block(self, l: int, h, seq) -> dict:
         """One layer from the residual stream ``h``: ``attn_in``, ``attn_out`` (f, incl. biases), ``mid``, ``mlp_out``,
         ``out`` (the next residual stream)."""
-        b = self.ckpt.blocks[l]
         x = self.attention_input(l, h)
         f = self.field(l, x, seq)
-        if self.placement == "post":
-            mid = self.norm(h + f, b.norm1)
-            g = self.mlp(l, mid)
-            out = self.norm(mid + g, b.norm2)
-        else:
-            mid = h + f
-            g = self.mlp(l, self.norm(mid, b.norm2))
-            out = mid + g
+        mid, g, out = self.finish(l, h + f)
         return {"attn_in": x, "attn_out": f, "mid": mid, "mlp_out": g, "out": out}
 
     def embed(self, ids, seq=None, positions=None) -> np.ndarray:

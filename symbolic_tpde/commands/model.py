@@ -167,7 +167,7 @@ def _plots(report, out) -> list:
         layers = [r["layer"] + 1 for r in rows]
         fig, ax = plt.subplots(figsize=(5, 3.2))
         ax.plot([0] + layers, [rows[0]["measured_in"]] + [r["measured"] for r in rows], "k-o", label="network")
-        for m, st in zip(MODELS, ("s--", "^--", "d:", "x")):
+        for m, st in zip(MODELS, ("s--", "^--", "d:", "v-.", "x")):
             v = np.array([r[m] for r in rows], float)
             if np.isfinite(v).any():
                 ax.plot(layers, v, st, label=f"{m} (from each layer's real input)")
