@@ -40,7 +40,15 @@ part            what                                            registered in
 ``claim``       (optional) the paper's closed form of ``(b, J)``  ``symbolic_tpde/validate/oracles.py``
                 exact (rational matrices) and in matrix form,
                 the claims the ``tpde verify`` rows check
+``affine``      (optional) numeric ``(b, J)`` on ``N(α, Σ)`` of   ``symbolic_tpde/analysis/closed_forms.py``
+                an affine kind without a normalised form
+                (linear, Sinkhorn)
 ==============  ==============================================  =========================================
+
+A kind registered with a ``quadratic`` form needs neither a ``symbolic`` nor a ``particle`` part: :func:`part`
+builds them from the form (and the closed forms, the grid velocity and the theorems' hypotheses read the form
+directly).  Adding a key-biased softmax is one :func:`add` with its form, plus its independent ``oracle`` (and
+``claim``): ``docs/kind.md``.
 
 :func:`part` imports the owning module on first use, so this module stays at the bottom of the layering
 (spec ← symbolic ← codegen ← numerics ← model ← analysis ← validate ← cli) while every layer can find its
@@ -317,7 +325,7 @@ add(KindSpec("custom", (
 PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.particles.fields",
          "oracle": "symbolic_tpde.validate.oracles"}
 #: parts a kind may have (``part(kind, name, None)`` when absent)
-OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles"}
+OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles", "affine": "symbolic_tpde.analysis.closed_forms"}
 _MISSING = object()
 
 # Normalised tokens (README "Sphere"): the attention vector A_i = Σ_j w_ij V θ_j at unit tokens θ_j, with
