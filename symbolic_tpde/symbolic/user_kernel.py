@@ -284,20 +284,28 @@ def kernel_form(system) -> KernelForm:
     return form
 
 
-def _numbers(system, values) -> dict:
-    """``{symbol: float}`` for every parameter of ``system`` from ``values`` (symbol, name or a Matrix of
-    symbols -> number(s)); InputError naming missing, unknown or non-finite entries."""
+def params_from_values(system, values):
+    """Flat parameter vector (numpy, in ``system.params`` order) from ``values``: each parameter symbol (or its
+    name) -> a number; a SymPy ``Matrix`` of parameter symbols may map to an array of the same shape.  Missing
+    or extra names are an :class:`InputError` naming them (used by ``GaussianODE.from_system`` and
+    :func:`kernel_schedule`)."""
     import math
 
     import numpy as np
 
     if not hasattr(values, "items"):
         raise InputError("values", f"must map parameter symbols or names to numbers, got {type(values).__name__}")
-    by_name = {s.name: s for s in system.params}
-    out, extra = {}, []
+    by_name = {s.name: i for i, s in enumerate(system.params)}
+    p = np.full(system.n_params, np.nan)
+    extra: list[str] = []
     for key, val in values.items():
-        pairs = (zip(key, np.asarray(val, dtype=float).reshape(-1)) if isinstance(key, sp.MatrixBase)
-                 else [(key, val)])
+        if isinstance(key, sp.MatrixBase):
+            arr = np.asarray(val, dtype=float)
+            if arr.shape != key.shape:
+                raise InputError(str(key), f"expected an array of shape {key.shape}, got {arr.shape}")
+            pairs = list(zip(list(key), arr.reshape(-1)))
+        else:
+            pairs = [(key, val)]
         for k, v in pairs:
             name = k.name if isinstance(k, sp.Symbol) else str(k)
             if name not in by_name:
@@ -305,15 +313,17 @@ def _numbers(system, values) -> dict:
                 continue
             if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise InputError(name, f"must be a real number, got {v!r}")
-            if not math.isfinite(float(v)):
+            fv = float(v)
+            if not math.isfinite(fv):
                 raise InputError(name, "must be finite")
-            out[by_name[name]] = float(v)
+            p[by_name[name]] = fv
     if extra:
-        raise InputError("values", f"unknown parameters {sorted(set(extra))}; the system's are {sorted(by_name)}")
-    missing = [s.name for s in system.params if s not in out]
+        raise InputError("values", f"unknown parameters {sorted(set(extra))}; the system's are "
+                         f"{[s.name for s in system.params]}")
+    missing = [s.name for s, v in zip(system.params, p) if np.isnan(v)]
     if missing:
         raise InputError("values", f"missing parameters {missing}")
-    return out
+    return p
 
 
 def kernel_schedule(system, values):
@@ -327,7 +337,7 @@ def kernel_schedule(system, values):
     from ..weights import Schedule, make_head, make_weights
 
     kf = kernel_form(system)
-    num = _numbers(system, values)
+    num = dict(zip(system.params, params_from_values(system, values).tolist()))
     blocks = [m.xreplace(num) for m in (kf.B, kf.R, kf.r, kf.V)]
     at_t = sp.lambdify([system.time], blocks, "numpy")
 
