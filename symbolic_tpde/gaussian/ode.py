@@ -74,42 +74,11 @@ def pack_params(system, weights: Weights) -> np.ndarray:
 
 
 def params_from_values(system, values) -> np.ndarray:
-    """Flat parameter vector from ``values``: each parameter symbol (or its name) -> a number; a SymPy
-    ``Matrix`` of parameter symbols may map to an array of the same shape.  Missing or extra names are an
-    :class:`InputError` naming them."""
-    import sympy as sp
+    """Flat parameter vector from ``values`` (:func:`symbolic_tpde.symbolic.user_kernel.params_from_values`,
+    imported on call: this module loads without SymPy)."""
+    from ..symbolic.user_kernel import params_from_values as flat
 
-    if not hasattr(values, "items"):
-        raise InputError("values", f"must map parameter symbols or names to numbers, got {type(values).__name__}")
-    by_name = {s.name: i for i, s in enumerate(system.params)}
-    p = np.full(system.n_params, np.nan)
-    extra: list[str] = []
-    for key, val in values.items():
-        if isinstance(key, sp.MatrixBase):
-            arr = np.asarray(val, dtype=float)
-            if arr.shape != key.shape:
-                raise InputError(str(key), f"expected an array of shape {key.shape}, got {arr.shape}")
-            pairs = list(zip(list(key), arr.reshape(-1)))
-        else:
-            pairs = [(key, val)]
-        for k, v in pairs:
-            name = k.name if isinstance(k, sp.Symbol) else str(k)
-            if name not in by_name:
-                extra.append(name)
-                continue
-            if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
-                raise InputError(name, f"must be a real number, got {v!r}")
-            fv = float(v)
-            if not math.isfinite(fv):
-                raise InputError(name, "must be finite")
-            p[by_name[name]] = fv
-    if extra:
-        raise InputError("values", f"unknown parameters {sorted(set(extra))}; the system's are "
-                         f"{[s.name for s in system.params]}")
-    missing = [s.name for s, v in zip(system.params, p) if np.isnan(v)]
-    if missing:
-        raise InputError("values", f"missing parameters {missing}")
-    return p
+    return flat(system, values)
 
 
 _MEMO = Memo("compiled right-hand sides by weights structure and backend")

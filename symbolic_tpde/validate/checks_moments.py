@@ -72,19 +72,19 @@ def _variants() -> tuple[str, ...]:
 
 def tilt_strength(weights: Weights, alpha: np.ndarray, Sigma: np.ndarray) -> float:
     """``κ = max_heads E_x[(Bx + r)ᵀΣ(Bx + r)] = tr(BᵀΣBΣ) + (Bα + r)ᵀΣ(Bα + r)`` for ``x ~ N(α, Σ)``, where
-    ``yᵀ(Bx + r)`` is the part of the log-kernel linear in the key ``y`` (the oracle's ``query_key``: ``A``
+    ``yᵀ(Bx + r)`` is the part of the log-kernel linear in the key ``y`` (:func:`.oracles.key_linear`: ``A``
     for softmax, ``Bᵀ, r`` for custom, ``2KᵀQ/τ`` for ℓ2; a key bias enters as ``r``); kinds without an
     exponential kernel (linear) count 0.
     The log importance weights of the particle softmax have this variance, so particle moments approach the
     mean-field ODE at the n^{-1/2} rate with a small constant only when κ is O(1) or less."""
-    from ..registry import kinds
+    from .oracles import key_linear
 
     k = 0.0
     for h in weights.heads:
-        qk = kinds.part(h.kind, "oracle").query_key
+        qk = key_linear(h.kind, h.effective)
         if qk is None:
             continue
-        B, r = qk(h.effective)
+        B, r = qk
         m = B @ alpha + (0.0 if r is None else r)
         k = max(k, float(np.trace(B.T @ Sigma @ B @ Sigma) + m @ Sigma @ m))
     return k

@@ -46,8 +46,9 @@ It follows the support: after every step, if the outer ``BAND`` cells on a side 
 reported as ``lost``.  The spacing never changes (the grid does not refine as the measure contracts: a run
 that concentrates into a few cells loses accuracy; ``GridRun.occupied`` reports how many cells hold 99 %).
 
-Kinds: every ℝᵈ kind whose field is a sum over the measure (softmax, ℓ2, custom, linear, sigmoid,
-softmax_unnormalized; multi-head sums; ``ffn`` added).  Refused with a one-line reason: ``sinkhorn`` (the
+Kinds: every ℝᵈ kind whose field is a sum over the measure: every kind registered with a quadratic form
+(softmax, ℓ2, custom, softmax_unnormalized, and a kind added with one: :func:`_form_field` reads the form),
+linear, sigmoid; multi-head sums; ``ffn`` added.  Refused with a one-line reason: ``sinkhorn`` (the
 plan's marginals would be the cell masses: the package's Sinkhorn solver has uniform marginals only) and
 ``masked`` (the position axis makes it a problem on [0,1] × ℝᵈ).
 """
@@ -61,6 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import BlowupError, InputError
+from ...registry import kinds
 from ..ode import rk
 from ..particles.attend import attend
 
@@ -82,25 +84,24 @@ def _log_mass(m):
         return np.log(m)
 
 
-def _softmax(Xq, Xk, m, p, thr):
-    return attend(Xq @ p["A"].T, Xk, Xk, key_bias=_log_mass(m), threads=thr) @ p["V"].T
-
-
-def _l2(Xq, Xk, m, p, thr):
-    k = Xk @ p["K"].T
-    bias = -np.einsum("ij,ij->i", k, k) / p["tau"] + _log_mass(m)
-    return attend((Xq @ p["Q"].T) * (2.0 / p["tau"]), k, Xk, key_bias=bias, threads=thr) @ p["V"].T
-
-
-def _custom(Xq, Xk, m, p, thr):
-    bias = np.einsum("ij,ij->i", Xk @ p["R"].T, Xk) + Xk @ p["r"] + _log_mass(m)
-    return attend(Xq @ p["B"], Xk, Xk, key_bias=bias, threads=thr) @ p["V"].T
-
-
-def _unnormalized(Xq, Xk, m, p, thr):
-    # mode "exp" is (1/n_k) Σ_j e^{q·k_j + β_j} v_j: β_j = log(n_k m_j) gives Σ_j m_j e^{q·k_j} v_j
-    with np.errstate(invalid="ignore", over="ignore"):
-        return attend(Xq @ p["A"].T, Xk, Xk, mode="exp", key_bias=_log_mass(m * len(m)), threads=thr) @ p["V"].T
+def _form_field(spec):
+    """The weighted field of a kind registered with a quadratic form ``log k = xᵀBy + yᵀRy + rᵀy + …``
+    (:attr:`symbolic_tpde.registry.kinds.KindSpec.quadratic`): the cell masses enter as one more key bias,
+    ``log m_j`` (normalised) or ``log(n m_j)`` (unnormalised: mode ``"exp"`` is ``(1/n) Σ_j e^{q·k_j + β_j} v_j``,
+    so this gives ``Σ_j m_j k(x, x_j) v_j``)."""
+    def weighted(Xq, Xk, m, p, thr):
+        f = spec.form(p)
+        bias = _log_mass(m) if spec.normalised else _log_mass(m * len(m))
+        if f["R"] is not None:
+            bias = bias + np.einsum("ij,ij->i", Xk @ np.asarray(f["R"], float).T, Xk)
+        if f["r"] is not None:
+            bias = bias + Xk @ np.asarray(f["r"], float)
+        q = Xq @ np.asarray(f["B"], float)
+        if spec.normalised:
+            return attend(q, Xk, Xk, key_bias=bias, threads=thr) @ p["V"].T
+        with np.errstate(invalid="ignore", over="ignore"):
+            return attend(q, Xk, Xk, mode="exp", key_bias=bias, threads=thr) @ p["V"].T
+    return weighted
 
 
 def _sigmoid(Xq, Xk, m, p, thr):
@@ -114,8 +115,8 @@ def _linear(Xq, Xk, m, p, thr):
     return Xq @ (p["V"] @ M @ p["A"]).T
 
 
-WEIGHTED = {"softmax": _softmax, "l2": _l2, "custom": _custom, "softmax_unnormalized": _unnormalized,
-            "sigmoid": _sigmoid, "linear": _linear}
+#: weighted fields of the kinds without a quadratic form (those with one use :func:`_form_field`)
+WEIGHTED = {"sigmoid": _sigmoid, "linear": _linear}
 REFUSED = {
     "sinkhorn": "sinkhorn attention is not in the grid solver: its plan would need the cell masses as marginals "
                 "and the package's Sinkhorn solver has uniform marginals only (use tpde particles)",
@@ -124,10 +125,16 @@ REFUSED = {
 }
 
 
+def _weighted(kind: str):
+    """The weighted field of ``kind``: its quadratic form's, else its entry of :data:`WEIGHTED`, else None."""
+    spec = kinds.get(kind)
+    return _form_field(spec) if spec.quadratic is not None else WEIGHTED.get(kind)
+
+
 def check_kinds(weights) -> None:
     """InputError (one line, the reason) for a head the grid solver does not take."""
     for i, head in enumerate(weights.heads):
-        if head.kind not in WEIGHTED:
+        if _weighted(head.kind) is None:
             raise InputError(f"heads[{i}].attention", REFUSED.get(
                 head.kind, f"{head.kind!r} has no weighted field in the grid solver"))
 
@@ -145,7 +152,7 @@ def weighted_field(Xq, Xk, m, weights, *, threads=None) -> np.ndarray:
         Xk, m = np.ascontiguousarray(Xk[keep]), np.ascontiguousarray(m[keep])
     out = np.zeros_like(Xq)
     for head in weights.heads:
-        out += WEIGHTED[head.kind](Xq, Xk, m, head.effective, threads)
+        out += _weighted(head.kind)(Xq, Xk, m, head.effective, threads)
     if weights.ffn is not None:
         out += Xq @ weights.ffn.W.T + weights.ffn.c
     return out
@@ -253,11 +260,19 @@ def _dilate(mask):
 
 
 def _sheppard(X, weights, h) -> np.ndarray:
-    """``Σ V H A x`` over the softmax and linear heads, ``H = diag(h²/12)`` (module docstring)."""
+    """``Σ V H (Bᵀx + r)`` over the normalised heads whose quadratic form has ``R = 0`` (softmax: ``V H A x``) and
+    ``Σ V H A x`` over the linear heads, ``H = diag(h²/12)`` (module docstring: the tilt of ``N(ȳ, Σ + H)``
+    moves the mean by ``(Σ + H)(Bᵀx + r)``)."""
     out = np.zeros_like(X)
     for head in weights.heads:
-        if head.kind in ("softmax", "linear"):
-            p = head.effective
+        spec, p = kinds.get(head.kind), head.effective
+        if spec.tilt:
+            f = spec.form(p)
+            if f["R"] is not None:
+                continue
+            lin = X @ np.asarray(f["B"], float) if f["r"] is None else X @ np.asarray(f["B"], float) + f["r"]
+            out += (lin * (h ** 2 / 12)) @ p["V"].T
+        elif head.kind == "linear":
             out += ((X @ p["A"].T) * (h ** 2 / 12)) @ p["V"].T
     return out
 
