@@ -4,6 +4,14 @@
 missing parameter).  It always names the offending field, so the CLI can print a one-line message and exit
 with status 2.  `BlowupError` is raised when a numerical run overflows: it carries the time at which it
 happened instead of letting NaNs through.
+
+Every error pickles by its constructor's arguments (``__reduce__``) and compares equal to its copy, so one
+raised in a process-pool worker arrives in the parent as that error, with its fields:
+
+>>> import pickle
+>>> e = pickle.loads(pickle.dumps(InputError("Sigma0", "not positive definite")))
+>>> e == InputError("Sigma0", "not positive definite"), e.field
+(True, 'Sigma0')
 """
 
 from __future__ import annotations
@@ -17,6 +25,14 @@ class InputError(ValueError):
         self.problem = problem
         super().__init__(f"{field}: {problem}")
 
+    def __reduce__(self):          # pickle by the constructor's arguments (a process pool re-raises it)
+        return type(self), (self.field, self.problem)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self.__reduce__()[1] == other.__reduce__()[1]
+
+    __hash__ = Exception.__hash__
+
 
 class BlowupError(ArithmeticError):
     """A numerical run left the finite floats.  ``t`` is the last time at which the state was finite."""
@@ -28,6 +44,11 @@ class BlowupError(ArithmeticError):
         msg = f"{where}: state became non-finite after t = {self.t:.6g}"
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
+    def __reduce__(self):
+        return type(self), (self.t, self.where, self.detail)
+
+    __eq__, __hash__ = InputError.__eq__, Exception.__hash__
+
 
 class ConvergenceError(RuntimeError):
     """An inner iteration (e.g. Sinkhorn) did not reach its tolerance within its iteration cap."""
@@ -36,6 +57,11 @@ class ConvergenceError(RuntimeError):
         self.where = where
         self.detail = detail
         super().__init__(f"{where}: {detail}")
+
+    def __reduce__(self):
+        return type(self), (self.where, self.detail)
+
+    __eq__, __hash__ = InputError.__eq__, Exception.__hash__
 
 
 class NotGaussianPreserving(ValueError):
@@ -49,6 +75,11 @@ class NotGaussianPreserving(ValueError):
     def __init__(self, witness):
         self.witness = witness
         super().__init__(witness.summary())
+
+    def __reduce__(self):
+        return type(self), (self.witness,)
+
+    __eq__, __hash__ = InputError.__eq__, Exception.__hash__
 
 
 class CompilerUnavailable(RuntimeError):

@@ -60,7 +60,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     from ..numerics.particles.sphere import load_sphere_scenario, simulate_sphere
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
-    if args.steps is not None or args.method != "rk4":
+    if args.steps is not None or args.method not in ("rk4", "dopri5"):
         raise InputError("steps" if args.steps is not None else "method",
                          "sphere runs use error-controlled Dormand-Prince steps (no --steps / --method)")
     if args.n < 2:

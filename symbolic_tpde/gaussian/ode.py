@@ -398,3 +398,34 @@ class GaussianODE:
     def __repr__(self) -> str:
         return f"GaussianODE(d={self.d}, backend={self.backend!r}, system={self._system or self.compiled!r})"
 
+    # -- travel: pickled as what it was built from, rebuilt (warm cache: no derivation) where it lands --------
+    def __reduce__(self):
+        backend = self.backend if self.backend in ("c", "numpy") else "auto"
+        if self._fixed_p is not None:
+            values = {p.name: float(v) for p, v in zip(self.system.params, self._fixed_p)}
+            return _from_system, (self.system, values, backend)
+        return _from_schedule, (self.schedule, backend, self.scenario)
+
+    def _key(self):
+        if self._fixed_p is None:
+            return self.schedule, self.scenario, self.backend
+        from ..codegen.compile import system_key
+
+        return system_key(self.system), self._fixed_p.tobytes(), self.backend
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+def _from_schedule(schedule, backend, scenario):
+    ode = GaussianODE(schedule, backend)
+    ode.scenario = scenario
+    return ode
+
+
+def _from_system(system, values, backend):
+    return GaussianODE.from_system(system, values, backend)
+

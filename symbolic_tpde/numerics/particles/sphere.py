@@ -49,6 +49,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import BlowupError, InputError
+from ...values import value_eq
 from ...registry.kinds import register, scenario_geometry
 from ...weights import Schedule, Weights
 from ..ode import rk
@@ -171,6 +172,8 @@ class SphereRun:
     max_renorm: float
     status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T; "stalled": below
     detail: str = ""                   # why a run that is not "ok" stopped
+
+    __eq__ = value_eq                  # by value, arrays entry by entry (symbolic_tpde.values)
 
 
 def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *,
