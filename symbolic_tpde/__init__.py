@@ -30,7 +30,7 @@ _LAZY = {
     "particles": "symbolic_tpde.api",
     "compare": "symbolic_tpde.api",
     "Comparison": "symbolic_tpde.api",
-    "sphere_numbers": "symbolic_tpde.api",
+    "sphere_numbers": "symbolic_tpde.analysis.sphere_numbers",
     "parse_scenario": "symbolic_tpde.inputs.scenario",
     "field": "symbolic_tpde.numerics.particles.fields",
     "velocity": "symbolic_tpde.numerics.particles.fields",
