@@ -291,6 +291,11 @@ class Comparison:
     ``(mean_r - α, cov_r - Σ)`` (against each run's own ODE when ``paired``), ``se (K, m)`` its Monte-Carlo
     standard error ``sd_r(v_r)/√R`` (from the spread of the ``R`` independent runs), ``rms (K,)`` the RMS over
     runs of ``|v_r|``; ``moved (K, m)``: packed ``(α - α₀, Σ - Σ₀)``.  Packing: :mod:`symbolic_tpde.registry.layout`.
+
+    >>> import symbolic_tpde as st
+    >>> c = st.compare(st.load_scenario("softmax_2d"), T=0.2, n=100, runs=3)
+    >>> c.t.tolist(), c.runs, c.z.shape
+    ([0.2], 3, (1, 5))
     """
 
     t: np.ndarray

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 
 class InputError(ValueError):
-    """Bad user input.  ``field`` names the offending field (e.g. ``"Sigma0"`` or ``"heads[1].tau"``)."""
+    """Bad user input.  ``field`` names the offending field (e.g. ``"Sigma0"`` or ``"heads[1].tau"``).
+
+    >>> err = InputError("Sigma0", "not positive definite")
+    >>> err.field, str(err)
+    ('Sigma0', 'Sigma0: not positive definite')
+    """
 
     def __init__(self, field: str, problem: str):
         self.field = field
@@ -35,7 +40,12 @@ class InputError(ValueError):
 
 
 class BlowupError(ArithmeticError):
-    """A numerical run left the finite floats.  ``t`` is the last time at which the state was finite."""
+    """A numerical run left the finite floats.  ``t`` is the last time at which the state was finite.
+
+    >>> err = BlowupError(1.25, "rk4 step 7")
+    >>> err.t, str(err)
+    (1.25, 'rk4 step 7: state became non-finite after t = 1.25')
+    """
 
     def __init__(self, t: float, where: str, detail: str = ""):
         self.t = float(t)
@@ -51,7 +61,11 @@ class BlowupError(ArithmeticError):
 
 
 class ConvergenceError(RuntimeError):
-    """An inner iteration (e.g. Sinkhorn) did not reach its tolerance within its iteration cap."""
+    """An inner iteration (e.g. Sinkhorn) did not reach its tolerance within its iteration cap.
+
+    >>> ConvergenceError("sinkhorn", "no convergence in 500 iterations").where
+    'sinkhorn'
+    """
 
     def __init__(self, where: str, detail: str):
         self.where = where
@@ -70,6 +84,14 @@ class NotGaussianPreserving(ValueError):
     Raised instead of a (wrong) moment ODE.  ``witness`` carries the evidence: for the built-in kinds a
     :class:`symbolic_tpde.symbolic.witness.Witness` (a certified non-zero ``∂²Γ/∂x²`` at stated parameter
     values), for user kernels a :class:`symbolic_tpde.symbolic.user_kernel.KernelWitness`.
+
+    >>> import numpy as np, symbolic_tpde as st
+    >>> w = st.make_weights([st.make_head("sigmoid", A=np.eye(2), V=np.eye(2), b=0.0)])
+    >>> try:
+    ...     st.GaussianODE.from_weights(w)
+    ... except NotGaussianPreserving as exc:
+    ...     print(type(exc.witness).__name__)
+    Witness
     """
 
     def __init__(self, witness):

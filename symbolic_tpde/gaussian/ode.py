@@ -30,7 +30,11 @@ from ..memo import Memo
 
 # ---------------------------------------------------------------------------------------------- packing
 def pack_state(alpha, Sigma) -> np.ndarray:
-    """``y = (alpha_0..alpha_{d-1}, Sigma_00, Sigma_01, .., Sigma_0{d-1}, Sigma_11, ..)`` (batched too)."""
+    """``y = (alpha_0..alpha_{d-1}, Sigma_00, Sigma_01, .., Sigma_0{d-1}, Sigma_11, ..)`` (batched too).
+
+    >>> pack_state([1.0, 2.0], [[3.0, 4.0], [4.0, 5.0]]).tolist()
+    [1.0, 2.0, 3.0, 4.0, 5.0]
+    """
     a = np.asarray(alpha, dtype=float)
     S = np.asarray(Sigma, dtype=float)
     d = a.shape[-1] if a.ndim else 1
@@ -40,7 +44,12 @@ def pack_state(alpha, Sigma) -> np.ndarray:
 
 
 def unpack_state(y, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse of :func:`pack_state`; works on a leading batch axis too (``y`` of shape ``(..., n)``)."""
+    """Inverse of :func:`pack_state`; works on a leading batch axis too (``y`` of shape ``(..., n)``).
+
+    >>> alpha, Sigma = unpack_state([1.0, 2.0, 3.0, 4.0, 5.0], 2)
+    >>> alpha.tolist(), Sigma.tolist()
+    ([1.0, 2.0], [[3.0, 4.0], [4.0, 5.0]])
+    """
     return layout.unpack(y, d)
 
 
@@ -177,6 +186,12 @@ class GaussianODE:
     ``condition_values(t, y)``, ``integrate(alpha0, Sigma0, T, ...)``.  ``backend``: ``"auto"``, ``"numpy"``
     or ``"c"`` for the generated code (``"numeric-matrix"`` when a Sinkhorn head at ``d >= 3`` is present);
     ``compiled``: the backend object (:func:`backend_for`).
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=np.zeros((1, 1)), V=-np.eye(1))]))
+    >>> ode.rhs(0.0, pack_state([1.0], [[1.0]])) + 0.0            # A = 0: α' = Vα, Σ' = 0
+    array([-1.,  0.])
     """
 
     def __init__(self, schedule: Schedule, backend: str = "auto"):

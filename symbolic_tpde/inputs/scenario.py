@@ -157,7 +157,13 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True, gaussian_data: 
 
     With an ``init`` block, ``alpha0``/``Sigma0`` of the result are the exact mean and covariance of the initial
     law (empirical and grid data: of the file's measure) and ``Scenario.init`` is its :class:`InitSpec`;
-    ``gaussian_data``/``base_dir`` as in :func:`load_scenario`."""
+    ``gaussian_data``/``base_dir`` as in :func:`load_scenario`.
+
+    >>> scn = parse_scenario({"attention": "softmax", "A": [[0.0]], "V": [[-1.0]], "alpha0": [1.0],
+    ...                       "Sigma0": [[1.0]], "T": 1.0})
+    >>> scn.d, scn.T
+    (1, 1.0)
+    """
     head_keys, weight_keys, top_keys, layer_keys = _keys()
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
