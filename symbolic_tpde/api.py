@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,22 +59,14 @@ def load_scenario(path, *, need_T: bool = True, gaussian_data: bool = True):
     >>> st.load_scenario("sphere_sa_circle").geometry, st.load_scenario("softmax_2d").d
     ('sphere', 2)
     """
-    from .inputs import checks
-    from .inputs.scenario import _BUILTIN_DIR, builtin_scenarios, parse_scenario
+    from .inputs.scenario import parse_scenario, read_scenario_file
     from .numerics.particles.sphere import parse_sphere_scenario
     from .registry.kinds import scenario_geometry
 
-    p = Path(path)
-    if not p.exists() and str(path) in builtin_scenarios() + builtin_scenarios("sphere"):
-        p = _BUILTIN_DIR / f"{path}.json"
-    if p.is_dir():
-        raise InputError("scenario", f"{str(p)!r} is a directory, not a scenario file")
-    data = checks.read_json(p, "scenario")
-    if not isinstance(data, dict):
-        raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
+    data, base_dir = read_scenario_file(path, ("R^d", "sphere"))
     if scenario_geometry(data) == "sphere":
-        return parse_sphere_scenario(data, p.parent)
-    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=p.parent)
+        return parse_sphere_scenario(data, base_dir)
+    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=base_dir)
 
 
 # ----------------------------------------------------------------------------------------------- the model

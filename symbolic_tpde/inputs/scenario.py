@@ -82,15 +82,23 @@ def load_scenario(path: str | Path, *, need_T: bool = True, gaussian_data: bool 
     ``gaussian_data=True`` (commands built on the Gaussian moment ODE): a non-Gaussian ``init`` is refused
     (InputError naming ``init.type``); ``tpde particles`` and ``tpde pde`` pass ``False``.  Relative file paths
     inside ``init`` are read relative to the scenario file's directory."""
+    data, base_dir = read_scenario_file(path)
+    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=base_dir)
+
+
+def read_scenario_file(path: str | Path, geometries: tuple[str, ...] = ("R^d",)) -> tuple[dict[str, Any], Path]:
+    """The JSON object of a scenario file, or of a built-in scenario of one of ``geometries`` named ``path``,
+    read once by the strict reader, and the directory relative ``init`` paths are read from
+    (:func:`symbolic_tpde.load_scenario` dispatches on its ``"geometry"``)."""
     p = Path(path)
-    if not p.exists() and str(path) in builtin_scenarios():
+    if not p.exists() and any(str(path) in builtin_scenarios(g) for g in geometries):
         p = _BUILTIN_DIR / f"{path}.json"
     if p.is_dir():
         raise InputError("scenario", f"{str(p)!r} is a directory, not a scenario file")
     data = _checks.read_json(p, "scenario")
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
-    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=p.parent)
+    return data, p.parent
 
 
 def _attention_of(data: dict[str, Any], field: str) -> str:
