@@ -288,7 +288,8 @@ class Weights:
     """All parameters acting at one time: heads (fields summed), optional FFN and optional sink.
 
     >>> import numpy as np
-    >>> w = make_weights([make_head("softmax", A=np.eye(2), V=np.eye(2)), make_head("softmax", A=-np.eye(2), V=np.eye(2))])
+    >>> w = make_weights([make_head("softmax", A=np.eye(2), V=np.eye(2)),
+    ...                   make_head("softmax", A=-np.eye(2), V=np.eye(2))])
     >>> len(w.heads), w.d
     (2, 2)
     """

@@ -4,9 +4,9 @@
 (:class:`~symbolic_tpde.weights.Schedule`, a constant :class:`~symbolic_tpde.weights.Weights`, or any callable
 ``t -> Weights``):
 
-* ``method="dopri5"`` (the default without ``steps``, and ``tpde particles`` without ``--steps``): error-controlled steps of
-  the embedded Dormand-Prince 5(4) pair :data:`~symbolic_tpde.numerics.ode.rk.DOPRI5`, in the particles'
-  dtype, at ``rtol``/``atol`` or, when they are not given, at the tolerance :func:`auto_tolerance`
+* ``method="dopri5"`` (the default without ``steps``, and ``tpde particles`` without ``--steps``):
+  error-controlled steps of the embedded Dormand-Prince 5(4) pair :data:`~symbolic_tpde.numerics.ode.rk.DOPRI5`,
+  in the particles' dtype, at ``rtol``/``atol`` or, when they are not given, at the tolerance :func:`auto_tolerance`
   (``10⁻³ n^{-1/2}``: a thousandth of the Monte-Carlo standard error of the moments, so the time
   discretisation is invisible next to the sampling error); ``run.error_estimate`` is the sum over accepted
   steps of the embedded local error estimate (max over particles, state units), a bound on the global
