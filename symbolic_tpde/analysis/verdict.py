@@ -207,7 +207,14 @@ def _turning_amplitudes(x: np.ndarray) -> list[float]:
 def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10,
                        max_seconds=None) -> Verdict:
     """The verdict on ``Σ(t)`` for ``ode`` from ``N(alpha0, Sigma0)`` at horizon ``T`` (module docstring).
-    A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`."""
+    A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`.
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import GaussianODE, make_head, make_weights
+    >>> ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=-np.eye(2), V=np.eye(2))]))
+    >>> classify_long_time(ode, np.eye(2), 100.0).outcome
+    'rank'
+    """
     if getattr(ode, "geometry", "R^d") == "sphere":
         from .sphere_verdict import classify_sphere
         return classify_sphere(ode, Sigma0, T, max_seconds=max_seconds)

@@ -75,6 +75,10 @@ def register(sub) -> None:
                    help="with --sphere (default post)")
     p.add_argument("--sphere-kind", choices=("sphere_sa", "sphere_usa"), default=None,
                    help="with --sphere (default sphere_sa)")
+    p.add_argument("--beta", type=float, default=None,
+                   help="with --sphere equiangular, circle or harmonics: also the numbers at this beta (equiangular "
+                        "t*, approach rate, Pre-LN constant lim t^2 (1 - rho), growth rates and fastest mode)")
+    p.add_argument("--tokens", type=int, default=None, help="with --sphere equiangular --beta: tokens (default 32)")
     p.set_defaults(func=run)
 
 
@@ -109,7 +113,9 @@ def run(args) -> int:
             ("--m", args.m is not None), ("--ffn", args.ffn), ("--sink", args.sink), ("--beamer", args.beamer),
             ("--V", args.V_structure is not None), ("--A", args.A_structure is not None),
             ("--scenario", args.scenario is not None), ("--entrywise-anyway", args.entrywise_anyway),
-            ("--no-cse", args.no_cse), ("--d", args.d is not None and args.sphere != "harmonics")) if given]
+            ("--no-cse", args.no_cse), ("--d", args.d is not None and args.sphere != "harmonics"),
+            ("--beta", args.beta is not None and args.sphere not in ("equiangular", "circle", "harmonics")),
+            ("--tokens", args.tokens is not None and (args.sphere != "equiangular" or args.beta is None))) if given]
         if stray:
             raise InputError(stray[0], "does not apply with --sphere (a reduction of the sphere models; its options "
                              "are --norm, --sphere-kind, --format text/json, and --d for harmonics)")
@@ -117,7 +123,8 @@ def run(args) -> int:
         args.sphere_kind = args.sphere_kind or "sphere_sa"
 
         return run_derive(args)
-    for flag, given in (("--norm", args.norm), ("--sphere-kind", args.sphere_kind)):
+    for flag, given in (("--norm", args.norm), ("--sphere-kind", args.sphere_kind), ("--beta", args.beta),
+                        ("--tokens", args.tokens)):
         if given is not None:
             raise InputError(flag, "only with --sphere")
     if args.energy and args.scenario is not None:

@@ -4,7 +4,8 @@
 :func:`symbolic_tpde.numerics.particles.sphere.simulate_sphere` and prints (``--json``)::
 
     {"status": "ok", "geometry": "sphere", "norm": .., "n": .., "d": .., "t": .., "clusters": k, "delta": 1e-3,
-     "min_inner": min_ij <θ_i, θ_j>, "monitor": {"name": .., "value": ..}, "radius": [min, max] (pre/peri),
+     "min_inner": min_ij <θ_i, θ_j>, "time_to_one_cluster": t or null, "monitor": {"name": .., "value": ..},
+     "radius": [min, max] (pre/peri),
      "max_renorm": .., "tolerance": .., "steps": .., "nfev": .., "dtype": .., "seed": .., "seconds": ..}
 
 (clusters by the rule of :mod:`symbolic_tpde.analysis.sphere_clusters`; ``monitor``: the first head kind's
@@ -19,7 +20,10 @@ phase diagram over ``(t, β)`` (:mod:`symbolic_tpde.analysis.sphere_sweep`).
 ``tpde derive --sphere equiangular|two-tokens|circle|harmonics|causal [--norm N] [--sphere-kind K] [--d D]``
 (``--d`` for harmonics on ``S^{D-1}``, default 3) prints a reduction
 of :mod:`symbolic_tpde.symbolic.sphere_reductions` as numbered steps, each with the check SymPy made; exit 1
-if a check failed.
+if a check failed.  With ``--beta B`` (equiangular, circle, harmonics; ``--tokens N`` for equiangular, default
+32) it also prints the numbers of :func:`symbolic_tpde.analysis.sphere_numbers.sphere_numbers` (JSON key
+``"numbers"``): the equiangular ``t*`` from ``ρ₀ = 0``, the approach rate, for Pre-LN ``lim t²(1 - ρ)``, and the
+growth rates and fastest mode at ``B``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ def is_sphere_file(path: str) -> bool:
     return scenario_geometry(data) == "sphere"
 
 
+#: ``tpde particles`` on the sphere keeps 101 frames (for the time to one cluster) when ``n d`` is at most this
+FRAMES_CAP = 100_000
+
+
 def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     """``tpde particles`` on a sphere scenario; ``save``, the blow-up exit code and the work cap are those of
     :mod:`.particles` (passed in: that module calls this one)."""
@@ -53,14 +61,14 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
 
     import numpy as np
 
-    from ..analysis.sphere_clusters import DELTA, cluster_labels
+    from ..analysis.sphere_clusters import DELTA, cluster_labels, time_to_one_cluster
     from ..errors import BlowupError, InputError
     from ..registry.kinds import part
     from ..inputs.checks import horizon, strict_json
     from ..numerics.particles.sphere import load_sphere_scenario, simulate_sphere
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
-    if args.steps is not None or args.method != "rk4":
+    if args.steps is not None or args.method not in ("rk4", "dopri5"):
         raise InputError("steps" if args.steps is not None else "method",
                          "sphere runs use error-controlled Dormand-Prince steps (no --steps / --method)")
     if args.n < 2:
@@ -72,7 +80,8 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     if float(args.n) ** 2 * len(scn.weights.heads) * 6 * 1e4 > max_pair_work:
         raise InputError("n", f"{args.n} tokens exceed the work cap (about 1e4 steps of {args.n}^2 pairs)")
     X0 = scn.initial(args.n, np.random.default_rng(args.seed))
-    t_eval = np.linspace(0.0, T, 101) if args.save else None
+    # 101 frames: saved with --save, and the time to one cluster read off them (kept when n d <= FRAMES_CAP)
+    t_eval = np.linspace(0.0, T, 101) if args.save or args.n * scn.d <= FRAMES_CAP else None
     t0 = time.perf_counter()
     try:
         run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
@@ -88,6 +97,8 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     diag = part(head.kind, "diagnostic")
     out = {"status": run.status, "geometry": "sphere", "norm": scn.norm, "n": args.n, "d": scn.d, "t": run.t,
            "clusters": int(cluster_labels(th).max() + 1), "delta": DELTA, "min_inner": float(np.min(th @ th.T)),
+           "time_to_one_cluster": None if t_eval is None or run.status != "ok" else
+           time_to_one_cluster(run.times, run.trajectory / np.linalg.norm(run.trajectory, axis=-1, keepdims=True)),
            "monitor": {"name": diag.monitor_name, "value": diag.monitor(th, head.params["beta"])},
            "radius": None if run.r is None else [float(run.r.min()), float(run.r.max())],
            "max_renorm": run.max_renorm, "tolerance": run.tolerance, "steps": run.steps, "nfev": run.nfev,
@@ -106,6 +117,9 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
         print(f"sphere ({scn.norm}), n = {args.n}, d = {scn.d}, t = {run.t:.6g} ({run.steps} steps, {run.dtype}, "
               f"{seconds:.2f} s)")
         print(f"clusters (<θ_i,θ_j> >= 1 - {DELTA:g}): {out['clusters']}; min <θ_i,θ_j> = {out['min_inner']:.6g}")
+        if out["time_to_one_cluster"] is not None:
+            print(f"one cluster from t = {out['time_to_one_cluster']:.6g} (first of 101 frames from which every "
+                  "frame is one cluster)")
         print(f"{diag.monitor_name} = {out['monitor']['value']:.10g}")
         if out["radius"] is not None:
             print(f"radius in [{out['radius'][0]:.6g}, {out['radius'][1]:.6g}]")
@@ -252,6 +266,9 @@ def run_derive(args) -> int:
         steps, rhs = lin["steps"], {"lambda_k": lin["rate"]}
         title = f"linearisation at the uniform measure on the circle, {kind}"
     ok = all(s.checked for s in steps)
+    numbers = _numbers(args, kind, norm)
+    if numbers is not None:
+        extra = {**extra, "numbers": numbers} if args.format == "json" else extra
     if args.format == "json":
         print(strict_json({"reduction": args.sphere, "title": title, "all_checked": ok,
                            "steps": [{"title": s.title, "lhs": str(s.lhs), "result": _expr(s.rhs), "check": s.method,
@@ -266,4 +283,42 @@ def run_derive(args) -> int:
             print(f"{k} = {_expr(v)}" if k.startswith("lambda") else f"{k}' = {_expr(v)}")
         for k, v in extra.items():
             print(f"near rho = 1: {k} = {v}")
+        if numbers is not None:
+            _print_numbers(numbers)
     return 0 if ok else 1
+
+
+def _numbers(args, kind: str, norm: str) -> dict | None:
+    """``--beta``: :func:`~symbolic_tpde.analysis.sphere_numbers.sphere_numbers` for the reduction asked."""
+    import math
+
+    from ..analysis.sphere_numbers import sphere_numbers
+    from ..errors import InputError
+
+    if args.beta is None:
+        return None
+    if not (math.isfinite(args.beta) and 0 < args.beta <= 100):
+        raise InputError("--beta", f"must be a number in (0, 100], got {args.beta}")
+    n = 32 if args.tokens is None else args.tokens
+    if not 2 <= n <= 10_000:
+        raise InputError("--tokens", f"must be an integer in [2, 10000], got {n}")
+    d = (3 if args.d is None else args.d) if args.sphere == "harmonics" else 2
+    out = sphere_numbers(kind, norm, beta=args.beta, n=n, d=d)
+    if args.sphere != "equiangular":
+        out = {k: out[k] for k in ("kind", "beta", "linear")}
+    return out
+
+
+def _print_numbers(out: dict) -> None:
+    print(f"at beta = {out['beta']:g}:")
+    if "t_star" in out:
+        ts = "not by T = 1000" if out["t_star"] is None else f"{out['t_star']:.10g}"
+        print(f"  equiangular reduction, n = {out['n']}, from rho0 = {out['rho0']:g}: one cluster "
+              f"(rho >= 1 - {out['delta']:g}) at t* = {ts}")
+        print("  near rho = 1: " + ", ".join(f"{k} = {v:.10g}" for k, v in out["rate"].items()))
+    if "pre_ln_constant" in out:
+        c = out["pre_ln_constant"]
+        print(f"  Pre-LN: lim t^2 (1 - rho) = {c['value']:.10g} (extrapolation change {c['error']:.2g})")
+    lin = out["linear"]
+    print(f"  linear growth at the uniform measure (d = {lin['d']}): fastest mode {lin['fastest_mode']}, rates "
+          + ", ".join(f"{v:.6g}" for v in lin["rates"][:6]) + (" ..." if len(lin["rates"]) > 6 else ""))

@@ -136,6 +136,27 @@ class Step:
             ok, method, scope = False, f"check could not be carried out ({type(exc).__name__}: {str(exc)[:80]})", ""
         return replace(self, result=Result(self.eq, bool(ok), method, scope if ok else ""))
 
+    def __reduce__(self):
+        """Pickled with its equation and result; a check function that cannot travel (a local function)
+        is replaced by :class:`_LocalCheck`, so a copy keeps the recorded result and a re-check says why
+        it cannot be repeated there."""
+        how = self.how
+        fn = getattr(how, "func", how)                        # a functools.partial travels as its function
+        name = getattr(fn, "__qualname__", "")
+        if how is not None and ("<locals>" in name or "<lambda>" in name):
+            how = _LocalCheck(name)
+        return Step, (self.title, self.eq, self.note, how, self.kw, self.result)
+
+
+@dataclass(frozen=True)
+class _LocalCheck:
+    """Stands for a step's local check function in a pickled copy: re-checking reports it as not repeated."""
+
+    name: str
+
+    def __call__(self, eq):
+        return False, f"the check {self.name} is a local function that did not travel with the step", ""
+
 
 def generic_check(eq: Equation, **kw):
     """``lhs = rhs`` (with ``where`` substituted, modulo ``free_of``) by :func:`.steps_check.check_equal`."""

@@ -58,6 +58,10 @@ Structured heads (every kind whose parameters include ``A`` or ``V``): ``A`` may
 ``(k, d)`` with ``A = KᵀQ/√k`` (MATH convention ``<Ax, y>``, ``A`` plays ``KᵀQ/√d_head``), and ``V`` may be
 preceded by an output block ``WO`` of shape ``(d, v)``, ``V`` then of shape ``(v, d)`` and the effective value
 matrix ``WO V``.  Symbolically the factors stay factors (a low-rank head stays low rank).
+
+>>> from symbolic_tpde import kinds
+>>> "softmax" in kinds.kind_names(), kinds.get("softmax").preserves_gaussians
+(True, True)
 """
 
 from __future__ import annotations

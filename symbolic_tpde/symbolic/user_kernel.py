@@ -50,7 +50,17 @@ __all__ = ["derive_kernel", "KernelWitness", "KernelForm", "kernel_form", "kerne
 
 @dataclass(frozen=True)
 class KernelWitness:
-    """Evidence that a user kernel does not preserve Gaussians (see the module docstring)."""
+    """Evidence that a user kernel does not preserve Gaussians (see the module docstring).
+
+    >>> import sympy as sp
+    >>> from symbolic_tpde import NotGaussianPreserving
+    >>> x, y = sp.Matrix(sp.symbols("x0 x1")), sp.Matrix(sp.symbols("y0 y1"))
+    >>> try:
+    ...     derive_kernel((x.T * y)[0] ** 2, x, y)
+    ... except NotGaussianPreserving as exc:
+    ...     print(type(exc.witness).__name__, exc.witness.certified)
+    KernelWitness True
+    """
 
     reason: str
     log_kernel: sp.Expr
@@ -211,6 +221,12 @@ def derive_kernel(log_kernel, query, key, value=None, *, time=None, method: str 
     ``.conditions`` (tilt existence), ``.steps``, ``.jacobian()``, ``.latex()``.  Raises
     :class:`~symbolic_tpde.NotGaussianPreserving` (with a :class:`KernelWitness`) when the tilt is not Gaussian
     with an ``x``-affine mean, and :class:`~symbolic_tpde.InputError` for malformed input.
+
+    >>> import sympy as sp
+    >>> x, y = sp.Matrix(sp.symbols("x0 x1")), sp.Matrix(sp.symbols("y0 y1"))
+    >>> system = derive_kernel(sp.Symbol("a") * (x.T * y)[0], x, y)
+    >>> system.n_states, [p.name for p in system.params]
+    (5, ['a'])
     """
     from .moments import assemble_system, gaussian_symbols, tilt_head
 

@@ -261,6 +261,12 @@ def field(X, weights: Weights, *, block=None, dtype=None, threads=None, cache: d
 
     The sink of ``weights`` (if any) applies to its masked heads.  ``cache`` (a dict owned by the caller,
     e.g. the integrator) carries Sinkhorn potentials from one call to the next as warm starts.
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> w = make_weights([make_head("softmax", A=np.zeros((2, 2)), V=np.eye(2))])
+    >>> field(np.array([[0.0, 0.0], [1.0, 0.0]]), w).tolist()      # A = 0: every token moves by V (mean)
+    [[0.5, 0.0], [0.5, 0.0]]
     """
     if not isinstance(weights, Weights):
         raise InputError("weights", f"expected Weights, got {type(weights).__name__}")
@@ -288,7 +294,14 @@ def as_schedule(obj: Schedule | Weights | Callable[[float], Weights]) -> Schedul
 
 
 def velocity(schedule, t: float, X, **kw) -> np.ndarray:
-    """``Γ_{μ_t}(x_i)`` with the weights of ``schedule`` (Schedule, Weights or callable) read at time ``t``."""
+    """``Γ_{μ_t}(x_i)`` with the weights of ``schedule`` (Schedule, Weights or callable) read at time ``t``.
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> w = make_weights([make_head("softmax", A=np.zeros((2, 2)), V=np.eye(2))])
+    >>> velocity(w, 0.0, np.array([[0.0, 0.0], [1.0, 0.0]])).tolist()
+    [[0.5, 0.0], [0.5, 0.0]]
+    """
     return field(X, as_schedule(schedule)(t), **kw)
 
 
