@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
 import numpy as np
 
@@ -146,48 +144,11 @@ def _ode(model, values=None, backend: str = "auto"):
 def _system_schedule(system, values) -> Schedule:
     """A user kernel's particle field: the ``custom`` head of its tilt form ``xᵀBy + yᵀRy + rᵀy`` (read off by
     :func:`symbolic_tpde.derive_kernel`) and its value matrix, at ``values``."""
-    from .weights import make_head, make_weights
+    from .symbolic.user_kernel import kernel_schedule
 
-    der = system.derivation
-    args = der.args if isinstance(der, partial) else ()
-    form = getattr(system, "form", None) or (args[1] if len(args) > 2 else None)
-    if form is None or not all(hasattr(form, k) for k in ("B", "R", "r")):
-        raise InputError("model", "this derived system carries no kernel form (B, R, r): it has no particle field")
     if values is None:
         raise InputError("values", f"numeric values for the parameters {[s.name for s in system.params]}")
-    subs = {}
-    for s in system.params:
-        v = values.get(s, values.get(s.name)) if hasattr(values, "get") else None
-        if v is None:
-            raise InputError(f"values.{s.name}", "missing (a parameter of the derived system)")
-        subs[s] = float(v)
-    V = args[2]
-    parts = {"B": form.B, "R": form.R, "r": form.r, "V": V}
-    if system.time in set().union(*(m.free_symbols for m in parts.values())):
-        return Schedule.from_callable(_KernelWeights(parts, subs, system.time))
-    return Schedule.constant(make_weights([make_head("custom", **_numeric(parts, subs))]))
-
-
-def _numeric(parts: dict, subs: dict) -> dict:
-    out = {}
-    for k, M in parts.items():
-        a = np.array(M.subs(subs).evalf(), dtype=float)
-        out[k] = a.reshape(-1) if k == "r" else a
-    return out
-
-
-@dataclass(frozen=True)
-class _KernelWeights:
-    """A time-dependent user kernel's weights at ``t`` (a module-level callable, so the schedule pickles)."""
-
-    parts: dict
-    subs: dict
-    time: Any
-
-    def __call__(self, t: float) -> Weights:
-        from .weights import make_head, make_weights
-
-        return make_weights([make_head("custom", **_numeric(self.parts, {**self.subs, self.time: float(t)}))])
+    return kernel_schedule(system, values)
 
 
 # ------------------------------------------------------------------------------------------------ the verbs

@@ -347,23 +347,33 @@ def kernel_schedule(system, values):
     -> number), as a :class:`~symbolic_tpde.weights.Schedule` of one ``custom`` head ``B, R, r, V`` (constant,
     or a callable of ``t`` when the kernel depends on the system's time): ready for the particle and grid
     solvers (``simulate(X0, kernel_schedule(system, values), T)``), which then run the user's kernel through
-    the registry's quadratic form.  InputError when the system carries no form (:func:`kernel_form`)."""
-    import numpy as np
-
-    from ..weights import Schedule, make_head, make_weights
+    the registry's quadratic form.  InputError when the system carries no form (:func:`kernel_form`).  The
+    schedule pickles (its callable is module-level and holds SymPy blocks, not a lambdified function)."""
+    from ..weights import Schedule
 
     kf = kernel_form(system)
     num = dict(zip(system.params, params_from_values(system, values).tolist()))
-    blocks = [m.xreplace(num) for m in (kf.B, kf.R, kf.r, kf.V)]
-    at_t = sp.lambdify([system.time], blocks, "numpy")
-
-    def weights(t: float):
-        B, R, r, V = (np.asarray(m, dtype=float) for m in at_t(float(t)))
-        return make_weights([make_head("custom", B=B, R=R, r=r.reshape(-1), V=V)])
-
-    if any(m.has(system.time) for m in blocks):
+    weights = _KernelWeights(tuple(m.xreplace(num) for m in (kf.B, kf.R, kf.r, kf.V)), system.time)
+    if any(m.has(system.time) for m in weights.blocks):
         return Schedule.from_callable(weights)
     return Schedule.constant(weights(0.0))
+
+
+@dataclass(frozen=True)
+class _KernelWeights:
+    """A user kernel's one ``custom`` head at time ``t`` (blocks ``B, R, r, V`` with numbers for every
+    parameter; only the system's time may remain)."""
+
+    blocks: tuple
+    time: Any
+
+    def __call__(self, t: float):
+        import numpy as np
+
+        from ..weights import make_head, make_weights
+
+        B, R, r, V = (np.array(m.xreplace({self.time: float(t)}).evalf(), dtype=float) for m in self.blocks)
+        return make_weights([make_head("custom", B=B, R=R, r=r.reshape(-1), V=V)])
 
 
 def _kernel_steps(ell, form, V, x, y, system, render: bool = False):
