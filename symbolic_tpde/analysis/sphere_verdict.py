@@ -147,14 +147,14 @@ def sphere_facts(weights, norm: str, X0, init=None) -> tuple[list[Fact], dict]:
     else:
         reason = None
     h = heads[0]
-    v = _scalar(h.params["V"])
+    v = _scalar(h.effective["V"])
     if reason is None and not (v is not None and v > 0):
         reason = "V is not a positive multiple of the identity"
     names = ("hemisphere", "almost-every-d>=3", "circle-usa", "causal")
     if reason is not None:
         return [], {k: reason for k in names}
     base = [f"Post-LN; one head of kind {h.kind}", f"V = {v:g}·I, {v:g} > 0 (a change of time)"]
-    c = _scalar(h.params["A"])
+    c = _scalar(h.effective["A"])
     beta = float(h.params["beta"])
     b_eff = None if c is None else c * beta
     iid = _iid_density(init)
@@ -238,7 +238,7 @@ def _equiangular_state(weights, X, norm):
     if len(weights.heads) != 1 or weights.heads[0].kind not in ("sphere_sa", "sphere_usa"):
         return "the reduction is derived for one SA or USA head"
     h = weights.heads[0]
-    c, v = _scalar(h.params["A"]), _scalar(h.params["V"])
+    c, v = _scalar(h.effective["A"]), _scalar(h.effective["V"])
     if c is None or v is None or v <= 0:
         return "the reduction is derived for A = cI and V = vI, v > 0"
     X = np.asarray(X, float)
@@ -373,8 +373,18 @@ def _slopes(times, gap):
     m = (times >= T / 2) & (gap > 1e-13) & (times > 0)
     if m.sum() < 3:
         return None
-    lt, lg = np.log(times[m]), np.log(gap[m])
-    return {"log_gap_vs_t": float(np.polyfit(times[m], lg, 1)[0]), "log_gap_vs_log_t": float(np.polyfit(lt, lg, 1)[0]),
+    # fitted on t/T and log(t/T) (well scaled at any horizon; a tiny T such as 1e-300 makes the raw
+    # Vandermonde matrix subnormal and the SVD fail), then rescaled; a slope that is not finite is not reported
+    u = times[m] / T
+    lg = np.log(gap[m])
+    try:
+        s_t = float(np.polyfit(u, lg, 1)[0]) / T
+        s_log = float(np.polyfit(np.log(u), lg, 1)[0])
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+    if not (np.isfinite(s_t) and np.isfinite(s_log)):
+        return None
+    return {"log_gap_vs_t": s_t, "log_gap_vs_log_t": s_log,
             "on": [float(times[m][0]), float(times[m][-1])],
             "meaning": "slopes of log(1 - min <θ_i,θ_j>) against t and against log t (measured; an exponential "
                        "approach has a constant first slope, a polynomial one a constant second slope)"}
