@@ -86,6 +86,24 @@ def energy(theta, beta: float) -> float:
     return float(np.expm1(beta * G).sum() / (2 * beta * len(th) ** 2))
 
 
+def monitor_report(name: str, monitor, theta, beta: float) -> dict:
+    """``{"name", "value"}`` of a kind's monitored quantity, every number finite: an energy beyond float64
+    (``e^{β}/β`` overflows above β ≈ 709) is reported as ``log|energy|`` with its sign, computed by a
+    log-sum-exp (``Σ e^{βG}`` with the largest exponent factored out), never as ``inf``/``null``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = float(monitor(theta, beta))
+    if np.isfinite(v) or name != "energy" or beta == 0:
+        return {"name": name, "value": v}
+    th = _theta(theta)
+    n2 = float(len(th)) ** 2
+    z = beta * (th @ th.T)
+    m = float(z.max())
+    log_s = m + float(np.log(np.exp(z - m).sum()))           # log Σ e^{βG} (> 700 here, so S ≫ n²)
+    log_abs = log_s + float(np.log1p(-n2 * np.exp(-log_s))) - float(np.log(2 * abs(beta) * n2))
+    return {"name": "log|energy|", "value": log_abs, "sign": 1 if beta > 0 else -1,
+            "note": "the energy exceeds float64; its natural log and sign are given"}
+
+
 @dataclass(frozen=True)
 class Step:
     t_start: float

@@ -108,8 +108,10 @@ def save_sphere_sweep(res: SphereSweep, out) -> list[Path]:
             "delta": DELTA, "verdicts": res.verdicts, "status": res.status}
     np.savez(out.with_suffix(".npz"), betas=res.betas, times=res.times, prob=res.prob,
              equiangular_time=res.equiangular_time, meta=np.array(json.dumps(meta)))
+    # a plain table (pandas.read_csv / numpy.genfromtxt(names=True) with no option); metadata beside it
+    out.with_suffix(".meta.json").write_text(json.dumps({**{k: v for k, v in meta.items() if k != "verdicts"},
+                                                         "columns": ["beta", "t", "prob_linked"]}) + "\n")
     with open(out.with_suffix(".csv"), "w") as fh:
-        fh.write(f"# {json.dumps({k: v for k, v in meta.items() if k != 'verdicts'})}\n")
         fh.write("beta,t,prob_linked\n")
         for b, beta in enumerate(res.betas):
             for t, p in zip(res.times, res.prob[b]):
@@ -127,4 +129,4 @@ def save_sphere_sweep(res: SphereSweep, out) -> list[Path]:
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=120)
     plt.close(fig)
-    return [out.with_suffix(s) for s in (".npz", ".csv", ".png")]
+    return [out.with_suffix(s) for s in (".npz", ".csv", ".meta.json", ".png")]

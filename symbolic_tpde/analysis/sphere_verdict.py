@@ -45,6 +45,7 @@ wall-clock cap stopped the run).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -227,9 +228,26 @@ def _reduction(norm: str, normaliser: str):
 
     red = R.equiangular(R.MODELS[norm](normaliser))
     args = (R.rho, R.r, R.n, R.beta, R.alpha)
-    f_rho = sp.lambdify(args, red.rhs["rho"], "math")
-    f_r = sp.lambdify(args, red.rhs["r"], "math") if "r" in red.rhs else None
+    f_rho = _wide(sp.lambdify(args, red.rhs["rho"], "math"), sp.lambdify(args, red.rhs["rho"], "mpmath"))
+    f_r = _wide(sp.lambdify(args, red.rhs["r"], "math"), sp.lambdify(args, red.rhs["r"], "mpmath")) \
+        if "r" in red.rhs else None
     return red, f_rho, f_r
+
+
+def _wide(fast, wide):
+    """``fast`` (float64), falling back to ``wide`` (mpmath, unbounded exponent) where an ``exp(β ρ)`` of the
+    derived expression overflows float64 (β above ~709) although the ratio it sits in is finite (softmax);
+    a value that is itself beyond float64 comes back as ``±inf`` (the integrator reports it)."""
+    def f(*a):
+        try:
+            return fast(*a)
+        except (OverflowError, ZeroDivisionError):
+            import mpmath
+
+            with mpmath.workdps(30):
+                v = wide(*a)
+            return float(v) if abs(v) < 1.7e308 else math.copysign(math.inf, float(mpmath.sign(v)))
+    return f
 
 
 def _equiangular_state(weights, X, norm):

@@ -66,7 +66,10 @@ FV_ONLY = ("scheme", "method", "cfl", "pad")
 def run(args) -> int:
     from ..errors import InputError
     from .sphere import is_sphere_file
+    from ..inputs.checks import writable_output
 
+    if args.save is not None:                   # before any work (and --save '' refused, not ignored)
+        writable_output(args.save, "save")
     if is_sphere_file(args.scenario):
         for name in FV_ONLY:
             if getattr(args, name) is not None:

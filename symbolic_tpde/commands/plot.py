@@ -30,8 +30,11 @@ def run(args) -> int:
     from ..errors import InputError
     from ..inputs.scenario import load_scenario
 
-    if not args.out.endswith((".png", ".pdf", ".svg")):
-        raise InputError("out", f"expected a .png, .pdf or .svg file name, got {args.out!r}")
+    from ..inputs.checks import writable_output
+
+    writable_output(args.out, "out", suffixes=(".png", ".pdf", ".svg"))     # before the work
+    if args.seed < 0:
+        raise InputError("seed", f"must be >= 0, got {args.seed}")
     if args.n < 2 or args.n > 10**6:
         raise InputError("n", f"must be in [2, 1e6], got {args.n}")
     if not 2 <= args.panels <= 12:

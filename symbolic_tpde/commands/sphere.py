@@ -53,7 +53,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
 
     import numpy as np
 
-    from ..analysis.sphere_clusters import DELTA, cluster_labels
+    from ..analysis.sphere_clusters import DELTA, cluster_labels, monitor_report
     from ..errors import BlowupError, InputError
     from ..registry.kinds import part
     from ..inputs.checks import horizon, strict_json
@@ -88,7 +88,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     diag = part(head.kind, "diagnostic")
     out = {"status": run.status, "geometry": "sphere", "norm": scn.norm, "n": args.n, "d": scn.d, "t": run.t,
            "clusters": int(cluster_labels(th).max() + 1), "delta": DELTA, "min_inner": float(np.min(th @ th.T)),
-           "monitor": {"name": diag.monitor_name, "value": diag.monitor(th, head.params["beta"])},
+           "monitor": monitor_report(diag.monitor_name, diag.monitor, th, float(head.params["beta"])),
            "radius": None if run.r is None else [float(run.r.min()), float(run.r.max())],
            "max_renorm": run.max_renorm, "tolerance": run.tolerance, "steps": run.steps, "nfev": run.nfev,
            "dtype": run.dtype, "seed": args.seed, "seconds": seconds}
@@ -106,7 +106,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
         print(f"sphere ({scn.norm}), n = {args.n}, d = {scn.d}, t = {run.t:.6g} ({run.steps} steps, {run.dtype}, "
               f"{seconds:.2f} s)")
         print(f"clusters (<θ_i,θ_j> >= 1 - {DELTA:g}): {out['clusters']}; min <θ_i,θ_j> = {out['min_inner']:.6g}")
-        print(f"{diag.monitor_name} = {out['monitor']['value']:.10g}")
+        print(f"{out['monitor']['name']} = {out['monitor']['value']:.10g}")
         if out["radius"] is not None:
             print(f"radius in [{out['radius'][0]:.6g}, {out['radius'][1]:.6g}]")
     sys.stdout.flush()
@@ -156,6 +156,9 @@ def is_sphere_kind(kind: str) -> bool:
 #: ``tpde sweep`` on a sphere kind: the largest betas × clouds × tokens² × d (each of the ~1e3 field evaluations
 #: of a run costs tokens² d per cloud: 1e9 is about 1e12 multiply-adds, an hour of one core)
 MAX_SWEEP_SIZE = 1e9
+#: ``sphere_usa`` (no softmax normalisation): the weights ``e^{β<θ_i,θ_j>}`` and the velocity are of size
+#: ``e^{|β|}``, beyond float64 (1.8e308 = e^709.8) above this
+USA_MAX_BETA = 700.0
 
 
 def run_sweep(args, *, writable_stem) -> int:
@@ -185,6 +188,10 @@ def run_sweep(args, *, writable_stem) -> int:
     if not 2 <= args.d <= SPHERE_MAX_DIM:
         raise InputError("d", f"must be in [2, {SPHERE_MAX_DIM}] for a sphere kind, got {args.d}")
     smin, smax, T = sweep_axis(args, "BETA_MIN < BETA_MAX")
+    if args.kind == "sphere_usa" and max(abs(smin), abs(smax)) > USA_MAX_BETA:
+        raise InputError("range", f"|beta| <= {USA_MAX_BETA:g} for sphere_usa, got {smin:g} {smax:g}: its "
+                         "unnormalised weights e^(beta <θ_i, θ_j>) leave float64 above ~709 (softmax kinds "
+                         "take any beta)")
     size = float(args.n) * args.K * args.tokens ** 2 * args.d
     if size > MAX_SWEEP_SIZE:
         raise InputError("K", f"n K tokens² d = {size:.3g} exceeds the cap {MAX_SWEEP_SIZE:g} (lower one of them)")
