@@ -74,6 +74,16 @@ SPREAD = 8.5          # Gaussian tail beyond 8.5 sd: < 2e-17 per side and axis
 BAND, GROW_TOL, POS_TOL = 3, 1e-13, 1e-13
 SMOOTH = 0.25         # κ of the reconstruction's smoothness test (module docstring)
 MAX_CELLS = 1 << 16   # per run: the dense velocity evaluation is O(cells²)
+#: Largest fraction of the initial law's mass that its projection onto the cells may miss (mass outside the box
+#: plus the cell quadrature error); the projected masses are normalised to 1 and the miss is reported as
+#: ``truncated``.  Above it the grid does not resolve the law (too coarse, or ``--pad`` so wide that the law
+#: falls in a few cells): refused, never run with a wrong initial law.
+MAX_TRUNCATED = 1e-2
+#: Work budget of one run in cell-pair evaluations (the velocity is dense: ``cells²`` pairs per evaluation),
+#: about a minute of one core at the measured ~2e8 pairs/s.  A run whose CFL step would need more (e.g. huge
+#: velocities in nearly empty far cells of an unnormalised kernel) stops with status ``"step-budget"`` at the
+#: time reached: the budget follows from the input (the cell count), unlike the wall-clock cap.
+WORK_BUDGET = 1e10
 
 
 # ---------------------------------------------------------------------------------- weighted attention field
@@ -308,10 +318,10 @@ class _NonFinite(ArithmeticError):
 @dataclass
 class GridRun:
     """Result of :func:`solve_grid`: final ``masses`` on ``grid``, time ``t``, ``lost`` (mass that left the
-    domain), ``status`` (``"ok"`` or ``"time-limit"``), counts, the largest ``mass_error`` (``|Σm + lost - M₀|``)
+    domain), ``status`` (``"ok"``, ``"time-limit"`` or ``"step-budget"``: :data:`WORK_BUDGET`), counts, the largest ``mass_error`` (``|Σm + lost - M₀|``)
     and most negative mass seen after any step, ``truncated = 1 - Σ m₀`` (the law's mass outside the initial
-    grid plus the quadrature error of the initial cell masses; the run conserves ``M₀ = Σ m₀``, it does not
-    renormalise), and the saved ``frames`` ``[(t, masses, lo)]``."""
+    grid plus the quadrature error of the initial cell masses, at most :data:`MAX_TRUNCATED` in size; the projected
+    masses are normalised to ``M₀ = 1``, which the run conserves), and the saved ``frames`` ``[(t, masses, lo)]``."""
 
     grid: Grid
     masses: np.ndarray
@@ -388,11 +398,23 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
                          "evaluation is quadratic in the cell count)")
     check_kinds(schedule(0.0))
     m = np.asarray(cell_masses(spec, g.edges), dtype=float)
-    truncated = 1.0 - float(m.sum())
-    M0 = float(m.sum())
-    if not M0 > 0:
-        raise InputError("init", f"no mass of the initial law lands on the grid (cell masses sum to {M0!r}: the law is "
+    raw = float(m.sum())
+    truncated = 1.0 - raw
+    if not raw > 0:
+        raise InputError("init", f"no mass of the initial law lands on the grid (cell masses sum to {raw!r}: the law is "
                          "narrower than the grid resolves, e.g. than the float64 spacing at its centre)")
+    if not abs(truncated) <= MAX_TRUNCATED:
+        raise InputError("grid", f"the projection of the initial law onto the {'x'.join(map(str, g.shape))} cells "
+                         f"misses {abs(truncated):.3g} of its mass (more than {MAX_TRUNCATED:g}: the cells do not "
+                         "resolve it); raise --grid or lower --pad")
+    m = m / raw                 # the projected law, normalised: mass 1 (the miss is reported as truncated)
+    mean0, cov0 = grid_moments(g, m)
+    sd0 = np.sqrt(np.maximum(np.diag(cov0), 0.0))
+    if np.any(sd0 < 0.5 * g.h):      # one cell alone has sd h/√12 ≈ 0.29 h: the law must spread over cells
+        k = int(np.argmin(sd0 / g.h))
+        raise InputError("grid", f"the initial law spans less than two cells along axis {k} (standard deviation "
+                         f"{sd0[k]:.3g}, cell width {g.h[k]:.3g}): raise --grid or lower --pad")
+    M0 = 1.0
     N0 = g.shape
     limit = tuple(int(max_growth * n) for n in g.shape)
     nu = 2.0 if scheme == "muscl" else 1.0
@@ -409,6 +431,9 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             break
         if steps >= max_steps:
             raise InputError("grid", f"more than {max_steps} steps before T (the CFL step became too small)")
+        if nfev * float(np.prod(g.shape)) ** 2 >= WORK_BUDGET:
+            status = "step-budget"
+            break
         f = _Rhs(g, schedule, scheme == "muscl", threads)
         y = np.concatenate([m.ravel(), [lost]])
         try:
