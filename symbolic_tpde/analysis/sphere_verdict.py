@@ -395,6 +395,8 @@ def _slopes(times, gap):
     # Vandermonde matrix subnormal and the SVD fail), then rescaled; a slope that is not finite is not reported
     u = times[m] / T
     lg = np.log(gap[m])
+    if np.ptp(lg) < 1e-8:        # the gap does not move beyond round-off on the window: no slope to measure
+        return None
     try:
         s_t = float(np.polyfit(u, lg, 1)[0]) / T
         s_log = float(np.polyfit(np.log(u), lg, 1)[0])
