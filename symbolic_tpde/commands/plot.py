@@ -45,6 +45,9 @@ def run(args) -> int:
         raise InputError("T", f"must be finite and > 0, got {T}")
     if len(set(args.dims)) != 2 or not all(0 <= i < scn.d for i in args.dims):
         raise InputError("dims", f"two distinct coordinates in [0, {scn.d - 1}], got {list(args.dims)}")
+    from pathlib import Path
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)     # a creatable directory passed the check
     print(make_scenario_figure(scn, args.out, n=args.n, seed=args.seed, T=T, panels=args.panels,
                                dims=tuple(args.dims), name=args.scenario))
     return 0
