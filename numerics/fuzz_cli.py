@@ -762,6 +762,11 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
         if obj.get("status") in ("time-limit", "step-budget") and isinstance(t, float) and t >= 0:
             return "time-limit", ""
         return "traceback", f"exit 5 without a time-limit status: {out.getvalue()[:150]!r}"
+    if rc == 0 and args[0] == "plot":     # prints the image's path
+        made = os.path.isfile(out.getvalue().strip()) and os.path.getsize(out.getvalue().strip()) > 0
+        if invalid:
+            return "wrong success", " ".join(args)[:200]
+        return ("success", "") if made else ("wrong success", f"plot exit 0 without its image: {args}"[:200])
     if rc == 0 and args[0] == "derive" and "json" not in args:   # text / LaTeX by design
         return ("wrong success", " ".join(args)[:200]) if invalid else ("success", "")
     if rc == 0:
@@ -791,7 +796,7 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
         tpde_lines = [ln for ln in lines if ln.startswith("tpde ")]
         usage = any(ln.startswith("usage:") for ln in lines)
         if usage or len(tpde_lines) == 1 and len(lines) == 1:
-            return "clean error", ""
+            return "clean error", (lines[-1] if lines else "")[:200]
         return "traceback", f"not one line: {e[:200]!r}"
     return "traceback", f"exit {rc}: {e[:200]!r}"
 

@@ -90,7 +90,9 @@ def load_scenario(path: str | Path, *, need_T: bool = True, gaussian_data: bool 
     data = _checks.read_json(p, "scenario")
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
-    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=p.parent)
+    # relative paths inside init: from the scenario file's directory; a pipe (<(cat f.json)) has none: the cwd
+    base = p.parent if p.is_file() else Path.cwd()
+    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=base)
 
 
 def _attention_of(data: dict[str, Any], field: str) -> str:
