@@ -4,7 +4,8 @@ scenario's initial law.
 Prints (``--json``)::
 
     {"status": "ok", "t": .., "d": .., "cells": [..], "h": [..], "lo": [..], "hi": [..], "scheme": ..,
-     "mass": Σm, "lost": mass that left the domain, "truncated": 1 - Σm₀ (initial mass outside the grid + cell quadrature error),
+     "mass": Σm, "lost": mass that left the domain, "truncated": 1 - Σm₀ of the raw projection (initial mass
+     outside the grid + cell quadrature error; refused above 1e-2, then normalised away: Σm₀ = 1),
      "mass_error": max |Σm + lost - Σm₀| over the steps, "min_mass": most negative cell mass seen,
      "mean": [..], "cov": [[..]] (exact moments of the piecewise-constant density), "occupied": cells with 99 %,
      "steps", "rejected", "nfev", "grown", "seconds"}
@@ -14,17 +15,22 @@ A sphere scenario (``"geometry": "sphere"``) with ``d = 2`` runs the spectral ci
 rotations, norm ``post`` or ``ngpt``, init ``uniform_sphere`` or ``vmf``) on ``--grid M`` equispaced angles
 (``M`` even) and prints (``--json``)::
 
-    {"status": "ok", "geometry": "circle", "t": .., "points": M, "norm": .., "noise": σ, "mass": ∫ρ,
-     "min_density": .., "moments": [[Re, Im] of ∫ e^{ikθ} ρ, k = 1, 2, 3], "peaks": local maxima above 1/2π,
-     "nfev", "steps", "seconds"}
+    {"status": "ok", "geometry": "circle", "t": .., "points": M, "norm": .., "noise": σ, "truncated": dropped
+     modes of the initial law / its peak, "resolution": top-third modes / mean, "mass": ∫ρ, "min_density": ..,
+     "moments": [[Re, Im] of ∫ e^{ikθ} ρ, k = 1, 2, 3], "peaks": local maxima above 1/2π, "nfev", "steps",
+     "seconds"}
 
-(``--noise σ`` adds ``σ ∂²ρ``, the mean field of independent Brownian angles; the particle simulator has none.
-A negative ``min_density`` means the run is under-resolved: raise ``--grid``.)  ``--save``: ``times (k,)`` and
-``rho (k, M)`` at ``--save-every``.
+(``--noise σ`` adds ``σ ∂²ρ``, the mean field of independent Brownian angles; the particle simulator has none.)
+The initial law is its exact Fourier projection (mass 1, exact moments), refused when ``M`` points do not
+resolve it (the message names the grid that does).  A density that goes negative or whose peaks outgrow the
+points stops the run with status ``"under-resolved"`` (exit 6, ``detail`` says ``raise --grid to …``), never
+ok and never blow-up.  ``--save``: ``times (k,)`` and ``rho (k, M)`` at ``--save-every``.
 
 The solvers and their guarantees: :mod:`symbolic_tpde.numerics.grids.euclidean`, :mod:`symbolic_tpde.numerics.grids.circle`.  Exit status: 0 ok; 2 bad input (one line
-naming the field; sinkhorn and masked attention refused with the reason); 3 blow-up (with its time);
-5 wall-clock cap (``status`` ``time-limit`` with the time reached, no ``--save`` file).
+naming the field; sinkhorn and masked attention refused with the reason; with ``--json`` also
+``{"status": "error", "field", "problem"}`` on stdout); 3 blow-up (with its time); 5 wall-clock cap
+(``status`` ``time-limit``) or work budget (``status`` ``step-budget``, ℝᵈ: 1e10 cell-pair evaluations), with
+the time reached, no ``--save`` file; 6 under-resolved (``status`` ``under-resolved``); docs/cli_statuses.md.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ def register(sub) -> None:
     p = sub.add_parser("pde", help="solve the PDE on a grid (finite volumes, d = 1, 2) and print its moments",
                        description="Finite-volume solver of d_t mu + div(mu Gamma_mu) = 0 from the scenario's "
                                    "initial law (init block or N(alpha0, Sigma0)); d = 1 or 2.  Exit status: 0 ok, "
-                                   "2 bad input, 3 blow-up, 5 wall-clock cap reached.")
+                                   "2 bad input, 3 blow-up, 5 wall-clock cap or work budget reached, "
+                                   "6 under-resolved (raise --grid).")
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario JSON file (or a built-in name)")
     p.add_argument("--grid", type=int, required=True, metavar="N", help="cells per axis of the initial box (>= 4)")
     p.add_argument("--scheme", default=None, choices=("muscl", "upwind"),
