@@ -25,10 +25,15 @@ import numpy as np
 from ..errors import InputError
 from ..registry.kinds import register
 
-__all__ = ["DELTA", "cluster_labels", "cluster_counts", "one_cluster", "time_to_one_cluster", "energy",
+__all__ = ["DELTA", "STEP_BUDGET", "cluster_labels", "cluster_counts", "one_cluster", "time_to_one_cluster", "energy",
            "staircase", "distance_to_first", "Diagnostic"]
 
 DELTA = 1e-3
+#: Step budget of one sphere particle run from the command line (``tpde particles``/``classify``/``sweep`` on
+#: the sphere): a step of a few tokens costs ~0.1 ms of overhead, so 50 000 steps are seconds, not the minutes
+#: that the integrator's own limit (200 000 steps, or a step size collapsing where ``A_i/|A_i|`` jumps) allows;
+#: the run then ends "stalled" at the time reached, with the reason.
+STEP_BUDGET = 50_000
 
 
 def _theta(theta):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .sphere_clusters import DELTA
+from .sphere_clusters import DELTA, STEP_BUDGET
 
 __all__ = ["SphereSweep", "run_sphere_sweep", "save_sphere_sweep"]
 
@@ -75,7 +75,8 @@ def _one_beta(res: SphereSweep, b: int, beta: float, X0, T, delta, max_seconds_p
 
     d, n = res.d, res.n
     w = make_weights([make_head(res.kind, A=np.eye(d), V=np.eye(d), beta=beta)])
-    run = simulate_sphere(X0, w, T, norm=res.norm, t_eval=res.times, max_seconds=max_seconds_point)
+    run = simulate_sphere(X0, w, T, norm=res.norm, t_eval=res.times, max_seconds=max_seconds_point,
+                          max_steps=STEP_BUDGET)
     res.status.append(run.status)
     iu = np.triu_indices(n, 1)
     U = run.trajectory / np.linalg.norm(run.trajectory, axis=-1, keepdims=True)       # (nt, K, n, d)

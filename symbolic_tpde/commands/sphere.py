@@ -53,7 +53,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
 
     import numpy as np
 
-    from ..analysis.sphere_clusters import DELTA, cluster_labels, monitor_report
+    from ..analysis.sphere_clusters import DELTA, STEP_BUDGET, cluster_labels, monitor_report
     from ..errors import BlowupError, InputError
     from ..registry.kinds import part
     from ..inputs.checks import horizon, strict_json
@@ -76,6 +76,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     t0 = time.perf_counter()
     try:
         run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
+                              max_steps=STEP_BUDGET,
                               t_eval=t_eval, max_seconds=max_seconds(args))
     except BlowupError as exc:
         out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
