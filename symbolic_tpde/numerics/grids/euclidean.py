@@ -79,11 +79,12 @@ MAX_CELLS = 1 << 16   # per run: the dense velocity evaluation is O(cells²)
 #: ``truncated``.  Above it the grid does not resolve the law (too coarse, or ``--pad`` so wide that the law
 #: falls in a few cells): refused, never run with a wrong initial law.
 MAX_TRUNCATED = 1e-2
-#: Work budget of one run in cell-pair evaluations (the velocity is dense: ``cells²`` pairs per evaluation),
-#: about a minute of one core at the measured ~2e8 pairs/s.  A run whose CFL step would need more (e.g. huge
-#: velocities in nearly empty far cells of an unnormalised kernel) stops with status ``"step-budget"`` at the
-#: time reached: the budget follows from the input (the cell count), unlike the wall-clock cap.
-WORK_BUDGET = 1e10
+#: Work budget of one run in cell-pair evaluations: each evaluation of a dense kind's field costs (cells next
+#: to the mass) x (cells with mass) pairs (``linear``: their sum, it is O(cells)); 2e10 is a few minutes of one
+#: core.  A run whose CFL step would need more (e.g. huge velocities in nearly empty far cells of an
+#: unnormalised kernel, or ``--cfl 1e-9``) stops with status ``"step-budget"`` at the time reached: the budget
+#: follows from the input (the cells and the kinds), unlike the wall-clock cap.
+WORK_BUDGET = 2e10
 
 
 # ---------------------------------------------------------------------------------- weighted attention field
@@ -279,6 +280,7 @@ class _Rhs:
         self.grid, self.schedule, self.muscl, self.threads = grid, schedule, muscl, threads
         self.C = grid.centres
         self.nfev = 0
+        self.work = 0.0                   # cell pairs evaluated (WORK_BUDGET)
         self.amax = np.zeros(grid.d)
 
     def velocity(self, t, m):
@@ -289,6 +291,8 @@ class _Rhs:
         u = np.zeros((m.size, self.grid.d))
         if keys.any():
             w = self.schedule(t)
+            nq, nk = float(query.sum()), float(keys.sum())
+            self.work += sum(nq + nk if h.kind == "linear" else nq * nk for h in w.heads)
             u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads) \
                 - _sheppard(self.C[query], w, self.grid.h)
         return u.reshape(m.shape + (self.grid.d,))
@@ -419,7 +423,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
     limit = tuple(int(max_growth * n) for n in g.shape)
     nu = 2.0 if scheme == "muscl" else 1.0
     deadline = Deadline.of(max_seconds)
-    t, lost, steps, rejected, nfev, grown = 0.0, 0.0, 0, 0, 0, 0
+    t, lost, steps, rejected, nfev, grown, work = 0.0, 0.0, 0, 0, 0, 0, 0.0
     mass_err, min_mass = 0.0, float(m.min())
     frames = [(0.0, m.copy(), g.lo.copy())]
     last_frame = 0.0
@@ -431,7 +435,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             break
         if steps >= max_steps:
             raise InputError("grid", f"more than {max_steps} steps before T (the CFL step became too small)")
-        if nfev * float(np.prod(g.shape)) ** 2 >= WORK_BUDGET:
+        if work >= WORK_BUDGET:
             status = "step-budget"
             break
         f = _Rhs(g, schedule, scheme == "muscl", threads)
@@ -459,6 +463,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             rejected += 1
             dt /= 2
         nfev += f.nfev
+        work += f.work
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
         t = T if dt == T - t else t + dt
