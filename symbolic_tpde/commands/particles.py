@@ -92,7 +92,10 @@ def run(args) -> int:
     from ..inputs.checks import positive_number
 
     from .sphere import is_sphere_file, run_particles
+    from ..inputs.checks import writable_output
 
+    if args.save is not None:                   # before any work (and --save '' refused, not ignored)
+        writable_output(args.save, "save")
     if is_sphere_file(args.scenario):           # "geometry": "sphere": tokens on the sphere (commands/sphere.py)
         return run_particles(args, save=_save_atomic, exit_blowup=EXIT_BLOWUP, max_pair_work=MAX_PAIR_WORK)
     if args.n < 2:

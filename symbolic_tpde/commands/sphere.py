@@ -61,7 +61,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
 
     import numpy as np
 
-    from ..analysis.sphere_clusters import DELTA, cluster_labels, time_to_one_cluster
+    from ..analysis.sphere_clusters import DELTA, STEP_BUDGET, cluster_labels, monitor_report, time_to_one_cluster
     from ..errors import BlowupError, InputError
     from ..registry.kinds import part
     from ..inputs.checks import horizon, strict_json
@@ -85,6 +85,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     t0 = time.perf_counter()
     try:
         run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
+                              max_steps=STEP_BUDGET,
                               t_eval=t_eval, max_seconds=max_seconds(args))
     except BlowupError as exc:
         out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
@@ -99,7 +100,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
            "clusters": int(cluster_labels(th).max() + 1), "delta": DELTA, "min_inner": float(np.min(th @ th.T)),
            "time_to_one_cluster": None if t_eval is None or run.status != "ok" else
            time_to_one_cluster(run.times, run.trajectory / np.linalg.norm(run.trajectory, axis=-1, keepdims=True)),
-           "monitor": {"name": diag.monitor_name, "value": diag.monitor(th, head.params["beta"])},
+           "monitor": monitor_report(diag.monitor_name, diag.monitor, th, float(head.params["beta"])),
            "radius": None if run.r is None else [float(run.r.min()), float(run.r.max())],
            "max_renorm": run.max_renorm, "tolerance": run.tolerance, "steps": run.steps, "nfev": run.nfev,
            "dtype": run.dtype, "seed": args.seed, "seconds": seconds}
@@ -120,7 +121,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
         if out["time_to_one_cluster"] is not None:
             print(f"one cluster from t = {out['time_to_one_cluster']:.6g} (first of 101 frames from which every "
                   "frame is one cluster)")
-        print(f"{diag.monitor_name} = {out['monitor']['value']:.10g}")
+        print(f"{out['monitor']['name']} = {out['monitor']['value']:.10g}")
         if out["radius"] is not None:
             print(f"radius in [{out['radius'][0]:.6g}, {out['radius'][1]:.6g}]")
     sys.stdout.flush()
@@ -170,6 +171,9 @@ def is_sphere_kind(kind: str) -> bool:
 #: ``tpde sweep`` on a sphere kind: the largest betas × clouds × tokens² × d (each of the ~1e3 field evaluations
 #: of a run costs tokens² d per cloud: 1e9 is about 1e12 multiply-adds, an hour of one core)
 MAX_SWEEP_SIZE = 1e9
+#: ``sphere_usa`` (no softmax normalisation): the weights ``e^{β<θ_i,θ_j>}`` and the velocity are of size
+#: ``e^{|β|}``, beyond float64 (1.8e308 = e^709.8) above this
+USA_MAX_BETA = 700.0
 
 
 def run_sweep(args, *, writable_stem) -> int:
@@ -199,6 +203,10 @@ def run_sweep(args, *, writable_stem) -> int:
     if not 2 <= args.d <= SPHERE_MAX_DIM:
         raise InputError("d", f"must be in [2, {SPHERE_MAX_DIM}] for a sphere kind, got {args.d}")
     smin, smax, T = sweep_axis(args, "BETA_MIN < BETA_MAX")
+    if args.kind == "sphere_usa" and max(abs(smin), abs(smax)) > USA_MAX_BETA:
+        raise InputError("range", f"|beta| <= {USA_MAX_BETA:g} for sphere_usa, got {smin:g} {smax:g}: its "
+                         "unnormalised weights e^(beta <θ_i, θ_j>) leave float64 above ~709 (softmax kinds "
+                         "take any beta)")
     size = float(args.n) * args.K * args.tokens ** 2 * args.d
     if size > MAX_SWEEP_SIZE:
         raise InputError("K", f"n K tokens² d = {size:.3g} exceeds the cap {MAX_SWEEP_SIZE:g} (lower one of them)")

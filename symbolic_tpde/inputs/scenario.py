@@ -98,7 +98,8 @@ def read_scenario_file(path: str | Path, geometries: tuple[str, ...] = ("R^d",))
     data = _checks.read_json(p, "scenario")
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
-    return data, p.parent
+    # relative paths inside init: from the scenario file's directory; a pipe (<(cat f.json)) has none: the cwd
+    return data, (p.parent if p.is_file() else Path.cwd())
 
 
 def _attention_of(data: dict[str, Any], field: str) -> str:

@@ -76,6 +76,17 @@ SPREAD = 8.5          # Gaussian tail beyond 8.5 sd: < 2e-17 per side and axis
 BAND, GROW_TOL, POS_TOL = 3, 1e-13, 1e-13
 SMOOTH = 0.25         # κ of the reconstruction's smoothness test (module docstring)
 MAX_CELLS = 1 << 16   # per run: the dense velocity evaluation is O(cells²)
+#: Largest fraction of the initial law's mass that its projection onto the cells may miss (mass outside the box
+#: plus the cell quadrature error); the projected masses are normalised to 1 and the miss is reported as
+#: ``truncated``.  Above it the grid does not resolve the law (too coarse, or ``--pad`` so wide that the law
+#: falls in a few cells): refused, never run with a wrong initial law.
+MAX_TRUNCATED = 1e-2
+#: Work budget of one run in cell-pair evaluations: each evaluation of a dense kind's field costs (cells next
+#: to the mass) x (cells with mass) pairs (``linear``: their sum, it is O(cells)); 2e10 is a few minutes of one
+#: core.  A run whose CFL step would need more (e.g. huge velocities in nearly empty far cells of an
+#: unnormalised kernel, or ``--cfl 1e-9``) stops with status ``"step-budget"`` at the time reached: the budget
+#: follows from the input (the cells and the kinds), unlike the wall-clock cap.
+WORK_BUDGET = 2e10
 
 
 # ---------------------------------------------------------------------------------- weighted attention field
@@ -284,6 +295,7 @@ class _Rhs:
         self.grid, self.schedule, self.muscl, self.threads = grid, schedule, muscl, threads
         self.C = grid.centres
         self.nfev = 0
+        self.work = 0.0                   # cell pairs evaluated (WORK_BUDGET)
         self.amax = np.zeros(grid.d)
 
     def velocity(self, t, m):
@@ -294,6 +306,8 @@ class _Rhs:
         u = np.zeros((m.size, self.grid.d))
         if keys.any():
             w = self.schedule(t)
+            nq, nk = float(query.sum()), float(keys.sum())
+            self.work += sum(nq + nk if h.kind == "linear" else nq * nk for h in w.heads)
             u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads) \
                 - _sheppard(self.C[query], w, self.grid.h)
         return u.reshape(m.shape + (self.grid.d,))
@@ -323,10 +337,10 @@ class _NonFinite(ArithmeticError):
 @dataclass
 class GridRun:
     """Result of :func:`solve_grid`: final ``masses`` on ``grid``, time ``t``, ``lost`` (mass that left the
-    domain), ``status`` (``"ok"`` or ``"time-limit"``), counts, the largest ``mass_error`` (``|Σm + lost - M₀|``)
+    domain), ``status`` (``"ok"``, ``"time-limit"`` or ``"step-budget"``: :data:`WORK_BUDGET`), counts, the largest ``mass_error`` (``|Σm + lost - M₀|``)
     and most negative mass seen after any step, ``truncated = 1 - Σ m₀`` (the law's mass outside the initial
-    grid plus the quadrature error of the initial cell masses; the run conserves ``M₀ = Σ m₀``, it does not
-    renormalise), and the saved ``frames`` ``[(t, masses, lo)]``."""
+    grid plus the quadrature error of the initial cell masses, at most :data:`MAX_TRUNCATED` in size; the projected
+    masses are normalised to ``M₀ = 1``, which the run conserves), and the saved ``frames`` ``[(t, masses, lo)]``."""
 
     grid: Grid
     masses: np.ndarray
@@ -403,16 +417,28 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
                          "evaluation is quadratic in the cell count)")
     check_kinds(schedule(0.0))
     m = np.asarray(cell_masses(spec, g.edges), dtype=float)
-    truncated = 1.0 - float(m.sum())
-    M0 = float(m.sum())
-    if not M0 > 0:
-        raise InputError("init", f"no mass of the initial law lands on the grid (cell masses sum to {M0!r}: the law is "
+    raw = float(m.sum())
+    truncated = 1.0 - raw
+    if not raw > 0:
+        raise InputError("init", f"no mass of the initial law lands on the grid (cell masses sum to {raw!r}: the law is "
                          "narrower than the grid resolves, e.g. than the float64 spacing at its centre)")
+    if not abs(truncated) <= MAX_TRUNCATED:
+        raise InputError("grid", f"the projection of the initial law onto the {'x'.join(map(str, g.shape))} cells "
+                         f"misses {abs(truncated):.3g} of its mass (more than {MAX_TRUNCATED:g}: the cells do not "
+                         "resolve it); raise --grid or lower --pad")
+    m = m / raw                 # the projected law, normalised: mass 1 (the miss is reported as truncated)
+    mean0, cov0 = grid_moments(g, m)
+    sd0 = np.sqrt(np.maximum(np.diag(cov0), 0.0))
+    if np.any(sd0 < 0.5 * g.h):      # one cell alone has sd h/√12 ≈ 0.29 h: the law must spread over cells
+        k = int(np.argmin(sd0 / g.h))
+        raise InputError("grid", f"the initial law spans less than two cells along axis {k} (standard deviation "
+                         f"{sd0[k]:.3g}, cell width {g.h[k]:.3g}): raise --grid or lower --pad")
+    M0 = 1.0
     N0 = g.shape
     limit = tuple(int(max_growth * n) for n in g.shape)
     nu = 2.0 if scheme == "muscl" else 1.0
     deadline = Deadline.of(max_seconds)
-    t, lost, steps, rejected, nfev, grown = 0.0, 0.0, 0, 0, 0, 0
+    t, lost, steps, rejected, nfev, grown, work = 0.0, 0.0, 0, 0, 0, 0, 0.0
     mass_err, min_mass = 0.0, float(m.min())
     frames = [(0.0, m.copy(), g.lo.copy())]
     last_frame = 0.0
@@ -424,6 +450,9 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             break
         if steps >= max_steps:
             raise InputError("grid", f"more than {max_steps} steps before T (the CFL step became too small)")
+        if work >= WORK_BUDGET:
+            status = "step-budget"
+            break
         f = _Rhs(g, schedule, scheme == "muscl", threads)
         y = np.concatenate([m.ravel(), [lost]])
         try:
@@ -449,6 +478,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             rejected += 1
             dt /= 2
         nfev += f.nfev
+        work += f.work
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
         t = T if dt == T - t else t + dt
