@@ -104,16 +104,26 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
     evidence.append("covariance equation evaluated in matrix form (inverse-free tilt, one linear solve), "
                     "checked against the generated entrywise form at Σ₀ to 1e-10")
 
-    def rhs(t, y):      # the hot path: layout's index arrays are made once per d
-        return layout.pack(np.zeros(d), covariance_velocity(w, layout.unpack(y, d)[1]))
+    from ..gaussian.matrix_form import matrix_rhs, tilt_margins
 
-    # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0, i.e. 1 - λ_max(Σ^{1/2}(R + Rᵀ)Σ^{1/2}) > 0: a condition that stays
-    # meaningful when Σ becomes nearly singular (Σ - Σ(R + Rᵀ)Σ ≻ 0, the generated one, tends to 0 with Σ);
-    # heads with R + Rᵀ ⪯ 0 (softmax, ℓ2) always have a tilt and add no condition
+    fast = matrix_rhs(w, d)
+    if fast is not None:             # the prebuilt form (α frozen at 0: the covariance equation alone)
+        fm = fast[0]
+
+        def rhs(t, y):
+            z = np.array(y, float)
+            z[:d] = 0.0
+            out = fm(t, z)
+            out[:d] = 0.0
+            return out
+    else:
+        def rhs(t, y):      # the hot path: layout's index arrays are made once per d
+            return layout.pack(np.zeros(d), covariance_velocity(w, layout.unpack(y, d)[1]))
+
+    # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0 (:func:`symbolic_tpde.gaussian.matrix_form.tilt_margins`, scale-free)
     from .closed_forms import quadratic_form
 
-    Ms = [M for M in ((lambda f_: f_[1] + f_[1].T)(quadratic_form(h)) for h in w.heads
-                      if quadratic_form(h) is not None) if np.linalg.eigvalsh(M).max() > 0]
+    margins = tilt_margins(w, d)
 
     # the solve with I - ΣM loses cond(I - ΣM)·eps: the run stops ("precision") before that exceeds rtol/100
     Mall = [f_[1] + f_[1].T for f_ in (quadratic_form(h) for h in w.heads) if f_ is not None]
@@ -123,10 +133,8 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
     def conditions(t, y):
         S = layout.unpack(np.asarray(y, float), d)[1]
         S = 0.5 * (S + S.T)
-        lam, U = np.linalg.eigh(S)
-        half = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
         out = [room - math.log(max(np.linalg.cond(np.eye(d) - S @ M) for M in Mall))] if Mall else []
-        return np.array(out + [1.0 - np.linalg.eigvalsh(half @ M @ half).max() for M in Ms])
+        return np.array(out + ([] if margins is None else list(margins(t, y))))
 
     return rhs, (conditions if Mall else None), len(Mall) > 0
 
