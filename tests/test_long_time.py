@@ -68,3 +68,63 @@ def test_l2_anisotropic_growth_reaches_T_in_matrix_form(tmp_path, covariance_onl
     assert lam[-1] / lam[0] > 1e6                             # the class: strongly anisotropic
     # both runs carry a global error ~ rtol·(number of steps, ~10³) = 1e-9 relative to ‖Σ‖ (measured 2.5e-11)
     assert np.abs(S - ref).max() <= 1e-9 * np.abs(ref).max()
+
+
+# ------------------------------------------------------------------ issue 30, item 3: slow plateaus are named
+def _softmax_traj(A, V, S0, ts):
+    """Σ(t) at ``ts`` for dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ (README Mathematics §3), scipy DOP853 written here."""
+    from scipy.integrate import solve_ivp
+
+    d = A.shape[0]
+
+    def rhs(t, z):
+        S = z.reshape(d, d)
+        return (V @ S @ A @ S + S @ A.T @ S @ V.T).ravel()
+
+    sol = solve_ivp(rhs, (0, ts[-1]), S0.ravel(), method="DOP853", rtol=1e-11, atol=1e-14, t_eval=ts)
+    assert sol.status == 0
+    return sol.y.T.reshape(-1, d, d)
+
+
+def test_a_rank_one_plateau_that_decays_is_named_metastable():
+    """V SPD ≠ I, ker(A + Aᵀ) = span(e₂): every c·e₂e₂ᵀ is an equilibrium; started at u = e₂ - 0.05 e₁ (the
+    escaping side, since e₁ᵀVe₂ > 0), Σ sits near 1.09·uuᵀ for about two decades of t, then decays."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.verdict import classify_long_time
+
+    A = np.array([[-1.0, 0.3], [-0.3, 0.0]])
+    V = np.array([[2.0, 0.5], [0.5, 1.0]])
+    assert np.linalg.eigvalsh(V).min() > 0 and np.linalg.matrix_rank(A + A.T) == 1
+    u = np.array([-0.05, 1.0])
+    S0 = np.outer(u, u) + 0.05 * np.eye(2)
+    ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=A, V=V)]))
+    T = 1e4
+    v = classify_long_time(ode, S0, T)
+    assert v.outcome == "metastable" and v.plateau is not None, v.label
+    p = v.plateau
+    assert p["rank"] == 1 and "then decays" in v.label and p["alignment"] > 1 - 1e-6
+    assert p["linearisation"]["degenerate"] >= 1
+    # the independent trajectory: within the plateau tolerance of the stated state on [t_start, t_end],
+    # out of it by T, and far below it at T
+    ts = np.geomspace(p["t_start"], T, 40)
+    S = _softmax_traj(A, V, S0, ts)
+    Sp = p["Sigma"]
+    dist = np.linalg.norm(S - Sp, axis=(1, 2)) / np.linalg.norm(Sp)
+    on = ts <= p["t_end"]
+    assert dist[on].max() <= 0.2 and dist[-1] > 0.5        # 0.2: twice the detector's 0.1 (Σ_p is a mid sample)
+    assert np.trace(S[-1]) < 1e-2 * np.trace(Sp)
+    # the plateau state lies on the line of equilibria c·kkᵀ, k = e₂ = ker(A + Aᵀ)
+    assert abs(np.linalg.eigh(Sp)[1][:, -1] @ [0.0, 1.0]) > 1 - 1e-5
+
+
+def test_a_plateau_that_is_the_limit_is_not_called_metastable():
+    """The same flow started on the returning side (u = e₂ + 0.05 e₁) converges to c·e₂e₂ᵀ: rank 1."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.verdict import classify_long_time
+
+    A = np.array([[-1.0, 0.3], [-0.3, 0.0]])
+    V = np.array([[2.0, 0.5], [0.5, 1.0]])
+    u = np.array([0.05, 1.0])
+    v = classify_long_time(GaussianODE.from_weights(make_weights([make_head("softmax", A=A, V=V)])),
+                           np.outer(u, u) + 0.05 * np.eye(2), 1e4)
+    assert v.outcome == "rank" and v.rank == 1 and v.plateau is None, v.label

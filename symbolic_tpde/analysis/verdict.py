@@ -22,7 +22,9 @@
    * "diverge": ``tr Σ`` grows; the exponential rate is fitted on ``[T/2, T]`` and on ``[T/4, T/2]``.
 
 Outcomes: ``"blowup"``, ``"no-singularity-before-T"`` (``T* > T``), ``"rank"`` (``rank = 0`` is collapse),
-``"diverge"``, ``"oscillating"``, ``"tilt-ceased"``, ``"undetermined"`` (with the reason).
+``"diverge"``, ``"oscillating"``, ``"tilt-ceased"``, ``"metastable"`` (a plateau near a rank-deficient state
+that the run left, :mod:`.plateau`, where the limit itself is not yet settled at ``T``; a plateau before a
+settled limit is named in that verdict's label), ``"undetermined"`` (with the reason).
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ __all__ = ["Verdict", "classify_long_time", "classify_many"]
 
 #: a swing of ``log tr Σ`` by more than ``ln 10`` up and down on ``[T/100, T]`` is a burst
 BURST = math.log(10.0)
-#: the limit is fitted on Σ(T/2ᵏ), k = K_DOUBLINGS … 0
-K_DOUBLINGS = 10
+#: the limit is fitted on the last of Σ(T/2ᵏ), k = K_DOUBLINGS … 0; the plateau detector (:mod:`.plateau`) reads
+#: them all (six decades of t)
+K_DOUBLINGS = 20
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Verdict:
     facts: list = field(default_factory=list)
     linearisation: dict | None = None
     covariance_only: bool = True
+    plateau: dict | None = None
 
     @property
     def short(self) -> str:
@@ -69,6 +73,8 @@ class Verdict:
         ``"no blow-up before T"``, ``"oscillating"``, ``"tilt ceased"``, ``"undetermined"``."""
         if self.outcome == "rank":
             return "collapse" if self.rank == 0 else f"rank {self.rank}"
+        if self.outcome == "metastable" and self.plateau:
+            return f"metastable (rank {self.plateau['rank']})"
         return {"no-singularity-before-T": "no blow-up before T", "tilt-ceased": "tilt ceased"}.get(self.outcome,
                                                                                                   self.outcome)
 
@@ -79,7 +85,8 @@ class Verdict:
                 "Sigma_T": self.Sigma_T, "t": self.t, "rate": self.rate, "evidence": list(self.evidence),
                 "facts": [{"name": f.name, "statement": f.statement, "hypotheses": list(f.hypotheses),
                            "source": f.source} for f in self.facts],
-                "linearisation": self.linearisation, "covariance_only": self.covariance_only}
+                "linearisation": self.linearisation, "covariance_only": self.covariance_only,
+                "plateau": self.plateau}
 
 
 def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: float):
@@ -345,7 +352,19 @@ def _on_horizon(T, Sigma0, rtol, facts, evidence, base, t_lr, log_r, Sigma_T, sa
     S = samples()
     if isinstance(S, Verdict):
         return S
-    return _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base)
+    v = _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base)
+    from .plateau import detect_plateau
+
+    p = detect_plateau(T / 2.0 ** np.arange(len(S) - 1, -1, -1), S, ode, still_there=v.outcome == "undetermined")
+    if p is not None:
+        v.plateau = p
+        v.evidence = list(v.evidence) + p["evidence"]
+        if v.outcome == "undetermined":     # the run is not asymptotic at T: what it did is the answer
+            v.outcome = "metastable"
+            v.label = f"{p['label']} (numerical; the limit itself is {v.label})"
+        else:
+            v.label = f"{v.label}; before that, {p['label']}"
+    return v
 
 
 def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base, stiff=False):
