@@ -128,3 +128,38 @@ def test_a_plateau_that_is_the_limit_is_not_called_metastable():
     v = classify_long_time(GaussianODE.from_weights(make_weights([make_head("softmax", A=A, V=V)])),
                            np.outer(u, u) + 0.05 * np.eye(2), 1e4)
     assert v.outcome == "rank" and v.rank == 1 and v.plateau is None, v.label
+
+
+# ------------------------------------------------------------- issue 30: certified verdicts (interval arithmetic)
+def test_certified_lower_bound_is_below_the_closed_form_and_no_blowup_is_certified():
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.certify import certify_blowup
+
+    A = np.array([[0.4, -0.3], [0.5, 0.2]])
+    S0 = np.array([[0.7, -0.1], [-0.1, 1.1]])
+    L = np.linalg.cholesky(S0)
+    Tc = 1 / np.linalg.eigvalsh(L.T @ (A + A.T) @ L).max()      # V = I closed form (README Mathematics §4)
+    c = certify_blowup(make_weights([make_head("softmax", A=A, V=np.eye(2))]), S0, 10 * Tc, max_seconds=2.0,
+                       T_hint=Tc)
+    assert 0.5 * Tc < c.lower < Tc and c.no_blowup_before is None
+    assert "certified: T* >" in c.label and "lower side" in c.sides[0]
+    # A + Aᵀ ≺ 0, V SPD: no blow-up (Lyapunov theorem); the enclosure stays bounded to T
+    c = certify_blowup(make_weights([make_head("softmax", A=np.array([[-0.5, 0.2], [0.0, -0.4]]),
+                                               V=np.array([[1.2, 0.3], [0.3, 0.7]]))]), S0, 1.5, max_seconds=5.0)
+    assert c.no_blowup_before == 1.5 and "no blow-up before T" in c.label
+    lo = np.array([[a for a, _ in r] for r in c.Sigma_enclosure])
+    hi = np.array([[b for _, b in r] for r in c.Sigma_enclosure])
+    assert np.all(hi - lo < 1e-6) and np.all(lo <= hi)
+
+
+def test_classify_reports_a_certificate_beside_the_numerical_verdict():
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.verdict import classify_long_time
+
+    import tests.test_verdict as tv
+
+    ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=np.array(tv._DRIFT_A),
+                                                           V=np.array(tv._DRIFT_V))]))
+    v = classify_long_time(ode, np.eye(3), 50.0, certify=2.0)
+    assert v.outcome == "blowup" and "numerical" in v.label and "certified: T* >" in v.label
+    assert v.certificate["lower"] <= v.blowup_time + v.blowup_time_error

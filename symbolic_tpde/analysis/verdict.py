@@ -66,6 +66,7 @@ class Verdict:
     linearisation: dict | None = None
     covariance_only: bool = True
     plateau: dict | None = None
+    certificate: dict | None = None
 
     @property
     def short(self) -> str:
@@ -86,7 +87,7 @@ class Verdict:
                 "facts": [{"name": f.name, "statement": f.statement, "hypotheses": list(f.hypotheses),
                            "source": f.source} for f in self.facts],
                 "linearisation": self.linearisation, "covariance_only": self.covariance_only,
-                "plateau": self.plateau}
+                "plateau": self.plateau, "certificate": self.certificate}
 
 
 def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: float):
@@ -220,9 +221,29 @@ def _turning_amplitudes(x: np.ndarray) -> list[float]:
 
 
 def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10,
-                       max_seconds=None) -> Verdict:
+                       max_seconds=None, certify: float = 0.0) -> Verdict:
     """The verdict on ``Σ(t)`` for ``ode`` from ``N(alpha0, Sigma0)`` at horizon ``T`` (module docstring).
-    A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`."""
+    A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`.
+    ``certify > 0``: a numerical blow-up verdict (or "no singularity before T") of softmax heads in ``d ≤ 3``
+    gets a certificate in interval arithmetic (:mod:`.certify`) within that many seconds, reported beside
+    it (``certificate``); the numerical verdict keeps its label "numerical"."""
+    v = _classify(ode, Sigma0, T, alpha0=alpha0, rtol=rtol, max_seconds=max_seconds)
+    if certify > 0 and v.source == "numerical" and v.outcome in ("blowup", "no-singularity-before-T") \
+            and getattr(ode.schedule, "is_constant", False):
+        from .certify import certify_blowup
+
+        horizon = T if v.outcome == "no-singularity-before-T" else 10 * max(v.blowup_time, 1e-300)
+        cert = certify_blowup(ode.schedule(0.0), Sigma0, horizon, max_seconds=certify, T_hint=v.blowup_time)
+        if cert is not None:
+            v.certificate = cert.as_dict()
+            v.evidence = list(v.evidence) + cert.sides
+            Tst, err = v.blowup_time, v.blowup_time_error or 0.0
+            agree = Tst is None or (cert.lower <= Tst + err and (cert.upper is None or Tst - err <= cert.upper))
+            v.label += f"; {cert.label}" + ("" if agree else " — CONTRADICTS the numerical T*: do not trust it")
+    return v
+
+
+def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, max_seconds=None) -> Verdict:
     if getattr(ode, "geometry", "R^d") == "sphere":
         from .sphere_verdict import classify_sphere
         return classify_sphere(ode, Sigma0, T, max_seconds=max_seconds)
