@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..registry import kinds
 
 if TYPE_CHECKING:  # SymPy is imported by the functions that derive (analysis never imports it at load)
     import sympy as sp
@@ -248,94 +247,5 @@ def blowup_time_d1(v: float, a: float, s0: float) -> float:
 
 
 # ----------------------------------------------------------------------- the covariance velocity in matrix form
-def head_form(head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(B, R, r)`` of a head whose kind is registered with a quadratic form and normalised (the Gaussian tilt
-    applies): ``log k(x, y) = xᵀBy + yᵀRy + rᵀy + (terms in x alone)`` (README Mathematics §2–3; the form is
-    the registry's, :attr:`symbolic_tpde.registry.kinds.KindSpec.quadratic`), zero blocks as zeros; ``None``
-    for other kinds."""
-    spec = kinds.get(head.kind)
-    if not spec.tilt:
-        return None
-    f = spec.form(head.effective)
-    B = np.asarray(f["B"], float)
-    d = B.shape[0]
-    R = np.zeros((d, d)) if f["R"] is None else np.asarray(f["R"], float)
-    r = np.zeros(d) if f["r"] is None else np.asarray(f["r"], float)
-    return B, R, r
-
-
-def quadratic_form(head) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(B, R)`` of :func:`head_form` (softmax ``B = Aᵀ``, ``R = 0``; ℓ2 ``B = (2/τ)QᵀK``, ``R = -KᵀK/τ``;
-    custom its ``B`` and ``R``), ``None`` for a kind without a normalised quadratic form."""
-    f = head_form(head)
-    return None if f is None else f[:2]
-
-
-def _linear_affine(e, alpha, Sigma):
-    """Linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``."""
-    return np.zeros(len(alpha)), np.asarray(e["V"], float) @ (Sigma + np.outer(alpha, alpha)) @ np.asarray(e["A"], float)
-
-
-def _sinkhorn_affine(e, alpha, Sigma):
-    """Sinkhorn: ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``, ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)``."""
-    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
-
-    V = np.asarray(e["V"], float)
-    Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
-    Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
-    return V @ alpha - Jh @ alpha, Jh
-
-
-kinds.register("linear", "affine")(_linear_affine)
-kinds.register("sinkhorn", "affine")(_sinkhorn_affine)
-
-
-def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + Jx`` summed over heads (+ FFN ``Wx + c``), in matrix form without
-    ``Σ⁻¹`` where it can be avoided (README Mathematics §3); ``None`` for a head of a kind that does not preserve
-    Gaussians, or with an attention sink.
-
-    * a normalised kind with a quadratic form ``log k = xᵀBy + yᵀRy + rᵀy + …`` (:func:`head_form`: softmax,
-      ℓ2, custom, any kind registered with a form): the tilt of ``N(α, Σ)`` has mean
-      ``(Σ⁻¹ - R - Rᵀ)⁻¹(Σ⁻¹α + r + Bᵀx) = (I - Σ(R + Rᵀ))⁻¹(α + Σr + ΣBᵀx)``, so
-      ``b = V(I - ΣM)⁻¹(α + Σr)``, ``J = V(I - ΣM)⁻¹ΣBᵀ`` with ``M = R + Rᵀ`` (one backward-stable solve: it
-      keeps its accuracy when ``Σ`` is ill-conditioned, where the entrywise cofactor form loses
-      ``cond(Σ)·eps``);
-    * other affine kinds register their own ``affine`` part ``(params, α, Σ) -> (b, J)`` here: linear
-      ``b = 0``, ``J = V(Σ + ααᵀ)A``; Sinkhorn (the plan is Gaussian with cross-covariance ``C``,
-      ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``) ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``)."""
-    if weights.sink is not None:
-        return None
-    alpha = np.asarray(alpha, float)
-    Sigma = np.asarray(Sigma, float)
-    d = Sigma.shape[0]
-    b, J = np.zeros(d), np.zeros((d, d))
-    for h in weights.heads:
-        form = head_form(h)
-        if form is None:
-            own = kinds.part(h.kind, "affine", None)
-            if own is None:
-                return None
-            bh, Jh = own(h.effective, alpha, Sigma)
-            b, J = b + bh, J + Jh
-            continue
-        B, R, r = form
-        V = np.asarray(h.effective["V"], float)
-        G = np.eye(d) - Sigma @ (R + R.T)
-        b = b + V @ np.linalg.solve(G, alpha + Sigma @ r)
-        J = J + V @ np.linalg.solve(G, Sigma @ B.T)
-    if weights.ffn is not None:
-        J = J + np.asarray(weights.ffn.W, float)
-        b = b + np.asarray(weights.ffn.c, float)
-    return b, J
-
-
-def covariance_velocity(weights, Sigma: np.ndarray) -> np.ndarray | None:
-    """``dΣ/dt = JΣ + ΣJᵀ`` with ``J`` of :func:`affine_field` (at ``α = 0``: the covariance equation of every
-    kind here but linear attention does not involve ``α``); ``None`` where :func:`affine_field` is."""
-    Sigma = np.asarray(Sigma, float)
-    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma)
-    if bJ is None:
-        return None
-    J = bJ[1]
-    return J @ Sigma + Sigma @ J.T
+# the matrix form of the affine field lives with the Gaussian ODEs (the integrator of ``tpde gaussian`` uses it)
+from ..gaussian.matrix_form import affine_field, covariance_velocity, head_form, quadratic_form  # noqa: E402,F401

@@ -40,7 +40,7 @@ part            what                                            registered in
 ``claim``       (optional) the paper's closed form of ``(b, J)``  ``symbolic_tpde/validate/oracles.py``
                 exact (rational matrices) and in matrix form,
                 the claims the ``tpde verify`` rows check
-``affine``      (optional) numeric ``(b, J)`` on ``N(α, Σ)`` of   ``symbolic_tpde/analysis/closed_forms.py``
+``affine``      (optional) numeric ``(b, J)`` on ``N(α, Σ)`` of   ``symbolic_tpde/gaussian/matrix_form.py``
                 an affine kind without a normalised form
                 (linear, Sinkhorn)
 ==============  ==============================================  =========================================
@@ -329,7 +329,7 @@ add(KindSpec("custom", (
 PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.particles.fields",
          "oracle": "symbolic_tpde.validate.oracles"}
 #: parts a kind may have (``part(kind, name, None)`` when absent)
-OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles", "affine": "symbolic_tpde.analysis.closed_forms"}
+OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles", "affine": "symbolic_tpde.gaussian.matrix_form"}
 _MISSING = object()
 
 # Normalised tokens (README "Sphere"): the attention vector A_i = Σ_j w_ij V θ_j at unit tokens θ_j, with
