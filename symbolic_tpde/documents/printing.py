@@ -305,6 +305,8 @@ _TEX_FRAC = re.compile(r"\\[td]?frac\{([^{}]*)\}\{([^{}]*)\}")
 def tex_to_text(m: str) -> str:
     """The Unicode reading of an inline LaTeX formula of a sentence (:data:`_TEX_TEXT`)."""
     m = re.sub(r"\\operatorname\{([^{}]*)\}", r"\1 ", m)
+    m = re.sub(r"\\left\(\\begin\{smallmatrix\}(.*?)\\end\{smallmatrix\}\\right\)",
+               lambda g: "(" + "; ".join(r.replace(" & ", ", ").strip() for r in g.group(1).split(r"\\")) + ")", m)
     m = re.sub(r"\\(?:text|mathrm)\{([^{}]*)\}", r"\1", m)
     for a, b in _TEX_TEXT:
         m = re.sub(re.escape(a) + (r"(?![A-Za-z])" if a[-1].isalpha() else ""), lambda _: b, m)

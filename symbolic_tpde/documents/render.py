@@ -15,7 +15,7 @@ import re
 import sympy as sp
 
 from .printing import readable, words_tex, words_text
-from .equation import RELATIONS, json_side, tex, text
+from .equation import RELATIONS, json_side, refuse_chained, tex, text
 
 __all__ = ["render", "to_text", "to_json", "to_latex", "standalone", "beamer", "tex", "text", "readable"]
 
@@ -33,7 +33,7 @@ def _model_tex(m: str) -> str:
 
 
 def _where_text(eq) -> str:
-    return ("where " + ", ".join(f"{text(k)} = {text(v)}" for k, v in eq.where)) if eq.where else ""
+    return ("where " + ", ".join(f"{text(k)} := {text(v)}" for k, v in eq.where)) if eq.where else ""
 
 
 def _free_text(eq) -> str:
@@ -58,6 +58,7 @@ def _plain(s: str) -> str:
 
 
 def to_json(dv) -> dict:
+    refuse_chained(dv)
     return {"title": _plain(dv.title), "model": [_plain(m) for m in dv.model],
             "assumptions": [_plain(a) for a in dv.assumptions], "conclusions": [_plain(c) for c in dv.conclusions],
             "all_checked": dv.all_checked, "summary": _plain(dv.summary()), "expr_format": "sympy-str",
@@ -74,6 +75,7 @@ def _step_json(s) -> dict:
 
 
 def to_text(dv) -> str:
+    refuse_chained(dv)
     lines = [words_text(dv.title), "", words_text(dv.summary()), ""]
     if dv.model:
         lines += ["The model:"] + [f"  {words_text(m)}" for m in dv.model] + [""]
@@ -120,7 +122,7 @@ def _where_tex(eq) -> str:
     """The named blocks of the equation, as a sentence under it (what the check substituted)."""
     if not eq.where:
         return ""
-    return "where " + ", ".join(f"${tex(k)} = {tex(v)}$" for k, v in eq.where) + ".\\\n"
+    return "where " + ", ".join(f"${tex(k)} := {tex(v)}$" for k, v in eq.where) + ".\\\n"
 
 
 def _eq(s) -> str:
@@ -240,6 +242,7 @@ def _steps_tex(steps, hint: str = "") -> list:
 
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
+    refuse_chained(dv)
     out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
     out += _data_tex(dv)
     out += ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
@@ -295,6 +298,7 @@ def _eq_beamer(s) -> str:
 def beamer(dv) -> str:
     """Beamer slides: assumptions, one frame per step (``allowframebreaks``: a long step continues on the next
     slide), conclusions; no equation wider than the slide (:func:`_eq_beamer`)."""
+    refuse_chained(dv)
     fr = ["\\begin{frame}[allowframebreaks]{The model, and what was checked}\n"
           + " ".join(_model_tex(m) for m in dv.model) + "\n\n" + words_tex(dv.summary()) + "\n\\end{frame}"]
     fr += ["\\begin{frame}[allowframebreaks]{The data}\n" + "\n".join(_data_tex(dv)[1:]).replace(

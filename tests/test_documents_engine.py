@@ -1,0 +1,75 @@
+"""One document engine (issue 31): the renderer refuses a chained display, definitions are displayed as
+definitions (``where name := value``), a failed check is typeset and marked; regression tests of the
+documents fixed at their cause (energy, witness, V = I closed form, provenance)."""
+
+import re
+
+import pytest
+import sympy as sp
+
+from symbolic_tpde.documents import render as R
+from symbolic_tpde.documents.equation import ChainedDisplay, Derivation, Equation, Step, chain_problem
+from symbolic_tpde.documents.equation import Notation as Shown
+from symbolic_tpde.documents.gradient_flow import energy_derivation
+
+x = sp.Symbol("x")
+
+
+def _dv(eq, how=lambda eq: (True, "by hand", "")):
+    return Derivation("t", (Step("a step", eq, how=how).check(),), ("an assumption",), ("a conclusion",))
+
+
+@pytest.mark.parametrize("eq", [
+    Equation(Shown("a = b", "a = b"), Shown("c", "c")),                                # a = b = c
+    Equation(Shown("E(μ), μ := δ", r"E(\mu),\ \mu := \delta"), Shown("1/2", r"\tfrac12")),   # definition packed
+    Equation(Shown("X'", r"\dot X"), Shown("Γ(X), Γ = f", r"\Gamma(X),\ \Gamma = f")),
+    Equation(Shown("y", "y"), Shown("z ~ N(0, 1)", r"z\sim\mathcal N(0, 1)")),
+    Equation(Shown("y", "y"), Shown("z", "z"), where=((Shown("z", "z"), Shown("u = v", "u = v")),)),
+    Equation(sp.Eq(x, 1), sp.S(1))])
+def test_renderer_refuses_a_chain_in_every_format(eq):
+    assert chain_problem(eq)
+    dv = _dv(eq)
+    for fmt, kw in (("text", {}), ("json", {}), ("latex", {}), ("latex", {"standalone_doc": True}),
+                    ("latex", {"slides": True})):
+        with pytest.raises(ChainedDisplay, match="step 1"):
+            R.render(dv, fmt, **kw)
+
+
+def test_definitions_display_as_definitions_and_brackets_are_not_chains():
+    eq = Equation(Shown("E(μ_X)", r"E(\mu_X)"), Shown("(1/n) Σ_{i,j} f(x_i, x_j)", r"\frac1n\sum_{i,j} f(x_i, x_j)"),
+                  where=((Shown("μ_X", r"\mu_X"), Shown("(1/n) Σ_i δ_{x_i}", r"\tfrac1n\sum_i\delta_{x_i}")),))
+    assert chain_problem(eq) == ""
+    assert chain_problem(Equation(Shown("⟨u, Gw⟩", r"\langle u, G w\rangle\,"), Shown("0", "0"))) == ""
+    # the sides of an equivalence are statements: one relation each, no more
+    assert chain_problem(Equation(Shown("E < ∞", r"E < \infty"), Shown("|a| s < 1", r"|a|\, s < 1"), rel="<=>")) == ""
+    assert chain_problem(Equation(Shown("E < ∞", r"E < \infty"), Shown("0 < a < 1", "0 < a < 1"), rel="<=>"))
+    dv = _dv(eq)
+    assert "where μ_X := (1/n) Σ_i δ_{x_i}" in R.to_text(dv)
+    assert r"$\mu_X := \tfrac1n\sum_i\delta_{x_i}$" in R.to_latex(dv)
+
+
+def test_a_single_relation_whose_check_fails_is_typeset_not_checked():
+    dv = _dv(Equation(x + 1, x), how=lambda eq: (False, "the difference is 1", ""))
+    assert "NOT checked:} the difference is 1" in R.to_latex(dv) and "NOT CHECKED" in R.to_text(dv)
+    assert R.to_json(dv)["steps"][0]["checked"] is False
+
+
+def test_energy_document_item_1():
+    """Issue 31 item 1, at its cause: every displayed relation one equation (steps 1, 10, 12 were chains),
+    definitions in ``where``, no nested lists or "package", a model and a boxed result, the Christoffel symbols
+    not written Γ, e_kj defined, the Gaussian closed form displayed and "finite iff |a|s < 1" checked."""
+    dv = energy_derivation(n=1, d=1)
+    text, latex = R.to_text(dv), R.render(dv, "latex", standalone_doc=True)
+    assert dv.all_checked and dv.model and dv.boxed and "Result:" in text and r"\boxed{" in latex
+    assert not any(chain_problem(s.eq) for s in dv.steps)
+    assert "package" not in text and "[[" not in text and "package" not in R.to_latex(dv)
+    assert "e_kj := exp(x_jᵀ A x_k)" in text
+    assert r"\Gamma^k" not in latex and "K^k_{ij}" in latex
+    assert r"(1 - a^2 s^2)^{-1/2}" in latex
+    finite = next(s for s in dv.steps if s.eq.rel == "<=>")
+    assert finite.checked and "|a|" in finite.eq.rhs.text and "-1/s < a < 1/s" in finite.method
+    # the check can fail: a wrong threshold is refused by the same procedure
+    from symbolic_tpde.documents.gradient_flow import _finite_check
+
+    a, s = sp.Symbol("a", real=True), sp.Symbol("s", positive=True)
+    assert _finite_check(a, s)[0] and not _finite_check(a, s, bound=2)[0]
