@@ -73,3 +73,28 @@ def test_energy_document_item_1():
 
     a, s = sp.Symbol("a", real=True), sp.Symbol("s", positive=True)
     assert _finite_check(a, s)[0] and not _finite_check(a, s, bound=2)[0]
+
+
+def test_sigmoid_witness_is_displayed_at_its_point_item_2():
+    """Issue 31 item 2: the sigmoid witness is Γ''(0), free of x; it is displayed as Γ''(0), never as the
+    function identity ∂²Γ/∂x² = (expression free of x), which is false at x = ±1 (computed here by quadrature
+    of the integral definition differentiated twice in x)."""
+    import mpmath as mp
+
+    from symbolic_tpde.documents.printing import render_witness
+    from symbolic_tpde.symbolic.witness import witness_for
+
+    w = witness_for("sigmoid")
+    assert sp.Symbol("x", real=True) not in w.quantity.free_symbols and w.x0 == 0
+    latex, text = render_witness(w, "latex"), render_witness(w, "text")
+    assert r"\Gamma''(0)" in latex and r"\partial x^2" not in latex and "Γ''(0) =" in text
+
+    sg = lambda z: 1 / (1 + mp.exp(-z))                      # noqa: E731
+    d2 = lambda z: sg(z) * (1 - sg(z)) * (1 - 2 * sg(z))     # noqa: E731  σ''
+    gauss = lambda y: mp.exp(-(y - 1) ** 2 / 2) / mp.sqrt(2 * mp.pi)   # noqa: E731  N(1, 1): the point α = s = 1
+
+    def gamma2(x0):          # a = b = v = 1: Γ''(x0) = ∫ σ''(x0 y + 1) y² y N(y; 1, 1) dy
+        return mp.quad(lambda y: d2(x0 * y + 1) * y ** 3 * gauss(y), [-mp.inf, 1, mp.inf])
+
+    assert abs(gamma2(0) - w.value) < 1e-10                  # quadrature tolerance, 15 digits by default
+    assert abs(gamma2(1) - w.value) > 1e-2 and abs(gamma2(-1) - w.value) > 1e-2

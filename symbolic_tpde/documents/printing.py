@@ -584,12 +584,12 @@ def render_witness(w, fmt: str = "text", standalone: bool = False) -> str:
         # the point's values are numbers set by the witness code (int / Rational), never user strings
         point = ", ".join(f"{tex(sp.Symbol(k))} = {tex(sp.S(v))}" for k, v in w.point.items())
         rows = [_latex_row(r"\Gamma(x)", w.field_expr, tex)[0]]
-        q_row, q_width = _latex_row(r"\frac{\partial^2 \Gamma}{\partial x^2}", w.quantity, tex)
+        q_row, q_width = _latex_row(w.label(), w.quantity, tex)
         if len(sp.sstr(w.quantity)) < 400 and q_width <= LATEX_LINE_WIDTH:   # else: the value only
             rows.append(q_row)
             rows.append(f"&= {w.value:.15g} \\quad \\text{{at }} " + point)
         else:
-            rows.append(r"\frac{\partial^2 \Gamma}{\partial x^2} &= " + f"{w.value:.15g}"
+            rows.append(w.label() + " &= " + f"{w.value:.15g}"
                         + r" \quad \text{at } " + point)
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
         if standalone:
