@@ -98,3 +98,41 @@ def test_sigmoid_witness_is_displayed_at_its_point_item_2():
 
     assert abs(gamma2(0) - w.value) < 1e-10                  # quadrature tolerance, 15 digits by default
     assert abs(gamma2(1) - w.value) > 1e-2 and abs(gamma2(-1) - w.value) > 1e-2
+
+
+def test_v_identity_closed_form_states_constant_weights_item_4():
+    """Issue 31 item 4: Σ(t) = (Σ₀⁻¹ - tM)⁻¹ and T* = 1/λ_max hold for constant weights; the document says so
+    (assumption, titles, boxed condition) and gives, checked, Σ(t) = (Σ₀⁻¹ - ∫₀ᵗ M)⁻¹ for time-dependent ones."""
+    from symbolic_tpde.documents.steps import kind_derivation
+
+    dv = kind_derivation(("softmax",), V_identity=True)
+    assert any("constant in $t$" in a and r"\int_0^t M" in a for a in dv.assumptions)
+    conds = [b[2] for b in dv.boxed if len(b) > 2]
+    assert conds.count("for constant weights") == 2 and "for time-dependent weights" in conds
+    td = next(s for s in dv.steps if "time-dependent" in s.title)
+    assert td.checked and r"\int_0^t M(\tau)" in td.eq.rhs.tex
+    # the same check refuses the constant-weight formula for a time-dependent M
+    from symbolic_tpde.documents.equation import Notation
+
+    wrong = td.changed(eq=Equation(td.eq.lhs, Notation("(Σ₀⁻¹ - t M(t))⁻¹", r"(\Sigma_0^{-1} - tM(t))^{-1}"),
+                                   instance=(lambda S0, M, tau, t: (S0.inv() - t * M.subs(tau, t)).inv(),)))
+    assert not wrong.check().checked
+    text = R.to_text(dv)
+    assert "(for constant weights)" in text and "(for time-dependent weights)" in text
+
+
+def test_known_results_carry_their_provenance_item_7():
+    """Issue 31 item 7: no "a theorem, proved in its source" (the source is the project's own notes); the
+    Bures-Wasserstein statement is labelled numerical evidence; the growth bound's reason is the document's own
+    kind (no Sinkhorn argument in the ℓ2 document) and the custom-kernel bound ‖V‖‖B‖/λ_min(-R-Rᵀ) is given."""
+    from symbolic_tpde.documents.special_cases import assumptions_in_words
+
+    for kinds in (("softmax",), ("l2",), ("sinkhorn",), ("custom",)):
+        _, concl = assumptions_in_words(kinds)
+        assert not any("proved in its source" in c for c in concl)
+    l2 = " ".join(assumptions_in_words(("l2",))[1])
+    assert "Why:" in l2 and "Sinkhorn" not in l2 and "Cauchy" not in l2
+    sk = " ".join(assumptions_in_words(("sinkhorn",))[1])
+    assert "Known result (numerical evidence, not a proof)" in sk and "Evidence:" in sk
+    cu = " ".join(assumptions_in_words(("custom",))[1])
+    assert r"\|V\|\|B\|/\lambda_{\min}(-R - R^{\top})" in cu

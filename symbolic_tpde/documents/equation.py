@@ -214,7 +214,7 @@ def refuse_chained(dv) -> None:
     """Raise :class:`ChainedDisplay` naming the first step, exercise or boxed result that is a chain."""
     items = [(f"step {k} ({s.title})", s.eq) for k, s in enumerate(dv.steps, 1)]
     items += [(f"exercise {k}", s.eq) for k, s in enumerate(dv.exercises, 1)]
-    items += [("the boxed result", Equation(a, b)) for a, b in dv.boxed]
+    items += [("the boxed result", Equation(b[0], b[1])) for b in dv.boxed]
     for name, eq in items:
         why = chain_problem(eq)
         if why:

@@ -85,7 +85,8 @@ def to_text(dv) -> str:
     lines += ["Assumptions:"] + [f"  - {words_text(a)}" for a in dv.assumptions] + [""]
     lines += _steps_text(dv.steps, "Step")
     if dv.boxed:
-        lines += ["", "Result:"] + [f"  {text(a)} = {text(b)}" for a, b in dv.boxed]
+        lines += ["", "Result:"] + [f"  {text(b[0])} = {text(b[1])}" + (f"  ({b[2]})" if len(b) > 2 else "")
+                                    for b in dv.boxed]
     lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
     lines += (["", "Exercises (the hint, then the solution):"] + _steps_text(dv.exercises, "Exercise")
               if dv.exercises else [])
@@ -203,7 +204,9 @@ def _boxed_tex(dv) -> list:
     if not dv.boxed:
         return []
     out = ["\\paragraph{Result.} Derived and checked in the steps above:"]
-    for lhs, rhs in dv.boxed:
+    for lhs, rhs, *cond in dv.boxed:
+        if cond:
+            out.append(words_tex(cond[0][:1].upper() + cond[0][1:]) + ":")
         body = tex(lhs) + " = " + tex(rhs)
         if latex_width(body) <= EQ_ONE_LINE - 4:
             out.append("\\[\n\\boxed{" + body + "}\n\\]")

@@ -236,7 +236,8 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
     boxed = ((d_alpha, mf_a), (d_Sigma, mf_S))
     if special:         # the specialised equations, and the closed form and blow-up time if any
         boxed = ((d_alpha, special[0].rhs), (d_Sigma, special[1].rhs),
-                 *((s.eq.lhs, s.eq.substituted(s.eq.rhs)) for s in special[3:]))
+                 *((s.eq.lhs, s.eq.substituted(s.eq.rhs), "for constant weights" if "constant weights" in s.title
+                    else "for time-dependent weights") for s in special[3:]))
     return Derivation(title, tuple(steps), ass, concl, model=model_statement(tuple(kinds_), ffn), boxed=boxed)
 
 
