@@ -136,3 +136,43 @@ def test_known_results_carry_their_provenance_item_7():
     assert "Known result (numerical evidence, not a proof)" in sk and "Evidence:" in sk
     cu = " ".join(assumptions_in_words(("custom",))[1])
     assert r"\|V\|\|B\|/\lambda_{\min}(-R - R^{\top})" in cu
+
+
+def _time_kernel():
+    import symbolic_tpde as st
+
+    xs, ys = sp.Matrix(sp.symbols("x0:2", real=True)), sp.Matrix(sp.symbols("y0:2", real=True))
+    t = sp.Symbol("t", real=True)
+    A = sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"a{i}{j}", real=True))
+    u = sp.Matrix(sp.symbols("u0:2", real=True))
+    # a time-dependent temperature written 1 + 1/(1 + t) and a key bias u: the read-off blocks come back as
+    # (t + 2)/(t + 1), which expanding alone does not cancel against the kernel as written
+    ell = ((ys.T * A * xs)[0, 0] + (u.T * ys)[0, 0]) * (1 + 1 / (1 + t)) - (ys.T * ys)[0, 0]
+    return st.derive_kernel(ell, xs, ys, time=t)
+
+
+def test_user_kernel_with_time_and_key_bias_item_3():
+    """Issue 31 item 3: the read-off check cancels (it reported "the difference depends on y" for this correct
+    read-off), the bias block is one factored fraction per entry, and the LaTeX document states it."""
+    system = _time_kernel()
+    dv = system._memo["document"] if system.steps and "document" in system._memo else None
+    assert dv is not None and dv.all_checked, [(s.title, s.method) for s in dv.steps if not s.checked]
+    r = dict((k.name, v) for k, v in dv.steps[0].eq.where)["r"]
+    t = sp.Symbol("t", real=True)
+    assert all(sp.fraction(e)[1] == t + 1 and e.is_Mul for e in r), r     # u_i (t + 2)/(t + 1), not a sum
+    # the check can fail: a wrong bias block is refused
+    wrong = dv.steps[0].changed(eq=Equation(dv.steps[0].eq.lhs, dv.steps[0].eq.rhs,
+                                            where=tuple((k, 2 * v if k.name == "r" else v)
+                                                        for k, v in dv.steps[0].eq.where))).check()
+    assert not wrong.checked and "depends on" in wrong.method
+
+
+def test_derive_kernel_warns_when_a_step_is_not_checked(monkeypatch):
+    from symbolic_tpde.documents import steps as S
+
+    def failing(*a, **k):
+        return Derivation("t", (Step("a wrong step", Equation(x + 1, x)).check(),))
+
+    monkeypatch.setattr(S, "user_kernel_derivation", failing)
+    with pytest.warns(UserWarning, match="could not be checked"):
+        _time_kernel().steps
