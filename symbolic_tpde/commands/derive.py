@@ -264,7 +264,7 @@ def _run_scenario(args) -> int:
 
     def reference(Sigma0, M):        # dSigma/dt = Sigma M Sigma is blowup_time_vi's ODE with A = M/2
         return closed_forms.blowup_time_vi(Sigma0, M / 2)
-    reference.route = "closed_forms.blowup_time_vi with A = M/2"
+    reference.route = "the V = I blow-up time in closed form with A = M/2, in doubles"
     dv = scenario_derivation(scn, blowup_reference=reference, name=_scn_name(args.scenario))
     if args.figure is not None:                     # the tpde plot figure, drawn now and included
         import math
@@ -275,10 +275,20 @@ def _run_scenario(args) -> int:
 
         if not math.isfinite(scn.T):
             raise InputError("--figure", "needs the scenario's horizon T (the figure runs to T)")
-        make_scenario_figure(scn, args.figure, name=_scn_name(args.scenario))
+        import matplotlib
+
+        # two panels at 12 pt: the figure is set at the text width (~470 pt), its text then prints at >= 7 pt
+        # (three or four panels at the default size printed at 3-4 pt)
+        with matplotlib.rc_context({"font.size": FIGURE_FONT_PT}):
+            make_scenario_figure(scn, args.figure, name=_scn_name(args.scenario), panels=FIGURE_PANELS)
         dv = replace(dv, figure=args.figure)
     print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
     return 0 if dv.all_checked else 1
+
+
+#: the scenario figure of a document: panels and base font size (pt), so that its smallest text prints at
+#: >= 7 pt once scaled to the text width (tests/test_documents_engine.py measures it)
+FIGURE_PANELS, FIGURE_FONT_PT = 2, 12
 
 
 def _scn_name(path) -> str:

@@ -516,6 +516,17 @@ def text(e) -> str:
     return s
 
 
+def inline_matrix(M) -> str:
+    """A matrix inside a sentence's math (``$...$``): a ``smallmatrix`` in parentheses, exact entries in LaTeX
+    (read as ``(a, b; c, d)`` in text); a ``1×1`` matrix or a scalar as its entry."""
+    if not isinstance(M, sp.MatrixBase):
+        return tex(M)
+    if M.shape == (1, 1):
+        return tex(M[0, 0])
+    return (r"\left(\begin{smallmatrix}" + r"\\ ".join(" & ".join(tex(v) for v in row) for row in M.tolist())
+            + r"\end{smallmatrix}\right)")
+
+
 def json_side(e) -> str:
     """SymPy ``str`` of a side (``parse_expr`` reads it back given the symbol names); notation as written."""
     if isinstance(e, Notation):

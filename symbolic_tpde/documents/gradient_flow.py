@@ -42,6 +42,7 @@ from ..symbolic.hessian import curve_second_derivative, particle_hessian
 from ..symbolic.metric import _exact, exact_matrix, particle_symbols
 from .check import check_equal
 from .equation import Derivation, Equation, Step, tex
+from .equation import inline_matrix as _fmt
 from .equation import Notation as Shown
 
 __all__ = ["energy_derivation", "checked_step"]
@@ -97,17 +98,6 @@ def _instance_check(eq):
 
 def _symmetric_A(d: int) -> sp.Matrix:
     return sp.Matrix(d, d, lambda p, q: sp.Symbol(f"a_{min(p, q)}{max(p, q)}", real=True))
-
-
-def _fmt(M) -> str:
-    """A matrix inline, for a sentence's math (``$...$``): a ``smallmatrix`` in parentheses, exact entries in
-    LaTeX (read as ``(a, b; c, d)`` in text)."""
-    if not isinstance(M, sp.MatrixBase):
-        return tex(M)
-    if M.shape == (1, 1):
-        return tex(M[0, 0])
-    return (r"\left(\begin{smallmatrix}" + r"\\ ".join(" & ".join(tex(v) for v in row) for row in M.tolist())
-            + r"\end{smallmatrix}\right)")
 
 
 def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, point: Any = None) -> Derivation:
