@@ -106,17 +106,24 @@ def run(args) -> int:
 
         stray = [flag for flag, given in (
             ("--attention", args.attention is not None), ("--energy", args.energy), ("--heads", args.heads is not None),
-            ("--m", args.m is not None), ("--ffn", args.ffn), ("--sink", args.sink), ("--beamer", args.beamer),
+            ("--m", args.m is not None), ("--ffn", args.ffn), ("--sink", args.sink), ("--beamer", args.beamer and args.format != "latex"),
             ("--V", args.V_structure is not None), ("--A", args.A_structure is not None),
             ("--scenario", args.scenario is not None), ("--entrywise-anyway", args.entrywise_anyway),
             ("--no-cse", args.no_cse), ("--d", args.d is not None and args.sphere != "harmonics")) if given]
         if stray:
             raise InputError(stray[0], "does not apply with --sphere (a reduction of the sphere models; its options "
-                             "are --norm, --sphere-kind, --format text/json, and --d for harmonics)")
+                             "are --norm, --sphere-kind, --format, --standalone/--beamer, and --d for harmonics)")
         args.norm = args.norm or "post"
         args.sphere_kind = args.sphere_kind or "sphere_sa"
+        if args.format == "json":
+            return run_derive(args)
+        from ..documents import render as steps_render
+        from ..documents.sphere_document import reduction, sphere_derivation
 
-        return run_derive(args)
+        title, steps, rhs, extra = reduction(args.sphere, args.norm, args.sphere_kind, args.d)
+        dv = sphere_derivation(title, steps, rhs, {k: v for k, v in extra.items()})
+        print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
+        return 0 if dv.all_checked else 1
     for flag, given in (("--norm", args.norm), ("--sphere-kind", args.sphere_kind)):
         if given is not None:
             raise InputError(flag, "only with --sphere")
@@ -143,6 +150,15 @@ def run(args) -> int:
                          "full entrywise system; --steps has its own readability rule)")
 
     standalone = args.format == "latex" and args.standalone   # a document with the sentences in it
+    if not _kinds.get(kind).preserves_gaussians and args.beamer:
+        from ..documents import render as steps_render
+        from ..documents.witness_document import witness_derivation
+
+        if args.format != "latex":
+            raise InputError("--beamer", "needs --format latex")
+        print(steps_render.render(witness_derivation(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink))),
+                                  "latex", slides=True))
+        return 0
     if not _kinds.get(kind).preserves_gaussians:
         print(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format,
                                       standalone=standalone))

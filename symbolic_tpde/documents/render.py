@@ -243,15 +243,20 @@ def _steps_tex(steps, hint: str = "") -> list:
     return out + ["\\end{enumerate}"]
 
 
+def _listed(name: str, items) -> list:
+    """A titled list of sentences, nothing when there are none (an empty ``itemize`` does not compile)."""
+    if not items:
+        return []
+    return [f"\\paragraph{{{name}.}}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in items] + ["\\end{itemize}"]
+
+
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
     refuse_chained(dv)
     out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
     out += _data_tex(dv)
-    out += ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
-    out += ["\\end{itemize}", "\\paragraph{Derivation.}"] + _steps_tex(dv.steps)
-    out += _boxed_tex(dv) + ["\\paragraph{Conclusions.}", "\\begin{itemize}"]
-    out += [f"\\item {words_tex(c)}" for c in dv.conclusions] + ["\\end{itemize}"]
+    out += _listed("Assumptions", dv.assumptions) + ["\\paragraph{Derivation.}"] + _steps_tex(dv.steps)
+    out += _boxed_tex(dv) + _listed("Conclusions", dv.conclusions)
     out += (["\\paragraph{Exercises.} Each with a hint, then the solution SymPy derived and how it was checked."]
             + _steps_tex(dv.exercises, "Hint: ") if dv.exercises else [])
     out += [f"\\paragraph{{Note.}} {words_tex(n)}" for n in dv.notes]
@@ -311,9 +316,11 @@ def beamer(dv) -> str:
     for k, s in enumerate(dv.steps, 1):
         fr.append(f"\\begin{{frame}}[allowframebreaks]{{Step {k}}}\n\\textbf{{{words_tex(s.title)}}}\n{_eq_beamer(s)}\n"
                   + _where_tex(s.eq) + (words_tex(s.note) + "\\\\[1ex]\n" if s.note else "") + _check_line(s) + "\n\\end{frame}")
-    fr.append("\\begin{frame}[allowframebreaks]{Conclusions}\n\\begin{itemize}\n"
-              + "\n".join(f"\\item {words_tex(c)}" for c in dv.conclusions + dv.notes)
-              + "\n\\end{itemize}\n\\end{frame}")
+    fr += ["\\begin{frame}[allowframebreaks]{Result}\n" + "\n".join(_boxed_tex(dv)[1:]).replace(
+        "\\boxed{", "\\tpdefit{\\boxed{").replace("}\n\\]", "}}\n\\]") + "\n\\end{frame}"] if dv.boxed else []
+    fr += ["\\begin{frame}[allowframebreaks]{Conclusions}\n\\begin{itemize}\n"
+           + "\n".join(f"\\item {words_tex(c)}" for c in dv.conclusions + dv.notes)
+           + "\n\\end{itemize}\n\\end{frame}"] if dv.conclusions + dv.notes else []
     return ("\\documentclass[aspectratio=169]{beamer}\n" + _PREAMBLE + "\\allowdisplaybreaks\n" + _FIT
             + "\\setbeamertemplate{frametitle continuation}[from second][(cont.)]\n"
             + "\\title{" + words_tex(dv.title) + "}\n"
