@@ -235,64 +235,21 @@ def _expr(e) -> str:
 
 
 def run_derive(args) -> int:
-    """``tpde derive --sphere R``: the reduction's steps (text or JSON)."""
-    from ..errors import InputError
+    """``tpde derive --sphere R --format json``: the reduction's steps (the text, LaTeX and Beamer documents are
+    rendered by :mod:`symbolic_tpde.documents.sphere_document` from the same :func:`reduction`)."""
+    from ..documents.sphere_document import reduction
     from ..inputs.checks import strict_json
-    from ..symbolic import sphere_reductions as R
 
-    if args.format == "latex":
-        raise InputError("--format", "the sphere reductions print as text or json")
-    norm, kind = args.norm, args.sphere_kind
-    z = "n" if kind == "sphere_usa" else "softmax"
-    extra: dict = {}
-    if args.sphere == "equiangular":
-        red = R.equiangular(R.MODELS[norm](z))
-        steps, rhs = red.steps, red.rhs
-        extra = {k: _expr(v) for k, v in R.rates(red).items()}
-        title = f"equiangular reduction, {norm}, {kind} (Q = K = V = I, n symbolic)"
-    elif args.sphere == "two-tokens":
-        out = R.two_tokens(R.MODELS[norm](z))
-        steps, rhs = out["steps"], {"rho": out["rho_dot"], "phi": out["phi_dot"]}
-        if "r_dot" in out:
-            rhs["r"] = out["r_dot"]
-        title = f"two tokens, {norm}, {kind}"
-    elif args.sphere == "causal":
-        if norm not in ("post", "ngpt"):
-            raise InputError("--norm", "the causal reduction is derived for post and ngpt")
-        red = R.causal_two_tokens(R.MODELS[norm]("softmax"))
-        steps, rhs = red.steps, red.rhs
-        title = f"causal mask, two tokens, {norm}"
-    elif args.sphere == "harmonics":
-        d = 3 if args.d is None else args.d
-        if not 2 <= d <= 64:
-            raise InputError("--d", f"must be an integer in [2, 64] for --sphere harmonics, got {d}")
-        lin = R.sphere_linearisation(z, d)
-        steps, rhs = lin["steps"], {"lambda_ell": lin["rate"]}
-        title = f"linearisation at the uniform measure on S^{d - 1}, {kind}"
-    else:
-        lin = R.circle_linearisation(z)
-        steps, rhs = lin["steps"], {"lambda_k": lin["rate"]}
-        title = f"linearisation at the uniform measure on the circle, {kind}"
+    title, steps, rhs, extra = reduction(args.sphere, args.norm, args.sphere_kind, args.d)
+    extra = {k: _expr(v) for k, v in extra.items()}
     ok = all(s.checked for s in steps)
-    numbers = _numbers(args, kind, norm)
+    numbers = _numbers(args, args.sphere_kind, args.norm)
     if numbers is not None:
-        extra = {**extra, "numbers": numbers} if args.format == "json" else extra
-    if args.format == "json":
-        print(strict_json({"reduction": args.sphere, "title": title, "all_checked": ok,
-                           "steps": [{"title": s.title, "lhs": str(s.lhs), "result": _expr(s.rhs), "check": s.method,
-                                      "ok": s.checked, "scope": s.scope} for s in steps],
-                           "rhs": {k: _expr(v) for k, v in rhs.items()}, "consequences": extra}))
-    else:
-        print(title)
-        for i, s in enumerate(steps, 1):
-            print(f"{i}. {s.title}\n   {s.lhs} = {_expr(s.rhs)}\n   "
-                  + (f"checked [{s.scope}]: " if s.checked else "NOT CHECKED: ") + s.method)
-        for k, v in rhs.items():
-            print(f"{k} = {_expr(v)}" if k.startswith("lambda") else f"{k}' = {_expr(v)}")
-        for k, v in extra.items():
-            print(f"near rho = 1: {k} = {v}")
-        if numbers is not None:
-            _print_numbers(numbers)
+        extra["numbers"] = numbers
+    print(strict_json({"reduction": args.sphere, "title": title, "all_checked": ok,
+                       "steps": [{"title": s.title, "lhs": str(s.lhs), "result": _expr(s.rhs), "check": s.method,
+                                  "ok": s.checked, "scope": s.scope} for s in steps],
+                       "rhs": {k: _expr(v) for k, v in rhs.items()}, "consequences": extra}))
     return 0 if ok else 1
 
 

@@ -383,6 +383,13 @@ def _kernel_steps(ell, form, V, x, y, system, render: bool = False):
         from ..documents.render import standalone
 
         return standalone(system._memo["document"]) if system.steps else ""
+    import warnings
+
     from ..documents.steps import user_kernel_derivation
 
-    return user_kernel_derivation(ell, form, V, x, y, system)
+    dv = user_kernel_derivation(ell, form, V, x, y, system)
+    bad = [s.title for s in dv.steps if not s.checked]
+    if bad:
+        warnings.warn(f"derive_kernel: {len(bad)} derivation step(s) could not be checked ({'; '.join(bad)[:300]}); "
+                      "the system is derived, its document marks them NOT checked", stacklevel=3)
+    return dv
