@@ -200,30 +200,29 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
     """
     block = _check_block(block, k.shape[0], q.shape[1])
     if USE_FUSED:
-        from .fused import attend_fused
+        from .fused import attend_fused, prefers
 
-        out = attend_fused(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
-                           sink_logit=sink_logit, sink_value=sink_value, threads=threads)
-        if out is not None:
-            return out
-        if _large(q, values) and q.dtype == k.dtype == values.dtype:  # BLAS logits, fused row pass
+        kw = dict(mode=mode, key_bias=key_bias, shift=shift, prefix=prefix, sink_logit=sink_logit,
+                  sink_value=sink_value)
+        same = q.dtype == k.dtype == values.dtype
+        fused_first = same and prefers(mode, q.shape[1], values.shape[1], values.dtype)
+        if fused_first:
+            out = attend_fused(q, k, values, threads=threads, **kw)
+            if out is not None:
+                return out
+        if same and values.dtype in (np.float32, np.float64):  # BLAS logits, fused row pass
             from .fused_rows import row_pass
 
             rows = row_pass(mode, values.dtype, key_bias=key_bias, shift=shift, prefix=prefix,
                             sink_logit=sink_logit, sink_value=sink_value)
             if rows is not None:
-                return attend_numpy(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
-                                    sink_logit=sink_logit, sink_value=sink_value, block=block, threads=threads,
-                                    rows=rows)
+                return attend_numpy(q, k, values, block=block, threads=threads, rows=rows, **kw)
+        if not fused_first:  # a variant the row pass does not cover (sigmoid with a bias, ...)
+            out = attend_fused(q, k, values, threads=threads, **kw)
+            if out is not None:
+                return out
     return attend_numpy(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
                         sink_logit=sink_logit, sink_value=sink_value, block=block, threads=threads)
-
-
-def _large(q: np.ndarray, values: np.ndarray) -> bool:
-    """Sizes the fused kernel leaves to BLAS (``p ≥ fused.MAX_P`` or ``d > fused.MAX_D``)."""
-    from .fused import MAX_D, MAX_P
-
-    return q.shape[1] >= MAX_P or values.shape[1] > MAX_D
 
 
 def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "softmax",

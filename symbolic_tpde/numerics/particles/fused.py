@@ -76,7 +76,7 @@ from . import fused_simd
 from ..threads import kernel_threads
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
-           "simd_compiled", "work_entries", "isa_form", "cflags", "ISA_FLAGS", "tile_size", "MAX_P", "MAX_D",
+           "simd_compiled", "prefers", "CROSSOVER", "work_entries", "isa_form", "cflags", "ISA_FLAGS", "tile_size", "MAX_P", "MAX_D",
            "CFLAGS", "MODES", "module", "render", "ctype"]
 
 #: Feature dimensions from this size on take BLAS for the logits (a real matmul there) and the compiled row
@@ -84,6 +84,17 @@ __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "def
 MAX_P = 32
 #: Largest value dimension the kernel is generated for.
 MAX_D = 64
+#: Dispatch crossovers of :func:`symbolic_tpde.numerics.particles.attend.attend`, per loop form
+#: (:func:`simd_compiled`: ``"avx512"``, ``"avx2"``, ``""`` the plain-C loops): the largest feature dimension
+#: ``p`` and value dimension ``d`` at which this kernel runs; above either, BLAS logits and the compiled row pass
+#: (:mod:`.fused_rows`).  Measured, not timed at run time (a call's path, hence its bits, must not depend on the
+#: load): ``numerics/bench_particles.py --crossover`` times both paths at d = 8..32 in the same rounds
+#: (docs/performance.md).  AVX-512 (this kind of machine): the vector loops lead to d = 12 (1.1-1.4x), are level
+#: with the rows path at d = 16 (0.9-1.36x either way over five runs) and behind from d = 24 (0.68-0.87x float32,
+#: 0.72-1.28x float64); AVX2 form (built here with TPDE_FUSED_ISA=avx2): ahead at d = 12 (1.10-1.14x), behind
+#: at d = 16 (0.85-0.88x; the rows path's BLAS stayed this machine's AVX-512 one, load 8); the plain-C
+#: loops were 1.25-2.7x behind the rows path at every d > 8 (issue 33).  Sigmoid always runs the plain-C loops.
+CROSSOVER = {"avx512": 16, "avx2": 12, "": 8}
 #: Below this many pairs a call runs in one thread (thread start-up, ~20 µs, would dominate).
 THREADS_MIN_PAIRS = 1 << 16
 #: Compiler flags (part of the cache key, together with the CPU signature because of -march=native).
@@ -174,7 +185,7 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
         raise ValueError(f"tile must be in 1..{CHUNK}, got {tile}")
     return render("fused_attend.c", {
         "TPDE_FLOAT": int(T == "float"), "MODE": MODES.index(mode), "P": p, "D": d, "HAS_BIAS": int(bias),
-        "HAS_PREFIX": int(prefix), "HAS_SINK": int(sink), "CHUNK": CHUNK, "KB": fused_simd.KEY_BLOCK[T], **qt,
+        "HAS_PREFIX": int(prefix), "HAS_SINK": int(sink), "SIMD_COVERED": int(simd), "CHUNK": CHUNK, "KB": fused_simd.KEY_BLOCK[T], **qt,
         **fused_simd.exp_defines(T)})
 
 
@@ -313,6 +324,21 @@ def _probe_module(dtype):
     """The smallest softmax variant (p = d = 1, one query per pass): what :func:`kernel_exp` and
     :func:`simd_compiled` load to ask the build about its exp and its loops."""
     return module(("softmax", np.dtype(dtype).str, 1, 1, False, False, False, 1))
+
+
+def prefers(mode: str, p: int, d: int, dtype) -> bool:
+    """Whether :func:`~symbolic_tpde.numerics.particles.attend.attend` should run this kernel (rather than BLAS
+    logits and the row pass) for feature dimension ``p`` and value dimension ``d``: both at most the
+    :data:`CROSSOVER` of the loops this machine's build runs (sigmoid: the plain-C loops').  A fixed table, so
+    the path depends on the shapes, the machine and ``TPDE_FUSED_ISA`` only.  False when the kernel is
+    unavailable (the caller then tries the other paths)."""
+    if not (1 <= p < MAX_P and 1 <= d <= MAX_D):
+        return False
+    form = simd_compiled(dtype) if fused_simd.covered(mode, d) else ""
+    if form is None:
+        return False
+    limit = CROSSOVER[form]
+    return p <= limit and d <= limit
 
 
 def default_threads(pairs: int) -> int:

@@ -58,9 +58,13 @@ __all__ = ["exp_defines", "covered", "tile_size", "KEY_BLOCK"]
 KEY_BLOCK = {"double": 256, "float": 512}
 
 
+#: Largest value dimension the vector loops are generated for (their pass 2 keeps ``d + 1`` lane sums per query).
+MAX_D = 32
+
+
 def covered(mode: str, d: int) -> bool:
     """Whether this module has a hand-vectorised form of the variant (else the plain-C loops run)."""
-    return mode in ("softmax", "exp") and 1 <= d <= 8
+    return mode in ("softmax", "exp") and 1 <= d <= MAX_D
 
 
 def tile_size(d: int, isa: str = "avx512") -> int:

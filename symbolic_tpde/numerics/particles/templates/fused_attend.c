@@ -38,7 +38,7 @@ typedef struct {
     const T *sink_logit, *sink_value; double shift; T *out; long next; int failed;
 } tpde_args;
 
-#if MODE != 2 && D <= 8 && !defined(TPDE_NO_SIMD) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
+#if SIMD_COVERED && !defined(TPDE_NO_SIMD) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
 #include <immintrin.h>
 #include "tpde_vec.h"
 #if TPDE_SIMD == 1
