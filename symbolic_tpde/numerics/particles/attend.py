@@ -11,13 +11,15 @@ Everything here works on plain arrays.  The one primitive, :func:`attend`, evalu
 
 Three implementations, one semantics:
 
-* the fused C kernel of :mod:`.fused` (p < 32, d <= 64; all three modes, key bias, causal prefix, sink):
-  per query, row maximum then ``exp``-and-accumulate in one thread, queries spread over POSIX threads;
-  2-3x faster than the numpy path at d = 2 float64 (2.7-6x float32), 1.6-2x at d = 8, with 2 threads, on
-  an AVX-512 machine where numpy's exp is itself vectorised (``numerics/bench_fused.py``);
-* large feature dimension (p >= 32 or d > 64): the blocked path below with the logits from BLAS and the
-  row maximum, ``exp`` and row sums in one compiled pass (:mod:`.fused_rows`; the value-weighted sum again
-  BLAS): the matrix products are most of the time there, so the gain over the numpy path is modest;
+* the fused C kernel of :mod:`.fused` (all three modes, key bias, causal prefix, sink): per query, row maximum
+  then ``exp``-and-accumulate in one thread, queries spread over POSIX threads; it runs when the feature
+  dimension p and the value dimension d are both at most the crossover :data:`.fused.CROSSOVER` of the loops
+  this machine's build runs (AVX-512: 16, AVX2: 12, plain C: 8; measured by
+  ``numerics/bench_particles.py --crossover``, a fixed table: a call's path and bits depend on its shapes and
+  the machine, never on the load);
+* larger heads (either dimension above the crossover, factored trained-model heads with wide values): the
+  blocked path below with the logits from BLAS and the row maximum, ``exp`` and row sums in one compiled pass
+  (:mod:`.fused_rows`; the value-weighted sum again BLAS);
 * the blocked numpy path :func:`attend_numpy` (no compiler: announced once): row blocks of
   queries, memory ``O(block · n_k)``, never ``O(n_q · n_k)``; ``exp`` in place, the softmax row sums out of
   the same matrix product as the numerators (a column of ones appended to the values).
@@ -193,9 +195,9 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
     sink is given); ``sink_logit (n_q,)`` and ``sink_value (d,)`` add one extra key to every query
     (softmax mode only).  Returns ``(n_q, d)`` in the input dtype.
 
-    Runs the fused C kernel (:mod:`.fused`) when it covers the call (``p < 32``, ``d <= 64``) and can be
-    built; for larger p or d the blocked path with BLAS logits and the compiled row pass (:mod:`.fused_rows`);
-    else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to the blocked paths only).  Every
+    Runs the fused C kernel (:mod:`.fused`) when :func:`.fused.prefers` the shapes (p and d at most the
+    machine's crossover) and it can be built; else the blocked path with BLAS logits and the compiled row pass
+    (:mod:`.fused_rows`), or the fused kernel for a variant the row pass lacks; else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to the blocked paths only).  Every
     way the result is bitwise the same for every ``threads`` and from run to run.
     """
     block = _check_block(block, k.shape[0], q.shape[1])

@@ -22,7 +22,7 @@ each taking chunks of 16 queries from an atomic counter.  float32 sums run in bl
 (vectorised), block totals in float64.
 
 On AVX-512 and on AVX2 with FMA (the compiler's ``__AVX512F__`` / ``__AVX2__``, i.e. ``-march=native`` on such
-a machine) the softmax and unnormalised loops for ``d ≤ 8`` are the hand-vectorised ones of :mod:`.fused_simd`:
+a machine) the softmax and unnormalised loops for ``d ≤ 32`` (``fused_simd.MAX_D``) are the vector ones of :mod:`.fused_simd`:
 online over key blocks of 256 (float32: 512) keys, on AVX-512 with a table-driven ``exp``.
 ``TPDE_FUSED_ISA`` (``avx2``, ``plain``; :data:`ISA_FLAGS`) builds the forms other machines run.  Every other
 machine and variant runs the plain-C loops.
@@ -298,7 +298,7 @@ def kernel_exp(x: np.ndarray, loops: bool = False) -> np.ndarray | None:
     """The kernel's own ``exp`` applied to ``x`` (float32 or float64, entries ``≤ 0``); None if unavailable.
 
     ``loops=False``: the plain-C ``exp`` (sigmoid, ``d > 8``, a sink's weight, and everything on machines
-    with neither AVX-512 nor AVX2); ``loops=True``: the ``exp`` of the softmax/unnormalised loops for ``d ≤ 8``
+    with neither AVX-512 nor AVX2); ``loops=True``: the ``exp`` of the softmax/unnormalised loops for ``d ≤ 32``
     and of the rows pass, which is :mod:`.fused_simd`'s where the compiler targets AVX-512F or AVX2
     (:func:`simd_compiled`), else the same plain-C one.  For measuring their accuracy
     (tests/test_fused_kernel.py); the kernels call the same inline functions."""

@@ -1,4 +1,4 @@
-"""Hand-vectorised forms of the fused kernel's hot loops (softmax and unnormalised modes, ``d ≤ 8``; and the
+"""Hand-vectorised forms of the fused kernel's hot loops (softmax and unnormalised modes, ``d ≤ 32``; and the
 exp of :mod:`.fused_rows`' row pass), for AVX-512 and for AVX2 with FMA: the C is in ``templates/tpde_vec.h``
 (macros and the vector exp) and ``templates/fused_attend.c`` (the loops, under ``#if TPDE_SIMD``); this module
 derives the exp's constants and chooses the tile sizes.  Other machines compile the plain-C loops; the forms

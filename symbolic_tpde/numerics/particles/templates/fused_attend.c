@@ -7,6 +7,7 @@
  *   MODE                0 softmax, 1 exp (unnormalised), 2 sigmoid
  *   P, D                feature and value dimension (1..31, 1..64), compile-time: loops unrolled
  *   HAS_BIAS, HAS_PREFIX, HAS_SINK   0 or 1
+ *   SIMD_COVERED        1: the vector loops exist for this variant (softmax / exp, D <= fused_simd.MAX_D)
  *   CHUNK               queries a thread takes at once; KB keys per block of the vector loops
  *   QT_PLAIN, QT_AVX512, QT_AVX2     queries per pass over the keys of each form (1..CHUNK; 1 with a prefix)
  *   TPDE_X512_*, TPDE_X2_*           the vector exp's constants (tpde_vec.h)
