@@ -23,7 +23,10 @@ each taking chunks of 16 queries from an atomic counter.  float32 sums run in bl
 
 On AVX-512 and on AVX2 with FMA (the compiler's ``__AVX512F__`` / ``__AVX2__``, i.e. ``-march=native`` on such
 a machine) the softmax and unnormalised loops for ``d ≤ 32`` (``fused_simd.MAX_D``) are the vector ones of :mod:`.fused_simd`:
-online over key blocks of 256 (float32: 512) keys, on AVX-512 with a table-driven ``exp``.
+online over key blocks of 256 (float32: 512) keys, on AVX-512 with a table-driven ``exp``; when the keys
+exceed one superblock sized to L2 (:func:`.fused_simd.superblock`), a thread takes a larger chunk of queries
+(:func:`.fused_simd.query_chunk`) and sweeps each superblock with every tile of the chunk (tile states kept in
+memory between superblocks: bitwise the result of one pass), so a key is read from memory once per chunk.
 ``TPDE_FUSED_ISA`` (``avx2``, ``plain``; :data:`ISA_FLAGS`) builds the forms other machines run.  Every other
 machine and variant runs the plain-C loops.
 
@@ -186,6 +189,7 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
     return render("fused_attend.c", {
         "TPDE_FLOAT": int(T == "float"), "MODE": MODES.index(mode), "P": p, "D": d, "HAS_BIAS": int(bias),
         "HAS_PREFIX": int(prefix), "HAS_SINK": int(sink), "SIMD_COVERED": int(simd), "CHUNK": CHUNK, "KB": fused_simd.KEY_BLOCK[T], **qt,
+        "SB": fused_simd.superblock(T, p, d), "QCH": fused_simd.query_chunk(T, d),
         **fused_simd.exp_defines(T)})
 
 
@@ -198,8 +202,10 @@ def work_entries(mode: str, d: int, n_k: int, dtype=np.float64) -> int:
     """Entries of the work buffer one thread of the kernel allocates (softmax/exp: logits of a tile of
     queries; fused_simd's loops: one key block per query of the tile, else a whole row of ``n_k`` per query)."""
     form = simd_compiled(dtype) if fused_simd.covered(mode, d) else ""
-    if form:
-        return fused_simd.tile_size(d, form) * fused_simd.KEY_BLOCK[ctype(dtype)]
+    if form:  # a key block per query of a tile, and the tile states of a chunk of queries
+        T = ctype(dtype)
+        states = fused_simd.query_chunk(T, d) * (d + 1) * 64 * (2 if T == "float" else 1)
+        return fused_simd.tile_size(d, form) * fused_simd.KEY_BLOCK[T] + states // np.dtype(dtype).itemsize
     return (tile_size(d) if d <= 8 else 1) * max(1, n_k)
 
 
