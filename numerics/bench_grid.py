@@ -96,7 +96,7 @@ def main(argv=None) -> int:
             med = {k: statistics.median(v) for k, v in times.items()}
             print(f"{d:>2} {m.size:>7} {med['rhs']:>9.4f} {med['flux']:>9.4f} {med['particles']:>12.4f} "
                   f"{statistics.median(ratios):>6.2f}", flush=True)
-    for N in filter(None, (args.full, args.full_direct)):
+    for N in sorted({args.full, args.full_direct} - {0}):
         scn, init, g, m = _setup(2, N)
         f = _Rhs(g, scn.schedule, True, None)  # the direct sum, per evaluation, on the initial grid
         direct = []
