@@ -109,3 +109,51 @@ def test_middle_d_vector_loops_bitwise_across_tiles_and_threads(dt):
     ref, scale = reference(q, k, v, np.zeros(1100))
     assert float((np.abs(one.astype(np.longdouble) - ref) / scale).max()) < TOL[dt] * 4  # 1100 terms, not 300
     assert attend_mod.USE_FUSED
+
+
+@needs_c
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+@pytest.mark.parametrize("mode,opts", [("softmax", ("bias", "sink")), ("exp", ("bias",)), ("sigmoid", ()),
+                                       ("softmax", ("masked",))])
+def test_rows_path_key_tiles_match_reference(mode, opts, dt, monkeypatch):
+    """The rows path's key tiles (online softmax over tiles, issue 33), forced small (tiles of ~16 keys over 300
+    keys): against the untiled rows path and the long-double reference; keys with log-weight -inf (a zero
+    mass's bias) filling whole tiles give 0 weight, not NaN."""
+    rng = np.random.default_rng([33, len(opts), len(mode)])
+    p, d, nq, nk = 40, 3, 37, 300
+    q = (rng.standard_normal((nq, p)) / np.sqrt(p)).astype(dt)
+    k = rng.standard_normal((nk, p)).astype(dt)
+    v = rng.standard_normal((nk, d)).astype(dt)
+    kw = {}
+    if "bias" in opts or "masked" in opts:
+        kw["key_bias"] = rng.uniform(-1, 1, nk).astype(dt)
+    if "masked" in opts:
+        kw["key_bias"][:100] = -np.inf  # the first tiles see no key at all
+    if "sink" in opts:
+        kw["sink_logit"], kw["sink_value"] = rng.uniform(-1, 1, nq).astype(dt), rng.standard_normal(d).astype(dt)
+    untiled = attend(q, k, v, mode=mode, threads=2, **kw)
+    monkeypatch.setattr(attend_mod, "KEY_TILE_BYTES", 16 * (p + d) * np.dtype(dt).itemsize)
+    got = attend(q, k, v, mode=mode, threads=2, **kw)
+    assert got.dtype == dt and np.isfinite(got).all()
+    assert not np.array_equal(got, untiled) or mode == "sigmoid"  # the tiled computation ran
+    qq, kk, vv = (np.asarray(a, np.longdouble) for a in (q, k, v))
+    L = qq @ kk.T + (np.asarray(kw["key_bias"], np.longdouble) if "key_bias" in kw else 0)
+    if mode == "sigmoid":
+        ref = (1 / (1 + np.exp(-L))) @ vv / nk
+        scale = (1 / (1 + np.exp(-L))) @ np.abs(vv) / nk
+    else:
+        mx = L.max(axis=1, keepdims=True)
+        if "sink_logit" in kw:
+            mx = np.maximum(mx, np.asarray(kw["sink_logit"], np.longdouble)[:, None])
+        W = np.exp(L - mx)
+        num, absn, den = W @ vv, W @ np.abs(vv), W.sum(axis=1)
+        if "sink_logit" in kw:
+            ws = np.exp(np.asarray(kw["sink_logit"], np.longdouble) - mx[:, 0])
+            num += ws[:, None] * np.asarray(kw["sink_value"], np.longdouble)
+            absn += ws[:, None] * np.abs(np.asarray(kw["sink_value"], np.longdouble))
+            den += ws
+        if mode == "exp":
+            ref, scale = np.exp(mx) * num / nk, np.exp(mx) * absn / nk
+        else:
+            ref, scale = num / den[:, None], absn / den[:, None]
+    assert float((np.abs(got.astype(np.longdouble) - ref) / scale).max()) < TOL[dt]

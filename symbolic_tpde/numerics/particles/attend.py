@@ -55,6 +55,15 @@ from ...inputs.checks import finite_array, positive_int
 #: scaled by p/8 above that so matrix products keep a good shape; see :func:`default_block`.
 BLOCK_ELEMENTS = 1 << 18
 
+#: The rows path's key tiles (issue 33): keys and values of one tile take about this many bytes, and a row block
+#: at most ``ROW_TILE_BYTES`` of the tile's logits, so a tile's keys, values and logits stay in L2 (1 MB per core
+#: on this kind of machine); used when the keys exceed two tiles and there is no causal prefix.  A fixed size:
+#: a call's bits depend on its shapes only.
+#: Measured at d = 64, n = 32 000, float64 (numerics/bench_particles.py conditions, load ~10): 1 MB / 2 MB 1.14x
+#: the untiled path, 256 KB / 512 KB and 512 KB / 1 MB level with it (docs/performance.md).
+KEY_TILE_BYTES = 1 << 20
+ROW_TILE_BYTES = 1 << 21
+
 #: Below this many pairs per call, everything runs in the calling thread (thread start-up would dominate).
 THREADS_MIN_PAIRS = 1 << 20
 
@@ -254,6 +263,9 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
         if kmax == 0:  # only the sink is visible (masked attention with a sink)
             out[lo:hi] = sink_value
             return
+        if rows is not None and prefix is None and n_k > 2 * key_tile:
+            tiled(lo, hi)
+            return
         L = q[lo:hi] @ kT[:, :kmax]
         if rows is not None:
             m, den = rows(L, lo, hi)  # L becomes the weights (0 for invisible keys)
@@ -288,6 +300,39 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
         R = L @ vals[:kmax]
         finish(lo, hi, R[:, :d], m, R[:, d] if mode == "softmax" else None)
 
+    def tiled(lo: int, hi: int) -> None:
+        """Rows ``lo:hi`` over key tiles of ``key_tile`` keys (online softmax): per tile the logits by BLAS, the
+        row pass, the tile's value-weighted sums by BLAS, merged into float64 running sums rescaled to the
+        running row maximum; the tile's keys, values and logits stay in cache."""
+        acc = np.zeros((hi - lo, d))
+        den = np.zeros(hi - lo)
+        m_run = np.full(hi - lo, -np.inf)
+        for j0 in range(0, n_k, key_tile):
+            j1 = min(j0 + key_tile, n_k)
+            L = q[lo:hi] @ kT[:, j0:j1]
+            mt, dt_ = rows(L, lo, hi, j0)
+            R = L @ vals[j0:j1]
+            if mode == "sigmoid":
+                acc += R
+                continue
+            mt = mt.astype(np.float64)
+            empty = mt == -np.inf  # no visible key in this tile (biases -inf): its weights are NaN, not 0
+            if empty.any():
+                R[empty], dt_[empty] = 0, 0
+            m_new = np.maximum(m_run, mt)
+            live = m_new > -np.inf  # rows with a finite logit so far (else both scales are 0)
+            with np.errstate(invalid="ignore"):
+                a_old = np.where(live, np.exp(m_run - m_new), 0.0)
+                a_t = np.where(live, np.exp(mt - m_new), 0.0)
+            acc *= a_old[:, None]
+            acc += a_t[:, None] * R
+            den = den * a_old + dt_ * a_t
+            m_run = m_new
+        if mode == "sigmoid":
+            out[lo:hi] = acc / n_k
+            return
+        finish(lo, hi, acc, m_run, den)
+
     def finish(lo: int, hi: int, num, m, den) -> None:
         """Normalise the value-weighted sums ``num`` of rows ``lo:hi`` (row maxima ``m``, weight sums ``den``)."""
         if mode == "exp":  # e^{m - log n_k} * num formed in float64, like the fused kernel (templates/fused_attend.c)
@@ -307,6 +352,9 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
             den = den + ws
         out[lo:hi] = num / den[:, None]
 
+    key_tile = KEY_TILE_BYTES // (dt.itemsize * (q.shape[1] + d))
+    if rows is not None and prefix is None and n_k > 2 * key_tile:  # key tiles: row blocks that fill L2 with logits
+        block = max(16, min(256, ROW_TILE_BYTES // (dt.itemsize * key_tile)))
     starts = range(0, n_q, block)
     if threads is None:
         from ..threads import kernel_threads
