@@ -15,8 +15,8 @@ extra n) it times, in the same run and on the same data (``q = X Aᵀ``, keys an
 * ``numpy``: the blocked path :func:`symbolic_tpde.numerics.particles.attend.attend_numpy` (row blocks, BLAS at one
   thread per Python thread, default threads);
 * ``fused``: :func:`symbolic_tpde.numerics.particles.attend.attend`, the package's dispatch (column ``path``:
-  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, for p < 32; ``rows``, BLAS logits
-  and the compiled row pass of :mod:`symbolic_tpde.numerics.particles.fused_rows`, for p >= 32);
+  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, up to ``fused.CROSSOVER``; ``rows``, BLAS logits
+  and the compiled row pass of :mod:`symbolic_tpde.numerics.particles.fused_rows`, above it);
 * ``tile1``: the fused kernel forced to one query per pass over the keys (``tile=1``; only where the
   dispatch tiles, 3 <= d <= 8), so ``t1/fus`` is the gain of the query tiles in the same run;
 * ``avx2``, ``plain`` (x86, d <= 8, ``--no-forms`` to skip): the same dispatch with the kernel built as other
@@ -125,35 +125,24 @@ typedef __m256d V; typedef __m256 VF;
 #define LANES 4
 #endif
 int lanes(void) { return LANES; }
+/* ten independent chains of vector FMAs, then one lane of each added to tot */
+#define CHAINS(VT, FMA, SET, ST, ET, one, b_, c_) { \
+    VT a0 = SET(one), a1 = SET(one), a2 = SET(one), a3 = SET(one), a4 = SET(one), a5 = SET(one), \
+       a6 = SET(one), a7 = SET(one), a8 = SET(one), a9 = SET(one), b = SET(b_), c = SET(c_); \
+    for (long i = 0; i < iters; ++i) { \
+        a0 = FMA(a0, b, c); a1 = FMA(a1, b, c); a2 = FMA(a2, b, c); a3 = FMA(a3, b, c); a4 = FMA(a4, b, c); \
+        a5 = FMA(a5, b, c); a6 = FMA(a6, b, c); a7 = FMA(a7, b, c); a8 = FMA(a8, b, c); a9 = FMA(a9, b, c); \
+    } \
+    ET o[32]; \
+    ST(o, a0); tot += o[0]; ST(o, a1); tot += o[0]; ST(o, a2); tot += o[0]; ST(o, a3); tot += o[0]; \
+    ST(o, a4); tot += o[0]; ST(o, a5); tot += o[0]; ST(o, a6); tot += o[0]; ST(o, a7); tot += o[0]; \
+    ST(o, a8); tot += o[0]; ST(o, a9); tot += o[0]; }
 double probe(long iters, int f32) {  /* returns a checksum so the loop is kept */
     double tot = 0;
     #pragma omp parallel reduction(+:tot)
     {
-        if (f32) {
-            VF a0 = SETF(1), a1 = SETF(1), a2 = SETF(1), a3 = SETF(1), a4 = SETF(1), a5 = SETF(1),
-               a6 = SETF(1), a7 = SETF(1), a8 = SETF(1), a9 = SETF(1), b = SETF(0.999999f), c = SETF(1e-7f);
-            for (long i = 0; i < iters; ++i) {
-                a0 = FMAF(a0, b, c); a1 = FMAF(a1, b, c); a2 = FMAF(a2, b, c); a3 = FMAF(a3, b, c);
-                a4 = FMAF(a4, b, c); a5 = FMAF(a5, b, c); a6 = FMAF(a6, b, c); a7 = FMAF(a7, b, c);
-                a8 = FMAF(a8, b, c); a9 = FMAF(a9, b, c);
-            }
-            float o[16 * 2];
-            STF(o, a0); tot += o[0]; STF(o, a1); tot += o[0]; STF(o, a2); tot += o[0]; STF(o, a3); tot += o[0];
-            STF(o, a4); tot += o[0]; STF(o, a5); tot += o[0]; STF(o, a6); tot += o[0]; STF(o, a7); tot += o[0];
-            STF(o, a8); tot += o[0]; STF(o, a9); tot += o[0];
-        } else {
-            V a0 = SETD(1), a1 = SETD(1), a2 = SETD(1), a3 = SETD(1), a4 = SETD(1), a5 = SETD(1),
-              a6 = SETD(1), a7 = SETD(1), a8 = SETD(1), a9 = SETD(1), b = SETD(0.999999), c = SETD(1e-7);
-            for (long i = 0; i < iters; ++i) {
-                a0 = FMAD(a0, b, c); a1 = FMAD(a1, b, c); a2 = FMAD(a2, b, c); a3 = FMAD(a3, b, c);
-                a4 = FMAD(a4, b, c); a5 = FMAD(a5, b, c); a6 = FMAD(a6, b, c); a7 = FMAD(a7, b, c);
-                a8 = FMAD(a8, b, c); a9 = FMAD(a9, b, c);
-            }
-            double o[8 * 2];
-            STD(o, a0); tot += o[0]; STD(o, a1); tot += o[0]; STD(o, a2); tot += o[0]; STD(o, a3); tot += o[0];
-            STD(o, a4); tot += o[0]; STD(o, a5); tot += o[0]; STD(o, a6); tot += o[0]; STD(o, a7); tot += o[0];
-            STD(o, a8); tot += o[0]; STD(o, a9); tot += o[0];
-        }
+        if (f32) CHAINS(VF, FMAF, SETF, STF, float, 1.0f, 0.999999f, 1e-7f)
+        else CHAINS(V, FMAD, SETD, STD, double, 1.0, 0.999999, 1e-7)
     }
     return tot;
 }
