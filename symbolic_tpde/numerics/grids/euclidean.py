@@ -65,6 +65,7 @@ from ...errors import BlowupError, InputError
 from ...registry import kinds
 from ..ode import rk
 from ..particles.attend import attend
+from . import separable
 
 __all__ = ["weighted_field", "Grid", "GridRun", "solve_grid", "initial_grid", "SSPRK2", "SSPRK3", "MAX_CELLS"]
 
@@ -291,8 +292,10 @@ def _sheppard(X, weights, h) -> np.ndarray:
 class _Rhs:
     """``y = (masses.ravel(), lost)`` → ``dy/dt``; records the largest face speed per axis of the last call."""
 
-    def __init__(self, grid: Grid, schedule, muscl: bool, threads):
+    def __init__(self, grid: Grid, schedule, muscl: bool, threads, velocity_tol=None):
         self.grid, self.schedule, self.muscl, self.threads = grid, schedule, muscl, threads
+        self.velocity_tol = velocity_tol  # None: the direct sum; else the separable path where it applies
+        self.velocity_bound = 0.0         # largest error bound of a separable velocity so far
         self.C = grid.centres
         self.nfev = 0
         self.work = 0.0                   # cell pairs evaluated (WORK_BUDGET)
@@ -307,9 +310,14 @@ class _Rhs:
         if keys.any():
             w = self.schedule(t)
             nq, nk = float(query.sum()), float(keys.sum())
-            self.work += sum(nq + nk if h.kind == "linear" else nq * nk for h in w.heads)
-            u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads) \
-                - _sheppard(self.C[query], w, self.grid.h)
+            if self.velocity_tol is not None and separable.covers(w, self.grid):  # sub-quadratic, bounded error
+                self.work += len(w.heads) * (nq + nk)
+                v, bound = separable.weighted_field(self.C[query], self.grid, m, w, self.velocity_tol)
+                self.velocity_bound = max(self.velocity_bound, float(bound.max()))
+            else:
+                self.work += sum(nq + nk if h.kind == "linear" else nq * nk for h in w.heads)
+                v = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads)
+            u[query] = v - _sheppard(self.C[query], w, self.grid.h)
         return u.reshape(m.shape + (self.grid.d,))
 
     def __call__(self, t, y):
@@ -357,6 +365,7 @@ class GridRun:
     scheme: str
     seconds: float
     frames: list = field(default_factory=list, repr=False)
+    velocity_bound: float = 0.0   # largest bound on a separable velocity's error (0: direct sums only)
 
     @property
     def density(self) -> np.ndarray:
@@ -393,12 +402,15 @@ def _grow(grid: Grid, m: np.ndarray, limit: tuple, N0: tuple):
 
 def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: float = 0.8, pad: float = 0.25,
                max_growth: float = 4.0, method: str = "ssprk2", grid: Grid | None = None, save_every: float = 0.0,
-               threads=None, max_seconds=None, max_steps: int = 1_000_000) -> GridRun:
+               threads=None, max_seconds=None, max_steps: int = 1_000_000,
+               velocity_tol: float | None = separable.DEFAULT_TOL) -> GridRun:
     """Solve the PDE from the initial law ``spec`` (an :class:`~symbolic_tpde.inputs.scenario.InitSpec`) to ``T`` with
     ``N`` cells per axis (module docstring).  ``schedule``: a :class:`~symbolic_tpde.weights.Schedule` (weights
     read at each stage time).  ``grid``: use this grid instead of :func:`initial_grid` (convergence studies).
     ``save_every``: keep a frame at least this far apart in time (0: first and last only).  A non-finite
-    velocity raises :class:`~symbolic_tpde.errors.BlowupError` with the last time the state was finite."""
+    velocity raises :class:`~symbolic_tpde.errors.BlowupError` with the last time the state was finite.
+    ``velocity_tol``: relative tolerance of the separable velocity (:mod:`.separable`: 2-D softmax, ℓ2 and
+    custom heads from 32² cells on; its error bound is ``GridRun.velocity_bound``); None: the direct sum."""
     from ..measures.laws import cell_masses
     from ..ode.solve import Deadline
 
@@ -416,6 +428,9 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         raise InputError("grid", f"{int(np.prod(g.shape))} cells exceed the bound {MAX_CELLS} (the velocity "
                          "evaluation is quadratic in the cell count)")
     check_kinds(schedule(0.0))
+    if velocity_tol is not None:
+        separable.nodes_for(velocity_tol)  # InputError unless a positive number
+    vbound = 0.0
     m = np.asarray(cell_masses(spec, g.edges), dtype=float)
     raw = float(m.sum())
     truncated = 1.0 - raw
@@ -453,7 +468,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         if work >= WORK_BUDGET:
             status = "step-budget"
             break
-        f = _Rhs(g, schedule, scheme == "muscl", threads)
+        f = _Rhs(g, schedule, scheme == "muscl", threads, velocity_tol)
         y = np.concatenate([m.ravel(), [lost]])
         try:
             f0 = f(t, y)
@@ -479,6 +494,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             dt /= 2
         nfev += f.nfev
         work += f.work
+        vbound = max(vbound, f.velocity_bound)
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
         t = T if dt == T - t else t + dt
@@ -493,7 +509,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
     if frames[-1][0] != t:
         frames.append((t, m.copy(), g.lo.copy()))
     return GridRun(g, m, t, lost, status, steps, rejected, nfev, grown, mass_err, min_mass, truncated, scheme,
-                   time.perf_counter() - t_start, frames)
+                   time.perf_counter() - t_start, frames, vbound)
 
 
 # ----------------------------------------------------------------------------------------- grid measures
