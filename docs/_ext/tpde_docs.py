@@ -25,11 +25,20 @@ import sys
 import time
 from pathlib import Path
 
-from docutils import nodes
-from sphinx.errors import ExtensionError
-from sphinx.util import logging
+# Sphinx and docutils are imported where they are used, so that tests/test_docs.py can use the page helpers
+# (examples, command pages, claim checks) in the test suite without the `docs` extra installed.
 
-logger = logging.getLogger(__name__)
+
+class _Log:
+    """``sphinx.util.logging``'s logger, looked up on first use."""
+
+    def __getattr__(self, name):
+        from sphinx.util import logging
+
+        return getattr(logging.getLogger(__name__), name)
+
+
+logger = _Log()
 
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
@@ -104,7 +113,7 @@ def _execute_page(app, docname: str, source: list[str]) -> None:
             _fail(app, f"{path}:{line}: example did not finish in {EXAMPLE_TIMEOUT} s")
             continue
         seconds = time.perf_counter() - start
-        app.env.tpde_example_seconds = getattr(app.env, "tpde_example_seconds", 0.0) + seconds
+        app.tpde_example_seconds = getattr(app, "tpde_example_seconds", 0.0) + seconds
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().split("\n")[-6:])
             _fail(app, f"{path}:{line}: example failed (exit {proc.returncode}):\n{tail}")
@@ -233,35 +242,50 @@ def _test_names(path: Path) -> set[str]:
     return _TEST_NAMES[path]
 
 
-def _claim_role_error(inliner, lineno, rawtext, message):
-    msg = inliner.reporter.error(message, line=lineno)
-    return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+def test_reference_problem(text: str) -> str | None:
+    """Why ``{test}`text``` does not resolve (``None`` when it does): the file exists under ``tests/`` and
+    defines the test (a function or class of that name; a parametrisation ``[...]`` is ignored)."""
+    file, _, test = text.partition("::")
+    path = ROOT / file
+    if not file.startswith("tests/") or not path.is_file():
+        return f"no test file {file!r}"
+    if test and test.split("[")[0] not in _test_names(path):
+        return f"{file} defines no {test!r}"
+    return None
+
+
+def verify_reference_problem(text: str) -> str | None:
+    """Why ``{verify}`area: words``` does not resolve (``None`` when it does): ``tpde verify`` has the area
+    (``symbolic_tpde/validate/checks_<area>.py``) and that module's source mentions the words."""
+    area, _, words = (part.strip() for part in text.partition(":"))
+    module = ROOT / "symbolic_tpde" / "validate" / f"checks_{area}.py"
+    if not module.is_file():
+        return f"tpde verify has no area {area!r}"
+    if words and words.lower() not in module.read_text(encoding="utf-8").lower():
+        return f"no row of area {area!r} mentions {words!r} ({module.name})"
+    return None
+
+
+def _claim_node(rawtext, shown, kind, problem, inliner, lineno):
+    from docutils import nodes
+
+    if problem is not None:
+        msg = inliner.reporter.error(f"{{{kind}}}: {problem}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    node = nodes.literal(rawtext, shown, classes=["tpde-claim", f"tpde-{kind}"])
+    return [node], []
 
 
 def test_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     """``{test}`tests/test_x.py::test_name``` (or a file alone): the test that checks a claim."""
-    file, _, test = text.partition("::")
-    path = ROOT / file
-    if not path.is_file() or not file.startswith("tests/"):
-        return _claim_role_error(inliner, lineno, rawtext, f"{{test}}: no test file {file!r}")
-    if test and test.split("[")[0] not in _test_names(path):
-        return _claim_role_error(inliner, lineno, rawtext, f"{{test}}: {file} defines no {test!r}")
-    node = nodes.literal(rawtext, text, classes=["tpde-claim", "tpde-test"])
-    return [nodes.inline("", "", nodes.Text("checked by "), node)], []
+    return _claim_node(rawtext, text, "test", test_reference_problem(text), inliner, lineno)
 
 
 def verify_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     """``{verify}`area: words``` : the ``tpde verify`` area (and words of its row) that checks a claim."""
     area, _, words = (part.strip() for part in text.partition(":"))
-    module = ROOT / "symbolic_tpde" / "validate" / f"checks_{area}.py"
-    if not module.is_file():
-        return _claim_role_error(inliner, lineno, rawtext, f"{{verify}}: tpde verify has no area {area!r}")
-    if words and words.lower() not in module.read_text(encoding="utf-8").lower():
-        return _claim_role_error(inliner, lineno, rawtext,
-                                 f"{{verify}}: no row of area {area!r} mentions {words!r} ({module.name})")
     shown = f"tpde verify --only {area}" + (f" ({words})" if words else "")
-    node = nodes.literal(rawtext, shown, classes=["tpde-claim", "tpde-verify"])
-    return [nodes.inline("", "", nodes.Text("checked by "), node)], []
+    return _claim_node(rawtext, shown, "verify", verify_reference_problem(text), inliner, lineno)
 
 
 # ----------------------------------------------------------------------------------------------------- setup
@@ -281,9 +305,11 @@ def _builder_inited(app) -> None:
 
 
 def _build_finished(app, exc) -> None:
-    seconds = getattr(app.env, "tpde_example_seconds", 0.0)
-    logger.info(f"[tpde] examples ran for {seconds:.1f} s in this build")
+    seconds = getattr(app, "tpde_example_seconds", 0.0)
+    logger.info(f"[tpde] examples ran for {seconds:.1f} s in this build (pages read again only)")
     if exc is None and getattr(app, "tpde_failures", None):
+        from sphinx.errors import ExtensionError
+
         raise ExtensionError(f"{len(app.tpde_failures)} example(s) or figure(s) failed:\n"
                              + "\n".join(app.tpde_failures))
 
