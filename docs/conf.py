@@ -36,6 +36,7 @@ extensions = [
     "tpde_docs",
 ]
 
+smartquotes = False                      # `--option` stays two hyphens, quotes stay straight
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build", "_generated/**/*.md", "Thumbs.db", ".DS_Store"]

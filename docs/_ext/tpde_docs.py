@@ -174,10 +174,10 @@ def command_pages() -> dict[str, str]:
         for action in p._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
-            text = formatter._expand_help(action) if action.help else ""
+            text = _md_escape(formatter._expand_help(action)) if action.help else ""
             if action.choices and not isinstance(action, argparse._SubParsersAction):
                 text += ("; " if text else "") + "one of " + ", ".join(f"`{c}`" for c in action.choices)
-            lines += [f"`{_invocation(action)}`", f": {_md_escape(text) if text else '(no help text)'}", ""]
+            lines += [f"`{_invocation(action)}`", f": {text or '(no help text)'}", ""]
         if p.epilog:
             lines += ["## Notes", "", _md_escape(p.epilog), ""]
         lines += ["See also: [all commands](index.md), [exit statuses and bounded work](../guide/commands.md).", ""]
