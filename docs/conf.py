@@ -39,7 +39,7 @@ extensions = [
 smartquotes = False                      # `--option` stays two hyphens, quotes stay straight
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "_generated/**/*.md", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_generated", "Thumbs.db", ".DS_Store"]   # _generated/*.md are included, not pages
 
 myst_enable_extensions = ["dollarmath", "amsmath", "deflist", "colon_fence", "attrs_inline"]
 myst_heading_anchors = 3                 # `[text](page.md#a-heading)` links resolve (and fail the build if not)

@@ -138,3 +138,22 @@ def test_gallery_figures_are_quick_real_commands():
             assert fig["argv"][0] in COMMANDS
         else:
             ast.parse(fig["python"])
+
+
+def test_console_output_shown_in_the_docs_is_real():
+    """A ```console block of a page that shows output under a `$ tpde ...` line shows that command's real output
+    (blocks that only list commands are a tour, not a transcript)."""
+    import subprocess
+
+    shown = []
+    for page in pages():
+        for block in re.findall(r"```console\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S):
+            for chunk in re.split(r"(?m)^\$ ", block)[1:]:
+                line, _, out = chunk.partition("\n")
+                if out.strip() and line.startswith("tpde "):
+                    shown.append((page, line.split(), out.strip()))
+    assert shown
+    for page, argv, out in shown:
+        proc = subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", *argv[1:]], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT, env=tpde_docs.example_env())
+        assert proc.returncode == 0 and proc.stdout.strip() == out, f"{page.relative_to(ROOT)}: {' '.join(argv)}"
