@@ -157,3 +157,13 @@ def test_console_output_shown_in_the_docs_is_real():
         proc = subprocess.run([sys.executable, "-m", "symbolic_tpde.cli", *argv[1:]], capture_output=True, text=True,
                               timeout=300, cwd=ROOT, env=tpde_docs.example_env())
         assert proc.returncode == 0 and proc.stdout.strip() == out, f"{page.relative_to(ROOT)}: {' '.join(argv)}"
+
+
+def test_every_public_name_has_an_executed_example():
+    """Each name of symbolic_tpde.__all__ is used as ``st.NAME`` in a block the site runs (docs/reference/api.md)."""
+    import symbolic_tpde
+
+    code = "\n".join(c for _, c, run in tpde_docs.python_blocks((DOCS / "reference" / "api.md").read_text("utf-8"))
+                     if run)
+    missing = [n for n in symbolic_tpde.__all__ if not re.search(rf"\bst\.{n}\b", code)]
+    assert not missing, f"public names without an example on the API page: {missing}"
