@@ -167,3 +167,27 @@ def test_every_public_name_has_an_executed_example():
                      if run)
     missing = [n for n in symbolic_tpde.__all__ if not re.search(rf"\bst\.{n}\b", code)]
     assert not missing, f"public names without an example on the API page: {missing}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page,fails", [
+    ("```python\nprint('fine')\n```\n", False),
+    ("```python\nraise SystemExit('broken example')\n```\n", True),
+    ("Checked by {test}`tests/test_fields.py::test_that_does_not_exist`.\n", True),
+    ("A [link](missing.md).\n", True),
+], ids=["good", "failing-example", "dangling-test-reference", "broken-link"])
+def test_the_site_build_fails_on_a_broken_page(tmp_path, page, fails):
+    """The build command of .ci/run on a one-page project with this extension: a failing example, a dangling
+    {test} reference or a broken link makes it exit non-zero (needs the `docs` extra)."""
+    import subprocess
+
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\nextensions = ['myst_parser', 'tpde_docs']\n"
+        "root_doc = 'index'\n")
+    (tmp_path / "index.md").write_text("# Probe\n\n" + page)
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
+                           str(tmp_path), str(tmp_path / "_build")], capture_output=True, text=True, timeout=300,
+                          env=tpde_docs.example_env())
+    assert (proc.returncode != 0) == fails, proc.stderr[-1500:]

@@ -299,6 +299,8 @@ def api_summary() -> str:
 
 def _builder_inited(app) -> None:
     app.tpde_failures = []
+    if Path(app.srcdir).resolve() != DOCS:      # another project using the extension (tests): roles and examples only
+        return
     _write_if_changed(GENERATED / "api_summary.md", api_summary())
     _write_cli_pages(app)
     _draw_gallery(app)
