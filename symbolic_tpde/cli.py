@@ -28,7 +28,7 @@ import sys
 from .errors import InputError
 
 COMMANDS = ("verify", "particles", "derive", "rhs", "gaussian", "classify", "plot", "figures", "sweep", "convexity",
-            "meanfield", "kinds", "pde", "fit")
+            "meanfield", "kinds", "pde", "fit", "model")
 
 
 def build_parser() -> argparse.ArgumentParser:

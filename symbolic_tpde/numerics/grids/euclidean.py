@@ -46,8 +46,9 @@ It follows the support: after every step, if the outer ``BAND`` cells on a side 
 reported as ``lost``.  The spacing never changes (the grid does not refine as the measure contracts: a run
 that concentrates into a few cells loses accuracy; ``GridRun.occupied`` reports how many cells hold 99 %).
 
-Kinds: every ℝᵈ kind whose field is a sum over the measure (softmax, ℓ2, custom, linear, sigmoid,
-softmax_unnormalized; multi-head sums; ``ffn`` added).  Refused with a one-line reason: ``sinkhorn`` (the
+Kinds: every ℝᵈ kind whose field is a sum over the measure: every kind registered with a quadratic form
+(softmax, ℓ2, custom, softmax_unnormalized, and a kind added with one: :func:`_form_field` reads the form),
+linear, sigmoid; multi-head sums; ``ffn`` added.  Refused with a one-line reason: ``sinkhorn`` (the
 plan's marginals would be the cell masses: the package's Sinkhorn solver has uniform marginals only) and
 ``masked`` (the position axis makes it a problem on [0,1] × ℝᵈ).
 """
@@ -61,8 +62,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import BlowupError, InputError
+from ...registry import kinds
 from ..ode import rk
 from ..particles.attend import attend
+from . import separable
 
 __all__ = ["weighted_field", "Grid", "GridRun", "solve_grid", "initial_grid", "SSPRK2", "SSPRK3", "MAX_CELLS"]
 
@@ -93,25 +96,24 @@ def _log_mass(m):
         return np.log(m)
 
 
-def _softmax(Xq, Xk, m, p, thr):
-    return attend(Xq @ p["A"].T, Xk, Xk, key_bias=_log_mass(m), threads=thr) @ p["V"].T
-
-
-def _l2(Xq, Xk, m, p, thr):
-    k = Xk @ p["K"].T
-    bias = -np.einsum("ij,ij->i", k, k) / p["tau"] + _log_mass(m)
-    return attend((Xq @ p["Q"].T) * (2.0 / p["tau"]), k, Xk, key_bias=bias, threads=thr) @ p["V"].T
-
-
-def _custom(Xq, Xk, m, p, thr):
-    bias = np.einsum("ij,ij->i", Xk @ p["R"].T, Xk) + Xk @ p["r"] + _log_mass(m)
-    return attend(Xq @ p["B"], Xk, Xk, key_bias=bias, threads=thr) @ p["V"].T
-
-
-def _unnormalized(Xq, Xk, m, p, thr):
-    # mode "exp" is (1/n_k) Σ_j e^{q·k_j + β_j} v_j: β_j = log(n_k m_j) gives Σ_j m_j e^{q·k_j} v_j
-    with np.errstate(invalid="ignore", over="ignore"):
-        return attend(Xq @ p["A"].T, Xk, Xk, mode="exp", key_bias=_log_mass(m * len(m)), threads=thr) @ p["V"].T
+def _form_field(spec):
+    """The weighted field of a kind registered with a quadratic form ``log k = xᵀBy + yᵀRy + rᵀy + …``
+    (:attr:`symbolic_tpde.registry.kinds.KindSpec.quadratic`): the cell masses enter as one more key bias,
+    ``log m_j`` (normalised) or ``log(n m_j)`` (unnormalised: mode ``"exp"`` is ``(1/n) Σ_j e^{q·k_j + β_j} v_j``,
+    so this gives ``Σ_j m_j k(x, x_j) v_j``)."""
+    def weighted(Xq, Xk, m, p, thr):
+        f = spec.form(p)
+        bias = _log_mass(m) if spec.normalised else _log_mass(m * len(m))
+        if f["R"] is not None:
+            bias = bias + np.einsum("ij,ij->i", Xk @ np.asarray(f["R"], float).T, Xk)
+        if f["r"] is not None:
+            bias = bias + Xk @ np.asarray(f["r"], float)
+        q = Xq @ np.asarray(f["B"], float)
+        if spec.normalised:
+            return attend(q, Xk, Xk, key_bias=bias, threads=thr) @ p["V"].T
+        with np.errstate(invalid="ignore", over="ignore"):
+            return attend(q, Xk, Xk, mode="exp", key_bias=bias, threads=thr) @ p["V"].T
+    return weighted
 
 
 def _sigmoid(Xq, Xk, m, p, thr):
@@ -125,8 +127,8 @@ def _linear(Xq, Xk, m, p, thr):
     return Xq @ (p["V"] @ M @ p["A"]).T
 
 
-WEIGHTED = {"softmax": _softmax, "l2": _l2, "custom": _custom, "softmax_unnormalized": _unnormalized,
-            "sigmoid": _sigmoid, "linear": _linear}
+#: weighted fields of the kinds without a quadratic form (those with one use :func:`_form_field`)
+WEIGHTED = {"sigmoid": _sigmoid, "linear": _linear}
 REFUSED = {
     "sinkhorn": "sinkhorn attention is not in the grid solver: its plan would need the cell masses as marginals "
                 "and the package's Sinkhorn solver has uniform marginals only (use tpde particles)",
@@ -135,10 +137,16 @@ REFUSED = {
 }
 
 
+def _weighted(kind: str):
+    """The weighted field of ``kind``: its quadratic form's, else its entry of :data:`WEIGHTED`, else None."""
+    spec = kinds.get(kind)
+    return _form_field(spec) if spec.quadratic is not None else WEIGHTED.get(kind)
+
+
 def check_kinds(weights) -> None:
     """InputError (one line, the reason) for a head the grid solver does not take."""
     for i, head in enumerate(weights.heads):
-        if head.kind not in WEIGHTED:
+        if _weighted(head.kind) is None:
             raise InputError(f"heads[{i}].attention", REFUSED.get(
                 head.kind, f"{head.kind!r} has no weighted field in the grid solver"))
 
@@ -156,7 +164,7 @@ def weighted_field(Xq, Xk, m, weights, *, threads=None) -> np.ndarray:
         Xk, m = np.ascontiguousarray(Xk[keep]), np.ascontiguousarray(m[keep])
     out = np.zeros_like(Xq)
     for head in weights.heads:
-        out += WEIGHTED[head.kind](Xq, Xk, m, head.effective, threads)
+        out += _weighted(head.kind)(Xq, Xk, m, head.effective, threads)
     if weights.ffn is not None:
         out += Xq @ weights.ffn.W.T + weights.ffn.c
     return out
@@ -264,11 +272,19 @@ def _dilate(mask):
 
 
 def _sheppard(X, weights, h) -> np.ndarray:
-    """``Σ V H A x`` over the softmax and linear heads, ``H = diag(h²/12)`` (module docstring)."""
+    """``Σ V H (Bᵀx + r)`` over the normalised heads whose quadratic form has ``R = 0`` (softmax: ``V H A x``) and
+    ``Σ V H A x`` over the linear heads, ``H = diag(h²/12)`` (module docstring: the tilt of ``N(ȳ, Σ + H)``
+    moves the mean by ``(Σ + H)(Bᵀx + r)``)."""
     out = np.zeros_like(X)
     for head in weights.heads:
-        if head.kind in ("softmax", "linear"):
-            p = head.effective
+        spec, p = kinds.get(head.kind), head.effective
+        if spec.tilt:
+            f = spec.form(p)
+            if f["R"] is not None:
+                continue
+            lin = X @ np.asarray(f["B"], float) if f["r"] is None else X @ np.asarray(f["B"], float) + f["r"]
+            out += (lin * (h ** 2 / 12)) @ p["V"].T
+        elif head.kind == "linear":
             out += ((X @ p["A"].T) * (h ** 2 / 12)) @ p["V"].T
     return out
 
@@ -276,8 +292,10 @@ def _sheppard(X, weights, h) -> np.ndarray:
 class _Rhs:
     """``y = (masses.ravel(), lost)`` → ``dy/dt``; records the largest face speed per axis of the last call."""
 
-    def __init__(self, grid: Grid, schedule, muscl: bool, threads):
+    def __init__(self, grid: Grid, schedule, muscl: bool, threads, velocity_tol=None):
         self.grid, self.schedule, self.muscl, self.threads = grid, schedule, muscl, threads
+        self.velocity_tol = velocity_tol  # None: the direct sum; else the separable path where it applies
+        self.velocity_bound = 0.0         # largest error bound of a separable velocity so far
         self.C = grid.centres
         self.nfev = 0
         self.work = 0.0                   # cell pairs evaluated (WORK_BUDGET)
@@ -292,9 +310,14 @@ class _Rhs:
         if keys.any():
             w = self.schedule(t)
             nq, nk = float(query.sum()), float(keys.sum())
-            self.work += sum(nq + nk if h.kind == "linear" else nq * nk for h in w.heads)
-            u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads) \
-                - _sheppard(self.C[query], w, self.grid.h)
+            if self.velocity_tol is not None and separable.covers(w, self.grid):  # sub-quadratic, bounded error
+                self.work += len(w.heads) * (nq + nk)
+                v, bound = separable.weighted_field(self.C[query], self.grid, m, w, self.velocity_tol)
+                self.velocity_bound = max(self.velocity_bound, float(bound.max()))
+            else:
+                self.work += sum(nq + nk if h.kind == "linear" else nq * nk for h in w.heads)
+                v = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads)
+            u[query] = v - _sheppard(self.C[query], w, self.grid.h)
         return u.reshape(m.shape + (self.grid.d,))
 
     def __call__(self, t, y):
@@ -342,6 +365,7 @@ class GridRun:
     scheme: str
     seconds: float
     frames: list = field(default_factory=list, repr=False)
+    velocity_bound: float = 0.0   # largest bound on a separable velocity's error (0: direct sums only)
 
     @property
     def density(self) -> np.ndarray:
@@ -378,12 +402,15 @@ def _grow(grid: Grid, m: np.ndarray, limit: tuple, N0: tuple):
 
 def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: float = 0.8, pad: float = 0.25,
                max_growth: float = 4.0, method: str = "ssprk2", grid: Grid | None = None, save_every: float = 0.0,
-               threads=None, max_seconds=None, max_steps: int = 1_000_000) -> GridRun:
+               threads=None, max_seconds=None, max_steps: int = 1_000_000,
+               velocity_tol: float | None = separable.DEFAULT_TOL) -> GridRun:
     """Solve the PDE from the initial law ``spec`` (an :class:`~symbolic_tpde.inputs.scenario.InitSpec`) to ``T`` with
     ``N`` cells per axis (module docstring).  ``schedule``: a :class:`~symbolic_tpde.weights.Schedule` (weights
     read at each stage time).  ``grid``: use this grid instead of :func:`initial_grid` (convergence studies).
     ``save_every``: keep a frame at least this far apart in time (0: first and last only).  A non-finite
-    velocity raises :class:`~symbolic_tpde.errors.BlowupError` with the last time the state was finite."""
+    velocity raises :class:`~symbolic_tpde.errors.BlowupError` with the last time the state was finite.
+    ``velocity_tol``: relative tolerance of the separable velocity (:mod:`.separable`: 2-D softmax, ℓ2 and
+    custom heads from 32² cells on; its error bound is ``GridRun.velocity_bound``); None: the direct sum."""
     from ..measures.laws import cell_masses
     from ..ode.solve import Deadline
 
@@ -401,6 +428,9 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         raise InputError("grid", f"{int(np.prod(g.shape))} cells exceed the bound {MAX_CELLS} (the velocity "
                          "evaluation is quadratic in the cell count)")
     check_kinds(schedule(0.0))
+    if velocity_tol is not None:
+        separable.nodes_for(velocity_tol)  # InputError unless a positive number
+    vbound = 0.0
     m = np.asarray(cell_masses(spec, g.edges), dtype=float)
     raw = float(m.sum())
     truncated = 1.0 - raw
@@ -438,7 +468,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         if work >= WORK_BUDGET:
             status = "step-budget"
             break
-        f = _Rhs(g, schedule, scheme == "muscl", threads)
+        f = _Rhs(g, schedule, scheme == "muscl", threads, velocity_tol)
         y = np.concatenate([m.ravel(), [lost]])
         try:
             f0 = f(t, y)
@@ -464,6 +494,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             dt /= 2
         nfev += f.nfev
         work += f.work
+        vbound = max(vbound, f.velocity_bound)
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
         t = T if dt == T - t else t + dt
@@ -478,7 +509,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
     if frames[-1][0] != t:
         frames.append((t, m.copy(), g.lo.copy()))
     return GridRun(g, m, t, lost, status, steps, rejected, nfev, grown, mass_err, min_mass, truncated, scheme,
-                   time.perf_counter() - t_start, frames)
+                   time.perf_counter() - t_start, frames, vbound)
 
 
 # ----------------------------------------------------------------------------------------- grid measures
