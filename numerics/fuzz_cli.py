@@ -350,7 +350,9 @@ def _mutate_new(rng: random.Random, scn: dict, files: dict):
                                                             "data.pts.npz", "/dev/zero.npy", "data.missing.npy"])
         v = init[key]
         kappa_ok = key == "kappa" and type(v) in (int, float) and 0 <= v <= 1e8   # vMF: 0 (uniform) up to MAX_KAPPA
-        return s, files, key != "type" and (key != "rotate" or not isinstance(v, bool)) and not kappa_ok
+        radius_ok = key == "radius" and type(v) in (int, float) and 0 < v <= 1e75   # a ball of radius 3 is valid
+        return s, files, key != "type" and (key != "rotate" or not isinstance(v, bool)) and not kappa_ok \
+            and not radius_ok
     if kind == 1:  # an entry of an init array
         keys = [k for k, v in init.items() if isinstance(v, list) and v]
         if keys:
