@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+
 if TYPE_CHECKING:  # SymPy is imported by the functions that derive (analysis never imports it at load)
     import sympy as sp
 
@@ -246,74 +247,5 @@ def blowup_time_d1(v: float, a: float, s0: float) -> float:
 
 
 # ----------------------------------------------------------------------- the covariance velocity in matrix form
-def quadratic_form(head) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(B, R)`` with ``log k(x, y) = xᵀBy + yᵀRy + (terms free of y or of x alone)`` for the kinds whose
-    log-kernel is such a quadratic form (README Mathematics §2–3), ``None`` otherwise: softmax ``B = Aᵀ``,
-    ``R = 0``; ℓ2 ``-‖Qx - Ky‖²/τ``: ``B = (2/τ)QᵀK``, ``R = -KᵀK/τ``; custom: its ``B`` and ``R``."""
-    e = head.effective
-    if head.kind == "softmax":
-        A = np.asarray(e["A"], float)
-        return A.T, np.zeros_like(A)
-    if head.kind == "l2":
-        Q, K, tau = np.asarray(e["Q"], float), np.asarray(e["K"], float), float(e["tau"])
-        return (2.0 / tau) * Q.T @ K, -(K.T @ K) / tau
-    if head.kind == "custom":
-        return np.asarray(e["B"], float), np.asarray(e["R"], float)
-    return None
-
-
-def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + Jx`` summed over heads (+ FFN ``Wx + c``), in matrix form without
-    ``Σ⁻¹`` where it can be avoided (README Mathematics §3); ``None`` for a head of a kind that does not preserve
-    Gaussians, or with an attention sink.
-
-    * ``log k = xᵀBy + yᵀRy + rᵀy + …`` (:func:`quadratic_form`: softmax, ℓ2, custom): the
-      tilt of ``N(α, Σ)`` has mean ``(Σ⁻¹ - R - Rᵀ)⁻¹(Σ⁻¹α + r + Bᵀx) = (I - Σ(R + Rᵀ))⁻¹(α + Σr + ΣBᵀx)``, so
-      ``b = V(I - ΣM)⁻¹(α + Σr)``, ``J = V(I - ΣM)⁻¹ΣBᵀ`` with ``M = R + Rᵀ`` (one backward-stable solve: it
-      keeps its accuracy when ``Σ`` is ill-conditioned, where the entrywise cofactor form loses
-      ``cond(Σ)·eps``);
-    * linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``;
-    * Sinkhorn: the plan is Gaussian with cross-covariance ``C``, ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``:
-      ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``)."""
-    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
-
-    if weights.sink is not None:
-        return None
-    alpha = np.asarray(alpha, float)
-    Sigma = np.asarray(Sigma, float)
-    d = Sigma.shape[0]
-    b, J = np.zeros(d), np.zeros((d, d))
-    for h in weights.heads:
-        e = h.effective
-        V = np.asarray(e["V"], float)
-        if h.kind == "sinkhorn":
-            Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
-            Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
-            b, J = b + V @ alpha - Jh @ alpha, J + Jh
-            continue
-        if h.kind == "linear":
-            J = J + V @ (Sigma + np.outer(alpha, alpha)) @ np.asarray(e["A"], float)
-            continue
-        form = quadratic_form(h)
-        if form is None:
-            return None
-        B, R = form
-        r = np.asarray(e.get("r", np.zeros(d)), float) if h.kind == "custom" else np.zeros(d)
-        G = np.eye(d) - Sigma @ (R + R.T)
-        b = b + V @ np.linalg.solve(G, alpha + Sigma @ r)
-        J = J + V @ np.linalg.solve(G, Sigma @ B.T)
-    if weights.ffn is not None:
-        J = J + np.asarray(weights.ffn.W, float)
-        b = b + np.asarray(weights.ffn.c, float)
-    return b, J
-
-
-def covariance_velocity(weights, Sigma: np.ndarray) -> np.ndarray | None:
-    """``dΣ/dt = JΣ + ΣJᵀ`` with ``J`` of :func:`affine_field` (at ``α = 0``: the covariance equation of every
-    kind here but linear attention does not involve ``α``); ``None`` where :func:`affine_field` is."""
-    Sigma = np.asarray(Sigma, float)
-    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma)
-    if bJ is None:
-        return None
-    J = bJ[1]
-    return J @ Sigma + Sigma @ J.T
+# the matrix form of the affine field lives with the Gaussian ODEs (the integrator of ``tpde gaussian`` uses it)
+from ..gaussian.matrix_form import affine_field, covariance_velocity, head_form, quadratic_form  # noqa: E402,F401

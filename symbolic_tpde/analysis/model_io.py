@@ -97,6 +97,8 @@ def read_safetensors(path) -> dict[str, np.ndarray]:
 def read_tensors(path) -> dict[str, np.ndarray]:
     """``.safetensors``, ``.npz`` or ``.npy`` (the latter as ``{"": array}``)."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError("file", f"{str(p)[-80:]!r} is a directory, not a tensor file")
     if p.suffix == ".safetensors":
         return read_safetensors(p)
     if p.suffix == ".npz":

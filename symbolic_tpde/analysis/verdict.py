@@ -22,7 +22,9 @@
    * "diverge": ``tr Σ`` grows; the exponential rate is fitted on ``[T/2, T]`` and on ``[T/4, T/2]``.
 
 Outcomes: ``"blowup"``, ``"no-singularity-before-T"`` (``T* > T``), ``"rank"`` (``rank = 0`` is collapse),
-``"diverge"``, ``"oscillating"``, ``"tilt-ceased"``, ``"undetermined"`` (with the reason).
+``"diverge"``, ``"oscillating"``, ``"tilt-ceased"``, ``"metastable"`` (a plateau near a rank-deficient state
+that the run left, :mod:`.plateau`, where the limit itself is not yet settled at ``T``; a plateau before a
+settled limit is named in that verdict's label), ``"undetermined"`` (with the reason).
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ __all__ = ["Verdict", "classify_long_time", "classify_many"]
 
 #: a swing of ``log tr Σ`` by more than ``ln 10`` up and down on ``[T/100, T]`` is a burst
 BURST = math.log(10.0)
-#: the limit is fitted on Σ(T/2ᵏ), k = K_DOUBLINGS … 0
-K_DOUBLINGS = 10
+#: the limit is fitted on the last of Σ(T/2ᵏ), k = K_DOUBLINGS … 0; the plateau detector (:mod:`.plateau`) reads
+#: them all (six decades of t)
+K_DOUBLINGS = 20
 
 
 @dataclass
@@ -62,6 +65,8 @@ class Verdict:
     facts: list = field(default_factory=list)
     linearisation: dict | None = None
     covariance_only: bool = True
+    plateau: dict | None = None
+    certificate: dict | None = None
 
     @property
     def short(self) -> str:
@@ -69,6 +74,8 @@ class Verdict:
         ``"no blow-up before T"``, ``"oscillating"``, ``"tilt ceased"``, ``"undetermined"``."""
         if self.outcome == "rank":
             return "collapse" if self.rank == 0 else f"rank {self.rank}"
+        if self.outcome == "metastable" and self.plateau:
+            return f"metastable (rank {self.plateau['rank']})"
         return {"no-singularity-before-T": "no blow-up before T", "tilt-ceased": "tilt ceased"}.get(self.outcome,
                                                                                                   self.outcome)
 
@@ -79,7 +86,8 @@ class Verdict:
                 "Sigma_T": self.Sigma_T, "t": self.t, "rate": self.rate, "evidence": list(self.evidence),
                 "facts": [{"name": f.name, "statement": f.statement, "hypotheses": list(f.hypotheses),
                            "source": f.source} for f in self.facts],
-                "linearisation": self.linearisation, "covariance_only": self.covariance_only}
+                "linearisation": self.linearisation, "covariance_only": self.covariance_only,
+                "plateau": self.plateau, "certificate": self.certificate}
 
 
 def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: float):
@@ -104,16 +112,26 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
     evidence.append("covariance equation evaluated in matrix form (inverse-free tilt, one linear solve), "
                     "checked against the generated entrywise form at Σ₀ to 1e-10")
 
-    def rhs(t, y):      # the hot path: layout's index arrays are made once per d
-        return layout.pack(np.zeros(d), covariance_velocity(w, layout.unpack(y, d)[1]))
+    from ..gaussian.matrix_form import matrix_rhs, tilt_margins
 
-    # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0, i.e. 1 - λ_max(Σ^{1/2}(R + Rᵀ)Σ^{1/2}) > 0: a condition that stays
-    # meaningful when Σ becomes nearly singular (Σ - Σ(R + Rᵀ)Σ ≻ 0, the generated one, tends to 0 with Σ);
-    # heads with R + Rᵀ ⪯ 0 (softmax, ℓ2) always have a tilt and add no condition
+    fast = matrix_rhs(w, d)
+    if fast is not None:             # the prebuilt form (α frozen at 0: the covariance equation alone)
+        fm = fast[0]
+
+        def rhs(t, y):
+            z = np.array(y, float)
+            z[:d] = 0.0
+            out = fm(t, z)
+            out[:d] = 0.0
+            return out
+    else:
+        def rhs(t, y):      # the hot path: layout's index arrays are made once per d
+            return layout.pack(np.zeros(d), covariance_velocity(w, layout.unpack(y, d)[1]))
+
+    # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0 (:func:`symbolic_tpde.gaussian.matrix_form.tilt_margins`, scale-free)
     from .closed_forms import quadratic_form
 
-    Ms = [M for M in ((lambda f_: f_[1] + f_[1].T)(quadratic_form(h)) for h in w.heads
-                      if quadratic_form(h) is not None) if np.linalg.eigvalsh(M).max() > 0]
+    margins = tilt_margins(w, d)
 
     # the solve with I - ΣM loses cond(I - ΣM)·eps: the run stops ("precision") before that exceeds rtol/100
     Mall = [f_[1] + f_[1].T for f_ in (quadratic_form(h) for h in w.heads) if f_ is not None]
@@ -123,10 +141,8 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
     def conditions(t, y):
         S = layout.unpack(np.asarray(y, float), d)[1]
         S = 0.5 * (S + S.T)
-        lam, U = np.linalg.eigh(S)
-        half = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
         out = [room - math.log(max(np.linalg.cond(np.eye(d) - S @ M) for M in Mall))] if Mall else []
-        return np.array(out + [1.0 - np.linalg.eigvalsh(half @ M @ half).max() for M in Ms])
+        return np.array(out + ([] if margins is None else list(margins(t, y))))
 
     return rhs, (conditions if Mall else None), len(Mall) > 0
 
@@ -205,9 +221,36 @@ def _turning_amplitudes(x: np.ndarray) -> list[float]:
 
 
 def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10,
-                       max_seconds=None) -> Verdict:
+                       max_seconds=None, certify: float = 0.0) -> Verdict:
     """The verdict on ``Σ(t)`` for ``ode`` from ``N(alpha0, Sigma0)`` at horizon ``T`` (module docstring).
-    A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`."""
+    A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`.
+    ``certify > 0``: a numerical blow-up verdict (or "no singularity before T") of softmax heads in ``d ≤ 3``
+    gets a certificate in interval arithmetic (:mod:`.certify`) within that many seconds, reported beside
+    it (``certificate``); the numerical verdict keeps its label "numerical".
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import GaussianODE, make_head, make_weights
+    >>> ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=-np.eye(2), V=np.eye(2))]))
+    >>> classify_long_time(ode, np.eye(2), 100.0).outcome
+    'rank'
+    """
+    v = _classify(ode, Sigma0, T, alpha0=alpha0, rtol=rtol, max_seconds=max_seconds)
+    if certify > 0 and v.source == "numerical" and v.outcome in ("blowup", "no-singularity-before-T") \
+            and getattr(ode.schedule, "is_constant", False):
+        from .certify import certify_blowup
+
+        horizon = T if v.outcome == "no-singularity-before-T" else 10 * max(v.blowup_time, 1e-300)
+        cert = certify_blowup(ode.schedule(0.0), Sigma0, horizon, max_seconds=certify, T_hint=v.blowup_time)
+        if cert is not None:
+            v.certificate = cert.as_dict()
+            v.evidence = list(v.evidence) + cert.sides
+            Tst, err = v.blowup_time, v.blowup_time_error or 0.0
+            agree = Tst is None or (cert.lower <= Tst + err and (cert.upper is None or Tst - err <= cert.upper))
+            v.label += f"; {cert.label}" + ("" if agree else " — CONTRADICTS the numerical T*: do not trust it")
+    return v
+
+
+def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, max_seconds=None) -> Verdict:
     if getattr(ode, "geometry", "R^d") == "sphere":
         from .sphere_verdict import classify_sphere
         return classify_sphere(ode, Sigma0, T, max_seconds=max_seconds)
@@ -337,7 +380,19 @@ def _on_horizon(T, Sigma0, rtol, facts, evidence, base, t_lr, log_r, Sigma_T, sa
     S = samples()
     if isinstance(S, Verdict):
         return S
-    return _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base)
+    v = _limit_from_samples(S, ode, Sigma0, T, rtol, closed, facts, evidence, base)
+    from .plateau import detect_plateau
+
+    p = detect_plateau(T / 2.0 ** np.arange(len(S) - 1, -1, -1), S, ode, still_there=v.outcome == "undetermined")
+    if p is not None:
+        v.plateau = p
+        v.evidence = list(v.evidence) + p["evidence"]
+        if v.outcome == "undetermined":     # the run is not asymptotic at T: what it did is the answer
+            v.outcome = "metastable"
+            v.label = f"{p['label']} (numerical; the limit itself is {v.label})"
+        else:
+            v.label = f"{v.label}; before that, {p['label']}"
+    return v
 
 
 def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base, stiff=False):

@@ -27,6 +27,9 @@ def register(sub) -> None:
     p.add_argument("--backend", default="auto", choices=("auto", "numpy", "c"), help="generated-code backend")
     p.add_argument("--n", type=int, default=None, help="sphere scenarios: tokens drawn from the init block (default 32)")
     p.add_argument("--seed", type=int, default=None, help="sphere scenarios: seed of the draw (default 0)")
+    p.add_argument("--certify", type=float, default=0.0, metavar="S",
+                   help="softmax, d <= 3: certify a numerical blow-up (or no blow-up before T) in interval "
+                        "arithmetic within S seconds (default 0: off)")
     add_max_seconds(p, 600.0, "the classification")
     p.add_argument("--json", action="store_true", help="print JSON (default: text)")
     p.set_defaults(func=run)
@@ -52,7 +55,10 @@ def run(args) -> int:
     if not (0 < args.rtol < 1e-3):
         raise InputError("rtol", f"must lie in (0, 1e-3), got {args.rtol}")
     scn, T, ode = load_ode(args.scenario, args.T, args.backend)
-    v = classify_long_time(ode, scn.Sigma0, T, alpha0=scn.alpha0, rtol=args.rtol, max_seconds=max_seconds(args))
+    if not (0 <= args.certify <= 600):
+        raise InputError("certify", f"must lie in [0, 600] seconds, got {args.certify}")
+    v = classify_long_time(ode, scn.Sigma0, T, alpha0=scn.alpha0, rtol=args.rtol, max_seconds=max_seconds(args),
+                           certify=args.certify)
     if args.json:
         print(dumps(v.as_dict()))
         return 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..values import value_eq
 from ..numerics.ode.solve import BlowupMonitor, Event, Solution, Status, StopCondition
 from ..registry import layout
 from ..inputs.checks import positive_number
@@ -54,6 +55,8 @@ class GaussianSolution:
     events: list = field(default_factory=list)
     y: np.ndarray | None = None
     nfev: int = 0
+
+    __eq__ = value_eq          # by value, arrays entry by entry (symbolic_tpde.values)
 
 
 def gaussian_events(ode, blowup: bool = True) -> list:
@@ -123,6 +126,57 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
                             sol.blowup_time_error, sol.exponent, sol.events, sol.y, sol.nfev)
 
 
+#: the generated right-hand side is left for the matrix form (:mod:`.matrix_form`) where ``cond(Σ)·eps`` exceeds
+#: ``rtol`` times this: the entrywise cofactor form loses about ``100·cond(Σ)·eps`` relative accuracy (measured:
+#: 2e-9 at cond Σ ≈ 1e5), so the switch happens before its noise reaches the error control
+PRECISION_SWITCH = 1e-2
+
+
+def _cond(S) -> float:
+    lam = np.linalg.eigvalsh(0.5 * (S + S.T))
+    return float(lam[-1] / lam[0]) if lam[0] > 0 else math.inf
+
+
+def matrix_form_for(ode, f, y0, freeze_alpha: bool):
+    """``(g, tilt)``: the inverse-free matrix form of ``ode``'s moment equation (:func:`.matrix_form.matrix_rhs`) on
+    the Gaussian layout (``α`` frozen when ``freeze_alpha``), checked against the generated ``f`` at ``y0`` to
+    ``1e-10`` relative (both are float64 evaluations of one formula at the start), and its scale-free tilt
+    conditions (:func:`.matrix_form.tilt_margins`, ``None``: none); ``None`` (layers, a time-dependent schedule,
+    kinds without a quadratic log-kernel, a disagreement)."""
+    from .matrix_form import matrix_rhs
+
+    if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
+        return None
+    got = matrix_rhs(ode.schedule(0.0), ode.d)
+    if got is None:
+        return None
+    fm, d = got[0], ode.d
+    if freeze_alpha:
+        def g(t, y):
+            z = np.array(y, float)
+            z[:d] = 0.0
+            out = fm(t, z)
+            out[:d] = 0.0
+            return out
+    else:
+        g = fm
+    y0 = np.asarray(y0, float)
+    with np.errstate(all="ignore"):
+        ref, new = np.asarray(f(0.0, y0), float), g(0.0, y0)
+    if not (np.all(np.isfinite(ref)) and np.allclose(new, ref, rtol=1e-10,
+                                                       atol=1e-10 * max(1.0, float(np.abs(ref).max())))):
+        return None
+    from .matrix_form import tilt_margins
+
+    return g, tilt_margins(ode.schedule(0.0), d)
+
+
+def _precision_note(y, d: int, rtol: float) -> str:
+    c = _cond(layout.unpack(np.asarray(y, float), d)[1])
+    return (f"cond Σ = {c:.3g}, cond Σ·eps = {c * np.finfo(float).eps:.2g} "
+            f"{'>' if c * np.finfo(float).eps > rtol else '<='} rtol = {rtol:g}")
+
+
 def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str = "DOP853", rtol: float = 1e-12,
                       atol=None, t_eval=None, blowup: bool = True, progress=None, max_nfev: int = 1_000_000,
                       max_seconds=None, jac=None) -> Solution:
@@ -136,13 +190,45 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     d = ode.d
     deadline = Deadline.of(max_seconds)
     cond = getattr(ode, "condition_values", None)
+    bps = ode.schedule.breakpoints(T)
+    got = matrix_form_for(ode, f, y0, freeze_alpha)
+    fm, tilt_m = got if got is not None else (None, None)
+    room = math.log(PRECISION_SWITCH * rtol / np.finfo(float).eps)
+    stops = gaussian_events(ode, blowup)
+    if fm is not None and math.log(_cond(layout.unpack(np.asarray(y0, float), d)[1])) >= room:
+        # ill-conditioned from the start: the matrix form throughout, with its scale-free tilt conditions
+        f, fm, cond = fm, None, tilt_m
+        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m)
+    extra = [] if fm is None else [StopCondition(
+        lambda t, y: np.array([room - math.log(_cond(layout.unpack(np.asarray(y, float), d)[1]))]),
+        "precision-switch", "cond Σ·eps reached rtol/100 at t = {t:.12g}", near_zero=0.0)]
     sol = integrate(f, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol, t_eval=t_eval,
-                    breakpoints=ode.schedule.breakpoints(T), events=gaussian_events(ode, blowup),
+                    breakpoints=bps, events=stops + extra,
                     max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=deadline,
                     stuck_evals=STUCK_EVALS)
+    if sol.status == Status.EVENT and sol.event.kind == "precision-switch":
+        # the generated entrywise form is about to lose its precision: the same run goes on in matrix form
+        t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
+        te = None if t_eval is None else np.asarray(t_eval, float)
+        k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
+        rest = integrate(fm, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
+                         t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
+                         events=gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m),
+                         max_nfev=max(max_nfev - sol.nfev, 1),
+                         progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
+        first_t, first_y = np.asarray(sol.t)[:k], np.asarray(sol.y)[:k]
+        rest.t = np.concatenate([first_t, np.asarray(rest.t)])
+        rest.y = np.vstack([first_y.reshape(-1, len(y1)), np.asarray(rest.y).reshape(-1, len(y1))])
+        rest.nfev += sol.nfev
+        rest.n_steps += sol.n_steps
+        rest.events = list(sol.events) + list(rest.events)
+        rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
+                        f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol)")
+        sol, f, cond = rest, fm, tilt_m
     sol.status = reported_status(sol)
     if not (blowup and sol.status == Status.STALLED):
         return sol
+    sol.message = f"{sol.message}; at the stall {_precision_note(sol.y_end, d, rtol)}"
     a0, S0 = layout.unpack(np.asarray(y0, float), d)
     got = reach_singularity(f, d, a0, S0, T, rtol=rtol, freeze_alpha=freeze_alpha, conditions=cond,
                             max_seconds=deadline)

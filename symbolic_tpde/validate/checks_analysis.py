@@ -112,3 +112,26 @@ def checks(quick: bool = False):
         ratio = growth_bound_ratio(o.rhs, np.zeros(2), S0, rate, 4.0)
         yield result("growth bound |S(t)| <= |S0| e^{rate t}", kind, 2, max(ratio - 1, 0.0), 1e-9,
                      "bound ratio <= 1; slack 1e-9 for DOP853 rtol 1e-10")
+
+    # certified enclosures (analysis.certify: validated Taylor steps in mpmath iv), a few seconds each: the
+    # certified lower bound must lie below the closed-form T* (soundness, exact comparison) and, within its
+    # budget, close to it (tightness)
+    from ..analysis.certify import certify_blowup
+    from ..weights import make_head, make_weights
+
+    A = np.array([[0.5, 0.2], [-0.1, 0.3]])
+    S0c = np.array([[1.0, 0.2], [0.2, 0.8]])
+    Tc = cf.blowup_time_vi(S0c, A, use_polynomial=False)
+    c = certify_blowup(make_weights([make_head("softmax", A=A, V=np.eye(2))]), S0c, 10 * Tc,
+                       max_seconds=2.0 if quick else 4.0, T_hint=Tc)
+    yield result("certified T* > t1 is below the closed-form T*", "softmax V=I", 2,
+                 0.0 if c.lower < Tc else 1.0, 0.0, "soundness of the validated enclosure (exact comparison)")
+    yield result("certified lower bound within 10% of T*", "softmax V=I", 2, (Tc - c.lower) / Tc, 0.1,
+                 f"tightness after {c.steps} validated steps in {c.seconds:.2g} s")
+    # no blow-up before T: A + Aᵀ ≺ 0 with V SPD ≠ I has no blow-up (Lyapunov theorem); the enclosure must
+    # stay bounded to T = 2
+    c = certify_blowup(make_weights([make_head("softmax", A=np.array([[-0.6, 0.4], [-0.1, -0.3]]),
+                                               V=np.array([[0.9, 0.2], [0.2, 0.5]]))]), S0c, 2.0,
+                       max_seconds=4.0)
+    yield result("certified no blow-up before T = 2", "softmax V SPD", 2,
+                 0.0 if c.no_blowup_before == 2.0 else 1.0, 0.0, "validated enclosure bounded on [0, 2]")

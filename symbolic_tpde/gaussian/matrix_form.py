@@ -1,0 +1,190 @@
+"""The moment equations in matrix form, without ``Σ⁻¹``: the affine field ``Γ_{N(α,Σ)}(x) = b + Jx`` and a
+prebuilt right-hand side ``y ↦ (b + Jα, JΣ + ΣJᵀ)`` for constant weights (:func:`matrix_rhs`).
+
+The generated entrywise right-hand side is a rational function of the entries of ``Σ`` (cofactors of the tilt
+precision): where ``Σ`` is ill-conditioned it loses about ``cond(Σ)·eps`` of relative accuracy (measured
+``2e-9`` at ``cond Σ ≈ 1e5`` for ℓ2), which an error-controlled integrator at ``rtol = 1e-12`` cannot accept:
+its step collapses although the solution goes on.  The matrix form evaluates the tilt by one backward-stable
+linear solve with ``I - ΣM`` (``M = R + Rᵀ``), exact products for softmax (``M = 0``), so it loses only
+``cond(I - ΣM)·eps``.  :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian` switches to it where
+``cond Σ·eps`` exceeds the tolerance; the long-time classifier (:mod:`symbolic_tpde.analysis.verdict`) uses it
+throughout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kinds, layout
+
+__all__ = ["head_form", "quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "tilt_margins"]
+
+
+def head_form(head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(B, R, r)`` of a head whose kind is registered with a quadratic form and normalised (the Gaussian tilt
+    applies): ``log k(x, y) = xᵀBy + yᵀRy + rᵀy + (terms in x alone)`` (README Mathematics §2–3; the form is
+    the registry's, :attr:`symbolic_tpde.registry.kinds.KindSpec.quadratic`), zero blocks as zeros; ``None``
+    for other kinds."""
+    spec = kinds.get(head.kind)
+    if not spec.tilt:
+        return None
+    f = spec.form(head.effective)
+    B = np.asarray(f["B"], float)
+    d = B.shape[0]
+    R = np.zeros((d, d)) if f["R"] is None else np.asarray(f["R"], float)
+    r = np.zeros(d) if f["r"] is None else np.asarray(f["r"], float)
+    return B, R, r
+
+
+def quadratic_form(head) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(B, R)`` of :func:`head_form` (softmax ``B = Aᵀ``, ``R = 0``; ℓ2 ``B = (2/τ)QᵀK``, ``R = -KᵀK/τ``;
+    custom its ``B`` and ``R``), ``None`` for a kind without a normalised quadratic form."""
+    f = head_form(head)
+    return None if f is None else f[:2]
+
+
+def _linear_affine(e, alpha, Sigma):
+    """Linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``."""
+    return np.zeros(len(alpha)), np.asarray(e["V"], float) @ (Sigma + np.outer(alpha, alpha)) @ np.asarray(e["A"], float)
+
+
+def _sinkhorn_affine(e, alpha, Sigma):
+    """Sinkhorn: ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``, ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)``."""
+    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
+
+    V = np.asarray(e["V"], float)
+    Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
+    Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
+    return V @ alpha - Jh @ alpha, Jh
+
+
+kinds.register("linear", "affine")(_linear_affine)
+kinds.register("sinkhorn", "affine")(_sinkhorn_affine)
+
+
+def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + Jx`` summed over heads (+ FFN ``Wx + c``), in matrix form without
+    ``Σ⁻¹`` where it can be avoided (README Mathematics §3); ``None`` for a head of a kind that does not preserve
+    Gaussians, or with an attention sink.
+
+    * a normalised kind with a quadratic form ``log k = xᵀBy + yᵀRy + rᵀy + …`` (:func:`head_form`: softmax,
+      ℓ2, custom, any kind registered with a form): the tilt of ``N(α, Σ)`` has mean
+      ``(Σ⁻¹ - R - Rᵀ)⁻¹(Σ⁻¹α + r + Bᵀx) = (I - Σ(R + Rᵀ))⁻¹(α + Σr + ΣBᵀx)``, so
+      ``b = V(I - ΣM)⁻¹(α + Σr)``, ``J = V(I - ΣM)⁻¹ΣBᵀ`` with ``M = R + Rᵀ`` (one backward-stable solve: it
+      keeps its accuracy when ``Σ`` is ill-conditioned, where the entrywise cofactor form loses
+      ``cond(Σ)·eps``);
+    * other affine kinds register their own ``affine`` part ``(params, α, Σ) -> (b, J)`` here: linear
+      ``b = 0``, ``J = V(Σ + ααᵀ)A``; Sinkhorn (the plan is Gaussian with cross-covariance ``C``,
+      ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``) ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``)."""
+    if weights.sink is not None:
+        return None
+    alpha = np.asarray(alpha, float)
+    Sigma = np.asarray(Sigma, float)
+    d = Sigma.shape[0]
+    b, J = np.zeros(d), np.zeros((d, d))
+    for h in weights.heads:
+        form = head_form(h)
+        if form is None:
+            own = kinds.part(h.kind, "affine", None)
+            if own is None:
+                return None
+            bh, Jh = own(h.effective, alpha, Sigma)
+            b, J = b + bh, J + Jh
+            continue
+        B, R, r = form
+        V = np.asarray(h.effective["V"], float)
+        G = np.eye(d) - Sigma @ (R + R.T)
+        b = b + V @ np.linalg.solve(G, alpha + Sigma @ r)
+        J = J + V @ np.linalg.solve(G, Sigma @ B.T)
+    if weights.ffn is not None:
+        J = J + np.asarray(weights.ffn.W, float)
+        b = b + np.asarray(weights.ffn.c, float)
+    return b, J
+
+
+def covariance_velocity(weights, Sigma: np.ndarray) -> np.ndarray | None:
+    """``dΣ/dt = JΣ + ΣJᵀ`` with ``J`` of :func:`affine_field` (at ``α = 0``: the covariance equation of every
+    kind here but linear attention does not involve ``α``); ``None`` where :func:`affine_field` is."""
+    Sigma = np.asarray(Sigma, float)
+    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma)
+    if bJ is None:
+        return None
+    J = bJ[1]
+    return J @ Sigma + Sigma @ J.T
+
+
+def matrix_rhs(weights, d: int):
+    """``(f, Ms)`` for constant ``weights`` whose heads all have a quadratic log-kernel (softmax, ℓ2, custom),
+    without attention sink: ``f(t, y)`` the moment right-hand side ``(b + Jα, JΣ + ΣJᵀ)`` on the Gaussian layout
+    (:func:`affine_field` with the per-head matrices ``V``, ``ΣBᵀ``, ``I - ΣM`` assembled once; about ten times
+    cheaper than calling it), ``Ms`` the non-zero ``M = R + Rᵀ`` (the solves whose conditioning limits the
+    accuracy); ``None`` for other weights (Sinkhorn and linear heads keep the generated form)."""
+    if weights.sink is not None:
+        return None
+    heads = []
+    for h in weights.heads:
+        form = head_form(h)
+        if form is None:
+            return None
+        B, R, r = form
+        M = R + R.T
+        heads.append((np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T), M if np.abs(M).max() > 0 else None,
+                      r if np.abs(r).max() > 0 else None))
+    W = c = None
+    if weights.ffn is not None:
+        W, c = np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)
+    eye = np.eye(d)
+    n = layout.state_size(d)
+    iu = np.triu_indices(d)
+    tri = np.zeros((d, d), int)                  # packed position of each entry (both triangles)
+    tri[iu] = np.arange(len(iu[0]))
+    tri[iu[1], iu[0]] = tri[iu]
+    sym, flat = tri.ravel(), iu[0] * d + iu[1]
+
+    def f(t, y):
+        y = np.asarray(y, float)
+        a, S = y[:d], y[d:][sym].reshape(d, d)
+        b = np.zeros(d) if c is None else c.copy()
+        J = np.zeros((d, d)) if W is None else W.copy()
+        for V, Bt, M, r in heads:
+            rhs_a = a if r is None else a + S @ r
+            if M is None:
+                b += V @ rhs_a
+                J += V @ (S @ Bt)
+            else:
+                X = np.linalg.solve(eye - S @ M, np.column_stack([rhs_a, S @ Bt]))
+                b += V @ X[:, 0]
+                J += V @ X[:, 1:]
+        JS = J @ S
+        out = np.empty(n)
+        out[:d] = b + J @ a
+        out[d:] = (JS + JS.T).ravel()[flat]
+        return out
+
+    f.n_states = n
+    return f, [h[2] for h in heads if h[2] is not None]
+
+
+def tilt_margins(weights, d: int):
+    """``g(t, y)``: ``1 - λ_max(Σ^{1/2}MΣ^{1/2})`` per head with ``M = R + Rᵀ`` not ``⪯ 0`` (the tilt exists iff
+    ``Σ⁻¹ - M ≻ 0``), a scale-free form of the tilt's existence condition that stays meaningful when ``Σ`` becomes
+    nearly singular (the generated ``det``-type condition tends to 0 with ``Σ``); ``None`` when every head has its
+    tilt for every ``Σ`` (softmax, ℓ2: ``M ⪯ 0``) or a head has no quadratic log-kernel."""
+    Ms = []
+    for h in weights.heads:
+        form = quadratic_form(h)
+        if form is None:
+            return None
+        M = form[1] + form[1].T
+        if np.linalg.eigvalsh(M).max() > 0:
+            Ms.append(M)
+    if not Ms:
+        return None
+
+    def g(t, y):
+        S = layout.unpack(np.asarray(y, float), d)[1]
+        lam, U = np.linalg.eigh(0.5 * (S + S.T))
+        half = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
+        return np.array([1.0 - np.linalg.eigvalsh(half @ M @ half).max() for M in Ms])
+
+    return g

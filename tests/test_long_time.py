@@ -1,0 +1,165 @@
+"""Issue 30: solvers that go as far as the mathematics (the inverse-free matrix form in ``tpde gaussian``).
+
+The reference is written here, independently of the package: the ℓ2 covariance equation in matrix form,
+``dΣ/dt = JΣ + ΣJᵀ`` with ``J = V(Σ⁻¹ + (2/τ)KᵀK)⁻¹(2/τ)KᵀQ`` evaluated as ``V(I + (2/τ)ΣKᵀK)⁻¹Σ(2/τ)KᵀQ``
+(README Mathematics §3, the tilt precision), integrated by scipy's DOP853.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from symbolic_tpde.gaussian import GaussianODE
+from symbolic_tpde.inputs.scenario import load_scenario
+
+#: ℓ2, K = I, τ = 2, Q and V drawn once (seed 1, draw 31: non-symmetric V, one positive eigenvalue of
+#: VQ + QᵀVᵀ): Σ grows anisotropically, cond Σ ≈ 2e7 at t = 10; the generated entrywise right-hand side
+#: stalled at t ≈ 7.6 after 10⁶ evaluations (about a minute) before the matrix form was used
+_Q = [[-0.5312188305886745, 0.14362818031479327, -0.43893355025464736],
+      [0.5363073602710031, 0.12729539442303117, 0.5595261204023441],
+      [-0.3185689306312762, 0.04704260516808157, -0.5994684913876128]]
+_V = [[2.430859830373869, 0.14375696153804893, -1.5056567151443172],
+      [0.3188045206648587, 2.505812999256789, 0.5481405729780534],
+      [0.703583768036969, 0.02884901347912266, -0.5771115889481466]]
+
+
+def _reference(Q, V, K, tau, S0, T):
+    from scipy.integrate import solve_ivp
+
+    Q, V, K = (np.asarray(x, float) for x in (Q, V, K))
+    d = Q.shape[0]
+    N, Bt = (2 / tau) * K.T @ K, (2 / tau) * K.T @ Q
+
+    def rhs(t, z):
+        S = z.reshape(d, d)
+        J = V @ np.linalg.solve(np.eye(d) + S @ N, S @ Bt)
+        return (J @ S + S @ J.T).ravel()
+
+    sol = solve_ivp(rhs, (0, T), np.asarray(S0, float).ravel(), method="DOP853", rtol=1e-12, atol=1e-14)
+    assert sol.status == 0
+    return sol.y[:, -1].reshape(d, d)
+
+
+@pytest.mark.parametrize("covariance_only", [False, True])
+def test_l2_anisotropic_growth_reaches_T_in_matrix_form(tmp_path, covariance_only):
+    T = 10.0
+    scn = {"attention": "l2", "Q": _Q, "K": np.eye(3).tolist(), "tau": 2.0, "V": _V, "alpha0": [0.0, 0.0, 0.0],
+           "Sigma0": np.eye(3).tolist(), "T": T}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(scn))
+    s = load_scenario(str(p))
+    ode = GaussianODE.from_scenario(s)
+    if covariance_only:
+        from symbolic_tpde.analysis.clustering import integrate_covariance
+        from symbolic_tpde.gaussian import unpack_state
+
+        sol = integrate_covariance(ode, s.Sigma0, T)
+        t_end, S = float(sol.t_end), unpack_state(sol.y_end, 3)[1]
+    else:
+        sol = ode.integrate(s.alpha0, s.Sigma0, T)
+        t_end, S = float(sol.t[-1]), sol.Sigma[-1]
+    assert str(sol.status) == "ok" and t_end == T, sol.message
+    assert "inverse-free matrix form" in sol.message          # the generated form was left where it loses precision
+    ref = _reference(_Q, _V, np.eye(3), 2.0, np.eye(3), T)
+    lam = np.linalg.eigvalsh(ref)
+    assert lam[-1] / lam[0] > 1e6                             # the class: strongly anisotropic
+    # both runs carry a global error ~ rtol·(number of steps, ~10³) = 1e-9 relative to ‖Σ‖ (measured 2.5e-11)
+    assert np.abs(S - ref).max() <= 1e-9 * np.abs(ref).max()
+
+
+# ------------------------------------------------------------------ issue 30, item 3: slow plateaus are named
+def _softmax_traj(A, V, S0, ts):
+    """Σ(t) at ``ts`` for dΣ/dt = VΣAΣ + ΣAᵀΣVᵀ (README Mathematics §3), scipy DOP853 written here."""
+    from scipy.integrate import solve_ivp
+
+    d = A.shape[0]
+
+    def rhs(t, z):
+        S = z.reshape(d, d)
+        return (V @ S @ A @ S + S @ A.T @ S @ V.T).ravel()
+
+    sol = solve_ivp(rhs, (0, ts[-1]), S0.ravel(), method="DOP853", rtol=1e-11, atol=1e-14, t_eval=ts)
+    assert sol.status == 0
+    return sol.y.T.reshape(-1, d, d)
+
+
+def test_a_rank_one_plateau_that_decays_is_named_metastable():
+    """V SPD ≠ I, ker(A + Aᵀ) = span(e₂): every c·e₂e₂ᵀ is an equilibrium; started at u = e₂ - 0.05 e₁ (the
+    escaping side, since e₁ᵀVe₂ > 0), Σ sits near 1.09·uuᵀ for about two decades of t, then decays."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.verdict import classify_long_time
+
+    A = np.array([[-1.0, 0.3], [-0.3, 0.0]])
+    V = np.array([[2.0, 0.5], [0.5, 1.0]])
+    assert np.linalg.eigvalsh(V).min() > 0 and np.linalg.matrix_rank(A + A.T) == 1
+    u = np.array([-0.05, 1.0])
+    S0 = np.outer(u, u) + 0.05 * np.eye(2)
+    ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=A, V=V)]))
+    T = 1e4
+    v = classify_long_time(ode, S0, T)
+    assert v.outcome == "metastable" and v.plateau is not None, v.label
+    p = v.plateau
+    assert p["rank"] == 1 and "then decays" in v.label and p["alignment"] > 1 - 1e-6
+    assert p["linearisation"]["degenerate"] >= 1
+    # the independent trajectory: within the plateau tolerance of the stated state on [t_start, t_end],
+    # out of it by T, and far below it at T
+    ts = np.geomspace(p["t_start"], T, 40)
+    S = _softmax_traj(A, V, S0, ts)
+    Sp = p["Sigma"]
+    dist = np.linalg.norm(S - Sp, axis=(1, 2)) / np.linalg.norm(Sp)
+    on = ts <= p["t_end"]
+    assert dist[on].max() <= 0.2 and dist[-1] > 0.5        # 0.2: twice the detector's 0.1 (Σ_p is a mid sample)
+    assert np.trace(S[-1]) < 1e-2 * np.trace(Sp)
+    # the plateau state lies on the line of equilibria c·kkᵀ, k = e₂ = ker(A + Aᵀ)
+    assert abs(np.linalg.eigh(Sp)[1][:, -1] @ [0.0, 1.0]) > 1 - 1e-5
+
+
+def test_a_plateau_that_is_the_limit_is_not_called_metastable():
+    """The same flow started on the returning side (u = e₂ + 0.05 e₁) converges to c·e₂e₂ᵀ: rank 1."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.verdict import classify_long_time
+
+    A = np.array([[-1.0, 0.3], [-0.3, 0.0]])
+    V = np.array([[2.0, 0.5], [0.5, 1.0]])
+    u = np.array([0.05, 1.0])
+    v = classify_long_time(GaussianODE.from_weights(make_weights([make_head("softmax", A=A, V=V)])),
+                           np.outer(u, u) + 0.05 * np.eye(2), 1e4)
+    assert v.outcome == "rank" and v.rank == 1 and v.plateau is None, v.label
+
+
+# ------------------------------------------------------------- issue 30: certified verdicts (interval arithmetic)
+def test_certified_lower_bound_is_below_the_closed_form_and_no_blowup_is_certified():
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.certify import certify_blowup
+
+    A = np.array([[0.4, -0.3], [0.5, 0.2]])
+    S0 = np.array([[0.7, -0.1], [-0.1, 1.1]])
+    L = np.linalg.cholesky(S0)
+    Tc = 1 / np.linalg.eigvalsh(L.T @ (A + A.T) @ L).max()      # V = I closed form (README Mathematics §4)
+    c = certify_blowup(make_weights([make_head("softmax", A=A, V=np.eye(2))]), S0, 10 * Tc, max_seconds=2.0,
+                       T_hint=Tc)
+    assert 0.5 * Tc < c.lower < Tc and c.no_blowup_before is None
+    assert "certified: T* >" in c.label and "lower side" in c.sides[0]
+    # A + Aᵀ ≺ 0, V SPD: no blow-up (Lyapunov theorem); the enclosure stays bounded to T
+    c = certify_blowup(make_weights([make_head("softmax", A=np.array([[-0.5, 0.2], [0.0, -0.4]]),
+                                               V=np.array([[1.2, 0.3], [0.3, 0.7]]))]), S0, 1.5, max_seconds=5.0)
+    assert c.no_blowup_before == 1.5 and "no blow-up before T" in c.label
+    lo = np.array([[a for a, _ in r] for r in c.Sigma_enclosure])
+    hi = np.array([[b for _, b in r] for r in c.Sigma_enclosure])
+    assert np.all(hi - lo < 1e-6) and np.all(lo <= hi)
+
+
+def test_classify_reports_a_certificate_beside_the_numerical_verdict():
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.verdict import classify_long_time
+
+    import tests.test_verdict as tv
+
+    ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=np.array(tv._DRIFT_A),
+                                                           V=np.array(tv._DRIFT_V))]))
+    v = classify_long_time(ode, np.eye(3), 50.0, certify=2.0)
+    assert v.outcome == "blowup" and "numerical" in v.label and "certified: T* >" in v.label
+    assert v.certificate["lower"] <= v.blowup_time + v.blowup_time_error
