@@ -241,11 +241,16 @@ def test_cli_report_on_states_file(tmp_path, capsys):
     np.testing.assert_allclose(df.loc[ok, "euler_gap"], df.loc[ok, "euler"] - df.loc[ok, "measured"], atol=1e-12)
     assert np.abs(df["surrogate_gap"]).max() < 1e-9
     assert len(list((tmp_path / "out").glob("*.png"))) == 6
-    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    rep = json.loads((tmp_path / "out" / "report.json").read_text(),
+                     parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))      # strict: no NaN
+    assert rep["rows"][0]["gaussian"] is None and rep["rows"][0]["gaussian_status"].startswith("n/a")
     assert rep["account"]["tensors_in_file"] == len(ck.used) + len(ck.unused)
     capsys.readouterr()
     assert main(["model", "report", w, "--heads", "2"]) == 2
     assert "--states" in capsys.readouterr().err
+    np.savez(tmp_path / "S2.npz", states=H[:, :2], seq=seq[:2])
+    assert main(["model", "report", w, "--heads", "2", "--states", str(tmp_path / "S2.npz")]) == 2
+    assert "at least 3 tokens" in capsys.readouterr().err
 
 
 def test_mlp_gaussian_closure_against_closed_form():

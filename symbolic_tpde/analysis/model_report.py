@@ -258,6 +258,8 @@ def model_report(sur, H, seq, *, tau: float = 1.0, steps: int = 8) -> dict:
                          f"output), got {H.shape}")
     if seq.shape != (H.shape[1],):
         raise InputError("seq", f"expected one sequence id per token ({H.shape[1]}), got shape {seq.shape}")
+    if H.shape[1] < 3:
+        raise InputError("states", f"need at least 3 tokens (a covariance and pairs of cosines), got {H.shape[1]}")
     if np.any(np.diff(seq) < 0):
         raise InputError("seq", "the tokens of one sequence must be consecutive, sequences in increasing id order")
     if not np.isfinite(H).all():

@@ -223,6 +223,7 @@ def run_report(args) -> int:
 
     from ..analysis.model_report import MODELS, model_report
     from ..analysis.surrogate import Surrogate
+    from ..inputs.checks import strict_json
 
     out = None
     if args.out is not None:
@@ -251,9 +252,9 @@ def run_report(args) -> int:
             w.writeheader()
             w.writerows(rep["hypotheses"])
         rep["plots"] = _plots(rep, out)
-        (out / "report.json").write_text(json.dumps(rep, indent=1, default=float))
+        (out / "report.json").write_text(strict_json(rep, indent=1))
     if args.json:
-        print(json.dumps(rep, indent=1, default=float))
+        print(strict_json(rep, indent=1))
         return 0
     a = rep["account"]
     print(f"{a['preset']}: d = {a['d']}, {a['layers']} layers, {a['heads']} heads; tensors: {len(a['used'])} used, "
