@@ -24,6 +24,11 @@ The covariance equation of softmax heads is a homogeneous quadratic ``Σ' = F(Σ
   the enclosure of ``N(t₁)`` lies in ``Z``, then ``ρ(s) ∈ ρ₁[e^{-κ_max(s - s₁)}, e^{-κ(s - s₁)}]`` and
   ``T* - t₁ = ∫ρ ds ∈ [ρ₁/κ_max, ρ₁/κ]``.
 
+Which side is obtained: the lower side for every case; the upper side rarely, so far (``docs/long_time.md``): for
+``V = I`` every rank-one ``N`` is a fixed point (``DG(N*)`` has a zero eigenvalue), and for general ``V`` the plain
+interval evaluation of the face test overestimates ``G`` far beyond its inward linear part (a centred form is the
+missing step).  The certificate says which sides it has.
+
 Rounding: mpmath ``iv`` rounds every operation outward at ``iv.prec`` = 53 bits; the inputs (float64
 weights and ``Σ₀``) are exact binary numbers.  A certificate that cannot be completed in its time budget says
 how far it got (a lower bound only, or nothing); it never widens a numerical answer into a "certified" one.
@@ -247,11 +252,25 @@ def _tail(Q: _Quadratic, pairs, X, t_lo: float, t_hi: float):
         e = np.zeros(m)
         e[j] = 1e-6
         J[:, j] = (vec(G(Nstar + mat(e))) - vec(G(Nstar - mat(e)))) / 2e-6
-    lam, P = np.linalg.eig(J)
-    if np.abs(lam.imag).max() > 0 or lam.real.max() >= 0:
+    # coordinates z with N - N* = Pz in which DG(N*) is nearly diagonal: the real Schur form J = QTQᵀ scaled by
+    # D = diag(δ^i) (D⁻¹TD has its off-diagonal entries multiplied by δ^{j-i}), so that a repeated eigenvalue with
+    # a Jordan block (the trace direction and a transverse one share -tr F(N*)) still gives a box whose faces
+    # the linear part crosses inward
+    from scipy.linalg import schur
+
+    Tm, Qm = schur(J, output="real")
+    if np.abs(np.diag(Tm, -1)).max(initial=0.0) > 0:       # complex eigenvalues: rotation, no box
         return None
-    P = P.real
-    Pinv = np.linalg.inv(P)
+    lam = np.diag(Tm)
+    if lam.max() >= 0:
+        return None
+    for delta in (1.0, 0.3, 0.1, 0.03, 0.01, 1e-3):
+        Dg = delta ** np.arange(m)
+        Ts = Tm * Dg[None, :] / Dg[:, None]
+        if np.all(np.abs(np.triu(Ts, 1)).sum(axis=1) < 0.5 * np.abs(lam)):
+            break
+    P = Qm * Dg[None, :]
+    Pinv = Qm.T / Dg[:, None]
     iP, iPinv = [[iv.mpf(float(x)) for x in r] for r in P], [[iv.mpf(float(x)) for x in r] for r in Pinv]
     trX = sum((X[i][i] for i in range(1, d)), X[0][0])
     NX = [[a / trX for a in r] for r in X]           # enclosure of N(t)
@@ -264,22 +283,40 @@ def _tail(Q: _Quadratic, pairs, X, t_lo: float, t_hi: float):
         tr = sum((FN[i][i] for i in range(1, d)), FN[0][0])
         return [[FN[i][j] - Nb[i][j] * tr for j in range(d)] for i in range(d)], tr
 
-    for factor in (1.5, 3.0, 10.0, 30.0):
+    def normal(zb, k):                               # the k-th z-component of G over the z-box zb
+        v = [sum((iP[r][l] * zb[l] for l in range(1, m)), iP[r][0] * zb[0]) + float(vec(Nstar)[r])
+             for r in range(m)]
+        Nb = [[None] * d for _ in range(d)]
+        for r, (i, j) in enumerate(zip(*iu)):
+            Nb[i][j] = Nb[j][i] = v[r]
+        g, _ = Gi(Nb)
+        gv = [g[i][j] for i, j in zip(*iu)]
+        return sum((iPinv[k][l] * gv[l] for l in range(1, m)), iPinv[k][0] * gv[0])
+
+    def face_ok(zb, k, sgn, budget):
+        """The face points inward on every piece of a bisection of ``zb`` (the interval evaluation over a
+        smaller piece overestimates less); ``budget`` (a one-element list) caps the pieces."""
+        gz = normal(zb, k)
+        if (sgn > 0 and _hi(gz) < 0) or (sgn < 0 and _lo(gz) > 0):
+            return True
+        budget[0] -= 1
+        if budget[0] <= 0:
+            return False
+        widths = [(_hi(x) - _lo(x), l) for l, x in enumerate(zb) if l != k]
+        _, l = max(widths)
+        mid = 0.5 * (_lo(zb[l]) + _hi(zb[l]))
+        left, right = list(zb), list(zb)
+        left[l], right[l] = iv.mpf([_lo(zb[l]), mid]), iv.mpf([mid, _hi(zb[l])])
+        return face_ok(left, k, sgn, budget) and face_ok(right, k, sgn, budget)
+
+    for factor in (1.5, 3.0, 10.0):
         w = np.maximum(factor * zmax, 1e-12)
         ok = True
         for k in range(m):
             for sgn in (-1, 1):
                 zb = [iv.mpf([-w[l], w[l]]) for l in range(m)]
                 zb[k] = iv.mpf(sgn * w[k])
-                v = [sum((iP[r][l] * zb[l] for l in range(1, m)), iP[r][0] * zb[0]) + float(vec(Nstar)[r])
-                     for r in range(m)]
-                Nb = [[None] * d for _ in range(d)]
-                for r, (i, j) in enumerate(zip(*iu)):
-                    Nb[i][j] = Nb[j][i] = v[r]
-                g, _ = Gi(Nb)
-                gv = [g[i][j] for i, j in zip(*iu)]
-                gz = sum((iPinv[k][l] * gv[l] for l in range(1, m)), iPinv[k][0] * gv[0])
-                if not ((sgn > 0 and _hi(gz) < 0) or (sgn < 0 and _lo(gz) > 0)):
+                if not face_ok(zb, k, sgn, [64 if m <= 3 else 16]):
                     ok = False
                     break
             if not ok:
@@ -297,8 +334,8 @@ def _tail(Q: _Quadratic, pairs, X, t_lo: float, t_hi: float):
         rho = 1 / trX                                 # enclosure of ρ(t)
         lo = t_lo + _lo(rho / tr)         # float sums: the margins of 1 ulp are below the printed digits
         hi = t_hi + _hi(rho / tr)
-        note = (f"upper side: a box of N = Σ/tr Σ around N* (|z| ≤ {factor:g}·|z(t₁)| in the eigen-coordinates of "
-                f"DG(N*), eigenvalues {np.array2string(lam.real, precision=3)}) is invariant (every face's normal "
+        note = (f"upper side: a box of N = Σ/tr Σ around N* (|z| ≤ {factor:g}·|z(t₁)| in scaled Schur coordinates of "
+                f"DG(N*), eigenvalues {np.array2string(lam, precision=3)}) is invariant (every face's normal "
                 f"component of G points inward, interval evaluation) and tr F(N) ∈ [{_lo(tr):.6g}, "
                 f"{_hi(tr):.6g}] on it, so T* - t₁ = ∫ρ ds ∈ [ρ₁/κ_max, ρ₁/κ] (t₁ = {t_lo:.12g})")
         return lo, hi, note
@@ -308,7 +345,7 @@ def _tail(Q: _Quadratic, pairs, X, t_lo: float, t_hi: float):
 def certify_blowup(weights, Sigma0, T: float, *, max_seconds: float = 10.0, T_hint: float | None = None):
     """A :class:`Certificate` for the softmax covariance flow of ``weights`` from ``Sigma0`` on ``[0, T]``
     (module docstring), or ``None`` when the weights are not softmax-only or ``d > MAX_D``.  ``T_hint``: a
-    numerical ``T*`` (the tail is attempted once ``tr Σ`` has grown by 10x, or after 90 % of ``T_hint``)."""
+    numerical ``T*`` (unused by the proof; kept for the caller's record)."""
     pairs = softmax_pairs(weights)
     S0 = np.asarray(Sigma0, float)
     d = S0.shape[0]
@@ -324,7 +361,7 @@ def certify_blowup(weights, Sigma0, T: float, *, max_seconds: float = 10.0, T_hi
     cert = Certificate(0.0, None, None)
     tol = 1e-14
     h_next = None
-    last_tail_try = -1.0
+    last_tail_try = 0.0
     while t_lo < T and time.perf_counter() - t0 < max_seconds:
         Sm = _mid(X)
         cn = _float_coeff_norm(pairs, Sm, ORDER + 1)
@@ -344,9 +381,9 @@ def certify_blowup(weights, Sigma0, T: float, *, max_seconds: float = 10.0, T_hi
         trm = float(np.trace(_mid(X)))
         if _width(X) > 1e-3 * trm:                     # the enclosure lost its meaning: stop here
             break
-        near = trm > 10 * tr0 or (T_hint is not None and t_lo > 0.9 * T_hint)
-        if near and t_lo - last_tail_try > 0.02 * max(t_lo, 1e-300):
-            last_tail_try = t_lo
+        # the tail is tried each time tr Σ has grown by 4x beyond 10 tr Σ₀ (each try costs ~1 s at d = 2)
+        if trm > max(10 * tr0, 4 * last_tail_try):
+            last_tail_try = trm
             got = _tail(Q, pairs, X, t_lo, t_lo)
             if got is not None:
                 lo, hi, note = got

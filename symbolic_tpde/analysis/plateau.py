@@ -125,7 +125,7 @@ def detect_plateau(ts, Sigmas, ode, still_there: bool = False) -> dict | None:
                         f"({DEGENERATE:g} ‖J‖) of 0: slow, degenerate directions (a continuum of near-equilibria "
                         "along which the drift is nonlinear, hence slow; the linearisation cannot decide the "
                         "escape, the trajectory does)")
-    label = (f"metastable near rank {r} from t ≈ {ts[a]:.3g}, {then}" if b == n - 1 else
+    label = (f"near rank {r} from t ≈ {ts[a]:.3g} and {then}: a plateau or the limit" if b == n - 1 else
              f"metastable near rank {r} until t ≈ {ts[b]:.3g} (from t ≈ {ts[a]:.3g}), then {then}")
-    return {"rank": r, "t_start": float(ts[a]), "t_end": float(ts[b]), "Sigma": Sp, "eigenvalues": lam[::-1],
+    return {"rank": r, "open": b == n - 1, "t_start": float(ts[a]), "t_end": float(ts[b]), "Sigma": Sp, "eigenvalues": lam[::-1],
             "alignment": align, "then": then, "linearisation": lin_d, "label": label, "evidence": evidence}

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..gaussian.regular import R_MAX_FACTOR, STIFF_SWITCH_EVALS, blowup_time, integrate_regular
+from ..memo import Memo
 from ..registry import layout
 from .theorems import Facts, facts_for
 
@@ -148,6 +149,21 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
 
 
 # ------------------------------------------------------------------------------------------ the classifier
+_CLOSED = Memo("covariance equation free of the mean, by weights structure and backend")
+
+
+def _covariance_closed(ode) -> bool:
+    """:func:`.clustering.covariance_closed`, memoised by the weights structure (a property of the derived
+    system's symbols, not of the parameter values): it walks the free symbols of every ``Σ`` row, about a second
+    for d = 3, which had been most of a sweep point's cost (``numerics/bench_verdict_l2.py``)."""
+    from .clustering import covariance_closed
+
+    key = getattr(ode, "structure", None)
+    if key is None:
+        return covariance_closed(ode)
+    return _CLOSED.get((key, ode.backend), lambda: covariance_closed(ode))
+
+
 def _fmt(M) -> str:
     return np.array2string(np.asarray(M), precision=6, suppress_small=False)
 
@@ -255,11 +271,11 @@ def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, 
         from .sphere_verdict import classify_sphere
         return classify_sphere(ode, Sigma0, T, max_seconds=max_seconds)
     from ..gaussian.integrate import gaussian_rhs
-    from .clustering import covariance_closed, covariance_rhs
+    from .clustering import covariance_rhs
 
     Sigma0 = np.asarray(Sigma0, float)
     d = Sigma0.shape[0]
-    closed = covariance_closed(ode)
+    closed = _covariance_closed(ode)
     facts: Facts = facts_for(ode.schedule, Sigma0, T) if hasattr(ode.schedule, "is_constant") else Facts()
     evidence = [f"theorem '{k}' does not apply: {why}" for k, why in facts.why_not.items()]
     if facts.riccati is not None and closed:
@@ -387,7 +403,9 @@ def _on_horizon(T, Sigma0, rtol, facts, evidence, base, t_lr, log_r, Sigma_T, sa
     if p is not None:
         v.plateau = p
         v.evidence = list(v.evidence) + p["evidence"]
-        if v.outcome == "undetermined":     # the run is not asymptotic at T: what it did is the answer
+        if v.outcome == "undetermined" and p["open"]:      # still there at T: plateau or limit, not decided
+            v.label = f"undetermined: {p['label']} (numerical; {v.label[len('undetermined: '):]})"
+        elif v.outcome == "undetermined":   # the run left the plateau and is not asymptotic at T: what it did
             v.outcome = "metastable"
             v.label = f"{p['label']} (numerical; the limit itself is {v.label})"
         else:
@@ -496,7 +514,6 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     from ..gaussian import GaussianODE
     from ..numerics.ode import rk
     from ..numerics.ode.solve import DEFAULT_LEVELS, BlowupMonitor, Status
-    from .clustering import covariance_closed
 
     from ..weights import Weights
 
@@ -510,7 +527,7 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     tilt_ok = all(getattr(o.schedule, "is_constant", False) and
                   all(q is None or np.linalg.eigvalsh(q[1] + q[1].T).max() <= 0
                       for q in map(quadratic_form, o.schedule(0.0).heads)) for o in odes)
-    if not (tilt_ok and covariance_closed(ode)):
+    if not (tilt_ok and _covariance_closed(ode)):
         return [classify_long_time(o, S, T, rtol=rtol) for o, S in zip(odes, S0)]
     facts = [facts_for(o.schedule, S, T) for o, S in zip(odes, S0)]
     out: list = [None] * N

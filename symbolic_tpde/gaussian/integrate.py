@@ -226,6 +226,9 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
                         f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol)")
         sol, f, cond = rest, fm, tilt_m
     sol.status = reported_status(sol)
+    if sol.status == Status.TIME_LIMIT and sol.y_end is not None and np.all(np.isfinite(sol.y_end)):
+        # why a run is slow: where cond Σ·eps exceeds rtol the entries no longer carry the small eigenvalues
+        sol.message = f"{sol.message}; at the stop {_precision_note(sol.y_end, d, rtol)}"
     if not (blowup and sol.status == Status.STALLED):
         return sol
     sol.message = f"{sol.message}; at the stall {_precision_note(sol.y_end, d, rtol)}"

@@ -126,8 +126,9 @@ def checks(quick: bool = False):
                        max_seconds=2.0 if quick else 4.0, T_hint=Tc)
     yield result("certified T* > t1 is below the closed-form T*", "softmax V=I", 2,
                  0.0 if c.lower < Tc else 1.0, 0.0, "soundness of the validated enclosure (exact comparison)")
-    yield result("certified lower bound within 10% of T*", "softmax V=I", 2, (Tc - c.lower) / Tc, 0.1,
-                 f"tightness after {c.steps} validated steps in {c.seconds:.2g} s")
+    yield result("certified lower bound within 25% of T*", "softmax V=I", 2, (Tc - c.lower) / Tc, 0.25,
+                 f"tightness after {c.steps} validated steps in {c.seconds:.2g} s (4 % measured in 4 s on a "
+                 "loaded 2-core machine; the margin covers a slower one)")
     # no blow-up before T: A + Aᵀ ≺ 0 with V SPD ≠ I has no blow-up (Lyapunov theorem); the enclosure must
     # stay bounded to T = 2
     c = certify_blowup(make_weights([make_head("softmax", A=np.array([[-0.6, 0.4], [-0.1, -0.3]]),
