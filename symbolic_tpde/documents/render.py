@@ -123,7 +123,10 @@ def _where_tex(eq) -> str:
     """The named blocks of the equation, as a sentence under it (what the check substituted)."""
     if not eq.where:
         return ""
-    return "where " + ", ".join(f"${tex(k)} := {tex(v)}$" for k, v in eq.where) + ".\\\n"
+    def one(k, v):      # an explicit matrix at display size (inline, its fractions print at script size)
+        style = r"\displaystyle " if isinstance(v, sp.MatrixBase) else ""
+        return f"${style}{tex(k)} := {tex(v)}$"
+    return "where " + ", ".join(one(k, v) for k, v in eq.where) + ".\\\n"
 
 
 def _eq(s) -> str:
