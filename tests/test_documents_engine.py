@@ -176,3 +176,22 @@ def test_derive_kernel_warns_when_a_step_is_not_checked(monkeypatch):
     monkeypatch.setattr(S, "user_kernel_derivation", failing)
     with pytest.warns(UserWarning, match="could not be checked"):
         _time_kernel().steps
+
+
+def test_witness_scenario_is_evaluated_at_its_data_item_5(capsys):
+    """Issue 31 item 5: a witness-kind scenario document shows the scenario and evaluates the cumulant rates at
+    its own data: at sigmoid_2d (α₀ = 0, an odd field) the third-order rate is 0 and is reported as 0, the
+    fourth-order one is the (non-zero) certificate; the generic d = 1 witness says it is at generic values."""
+    from symbolic_tpde.cli import main
+
+    rc = main(["derive", "--scenario", "sigmoid_2d", "--format", "json"])
+    out = __import__("json").loads(capsys.readouterr().out)
+    steps = out["steps"]
+    assert rc == 0 and "generic values, not the scenario's" in steps[0]["title"] and out["data"]["b"] == "-1"
+    k3, k4 = steps[1], steps[2]
+    assert "order 3" in k3["title"] and k3["checked"] and float(k3["rhs"]) == 0
+    assert "order 4" in k4["title"] and k4["checked"] and float(k4["rhs"]) < -0.1
+    assert "non-zero" in out["conclusions"][0] and "third-order rate being 0" in out["conclusions"][0]
+    # the generic document (no scenario) is a different document
+    main(["derive", "--attention", "sigmoid", "--format", "json"])
+    assert capsys.readouterr().out != __import__("json").dumps(out)
