@@ -195,3 +195,23 @@ def test_witness_scenario_is_evaluated_at_its_data_item_5(capsys):
     # the generic document (no scenario) is a different document
     main(["derive", "--attention", "sigmoid", "--format", "json"])
     assert capsys.readouterr().out != __import__("json").dumps(out)
+
+
+def test_sphere_documents_item_6():
+    """Issue 31 item 6: the sphere reductions are documents of the engine (LaTeX, Beamer), no SymPy str in the
+    LaTeX (besseli, **, rho), the imaginary unit typeset i beside the Bessel I_k, the two-token β = 0 solution
+    in its real artanh form (checked), the consequences near ρ = 1 checked (a wrong rate is refused)."""
+    from symbolic_tpde.documents.sphere_document import reduction, sphere_derivation
+
+    circle = sphere_derivation(*reduction("circle", "post", "sphere_sa"))
+    latex = R.render(circle, "latex", standalone_doc=True)
+    assert circle.all_checked and "besseli" not in latex and "**" not in latex and "rho" not in latex.replace(r"\rho", "")
+    assert r"I_{k}" in latex and r"2 i \pi k" in latex.replace(r"\mathrm{i}", "i")
+    R.render(circle, "latex", slides=True)
+    two = sphere_derivation(*reduction("two-tokens", "post", "sphere_sa"))
+    sol = next(s for s in two.steps if "separable" in s.title)
+    assert sol.checked and sol.eq.rhs.has(sp.atanh) and not sol.eq.rhs.has(sp.log)
+    eq = sphere_derivation(*reduction("equiangular", "pre", "sphere_sa"))
+    rate = next(s for s in eq.steps if "rate" in s.title)
+    assert rate.checked and "central difference" in rate.method
+    assert not rate.changed(eq=Equation(rate.eq.lhs, 2 * rate.eq.rhs)).check().checked

@@ -478,7 +478,7 @@ def tex(e) -> str:
 
 
 _UNI = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("Lambda", "Λ"), ("alpha", "α"), ("epsilon", "ε"), ("Gamma", "Γ"), ("lambda_max", "λ_max"),
-        ("tau", "τ"), ("mu", "μ"), ("pi", "π")]
+        ("tau", "τ"), ("mu", "μ"), ("pi", "π"), ("rho0", "ρ₀"), ("rho", "ρ"), ("beta", "β"), ("phi", "φ")]
 
 
 class _Text(_SignedSum, StrPrinter):

@@ -87,7 +87,7 @@ def to_text(dv) -> str:
     if dv.boxed:
         lines += ["", "Result:"] + [f"  {text(b[0])} = {text(b[1])}" + (f"  ({b[2]})" if len(b) > 2 else "")
                                     for b in dv.boxed]
-    lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
+    lines += (["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]) if dv.conclusions else []
     lines += (["", "Exercises (the hint, then the solution):"] + _steps_text(dv.exercises, "Exercise")
               if dv.exercises else [])
     lines += ([""] + [f"Note: {words_text(n)}" for n in dv.notes]) if dv.notes else []

@@ -95,12 +95,68 @@ def sphere_derivation(title: str, steps, rhs: dict, extra: dict | None = None) -
     names = {"rho": (Notation("ρ'", r"\dot\rho")), "phi": Notation("φ'", r"\dot\phi"), "r": Notation("r'", r"\dot r"),
              "lambda_k": Notation("λ_k", r"\lambda_k"), "lambda_ell": Notation("λ_ℓ", r"\lambda_\ell")}
     boxed = tuple((names.get(k, Notation(k, k)), v) for k, v in rhs.items())
-    concl = tuple(f"Near $\\rho = 1$: ${math_words(k).strip('$')} = {sp.latex(v)}$" for k, v in (extra or {}).items())
+    consequences = _consequence_steps(rhs, extra or {})
     scope = ("Scope: identities stated for symbolic $n$ are checked at the explicit $n$ named under each step "
              "(evidence at those $n$, not a proof for every $n$); the rates are checked by quadrature at the "
              "points named.")
-    return Derivation(math_words(title), tuple(_shown(s) for s in steps), (scope,), concl, model=(MODEL,),
-                      boxed=boxed)
+    return Derivation(math_words(title), tuple(_shown(s) for s in steps) + consequences, (scope,), (),
+                      model=(MODEL,), boxed=boxed)
+
+
+#: the consequences near ρ = 1 (:func:`..symbolic.sphere_reductions.rates`): title, displayed left side
+_NEAR_ONE = {
+    "fixed_point": (r"near $\rho = 1$: $\rho = 1$ is a fixed point", Notation("ρ'|_(ρ=1)", r"\dot\rho\big|_{\rho=1}")),
+    "lambda": (r"near $\rho = 1$: the rate $\lambda$ of the final approach, $1 - \rho \sim e^{-\lambda t}$",
+               Notation("-∂ρ'/∂ρ|_(ρ=1)", r"-\frac{\partial\dot\rho}{\partial\rho}\Big|_{\rho=1}")),
+    "r_dot_at_1": (r"near $\rho = 1$: the radial speed $\dot r_1$", Notation("r'|_(ρ=1)", r"\dot r\big|_{\rho=1}")),
+    "power": (r"near $\rho = 1$: the power $p$ of $1 - \rho \sim C t^{-p}$", Notation("λ r/r'_1", r"\lambda r/\dot r_1")),
+}
+#: the parameter values of the numeric check of a consequence (n, β, r, α: whichever appear)
+_AT = {"n": 5, "beta": sp.Rational(7, 10), "r": sp.Rational(3, 2), "alpha": sp.Rational(1, 2)}
+
+
+def _consequence_steps(rhs: dict, extra: dict) -> tuple:
+    """The consequences near ``ρ = 1`` as steps, each checked at :data:`_AT` by a route of its own: the closed
+    system's right side evaluated at ``ρ = 1`` (40 digits), a central difference of it in ``ρ`` (step ``1e-15``
+    at 40 digits, truncation ``O(h²)``), and the power from those two numbers."""
+    from .equation import Equation, Step
+
+    rho = sp.Symbol("rho", real=True)
+    f = rhs.get("rho")
+    if f is None:
+        return ()
+    at = {sy: _AT[sy.name] for sy in set().union(*(sp.sympify(v).free_symbols for v in rhs.values()))
+          if sy.name in _AT}
+
+    def num(e, **extra_at):
+        return sp.N(sp.sympify(e).xreplace({**at, **extra_at}), 40)
+
+    h = sp.Rational(1, 10 ** 15)
+    ref = {"fixed_point": num(f.subs(rho, 1)),
+           "lambda": -(num(f.subs(rho, 1 + h)) - num(f.subs(rho, 1 - h))) / (2 * h)}
+    if "r" in rhs:
+        ref["r_dot_at_1"] = num(rhs["r"].subs(rho, 1))
+        ref["power"] = ref["lambda"] * num(sp.Symbol("r", positive=True)) / ref["r_dot_at_1"]
+    pt = ", ".join(f"${sp.latex(k)} = {sp.latex(v)}$" for k, v in sorted(at.items(), key=lambda kv: kv[0].name))
+    out = []
+    for key, value in extra.items():
+        if key not in _NEAR_ONE or key not in ref:
+            continue
+        title, lhs = _NEAR_ONE[key]
+
+        def how(eq, key=key):
+            got = num(eq.rhs)
+            err = abs(got - ref[key])
+            ok = err <= sp.Float("1e-20") * max(1, abs(ref[key]))
+            route = {"fixed_point": r"the closed system's right side evaluated at $\rho = 1$",
+                     "lambda": r"a central difference of the closed system's right side at $\rho = 1$ (step $10^{-15}$, "
+                               "40 digits)",
+                     "r_dot_at_1": r"the radial equation evaluated at $\rho = 1$",
+                     "power": "the two numbers above combined"}[key]
+            return ok, (rf"at {pt}: {route} gives ${sp.latex(sp.Float(ref[key], 12))}$; |difference| $\leq 10^{{-20}}$"
+                        if ok else f"at {pt}: {route} differs by {float(err):.2g}"), "the stated point"
+        out.append(Step(title, Equation(lhs, value), how=how).check())
+    return tuple(out)
 
 
 _KIND_WORDS = {"sphere_sa": "SA (softmax)", "sphere_usa": "USA (unnormalised)"}
