@@ -215,3 +215,8 @@ def test_sphere_documents_item_6():
     rate = next(s for s in eq.steps if "rate" in s.title)
     assert rate.checked and "central difference" in rate.method
     assert not rate.changed(eq=Equation(rate.eq.lhs, 2 * rate.eq.rhs)).check().checked
+    post = sphere_derivation(*reduction("equiangular", "post", "sphere_sa"))
+    gram = next(s for s in post.steps if "Gram algebra" in s.title)
+    assert gram.checked and gram.scope.startswith("every n")
+    assert not gram.changed(eq=Equation(gram.eq.lhs, gram.eq.rhs + sp.Symbol("n", integer=True, positive=True)
+                                        - 3, where=gram.eq.where)).check().checked

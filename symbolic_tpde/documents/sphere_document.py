@@ -99,8 +99,38 @@ def sphere_derivation(title: str, steps, rhs: dict, extra: dict | None = None) -
     scope = ("Scope: identities stated for symbolic $n$ are checked at the explicit $n$ named under each step "
              "(evidence at those $n$, not a proof for every $n$); the rates are checked by quadrature at the "
              "points named.")
-    return Derivation(math_words(title), tuple(_shown(s) for s in steps) + consequences, (scope,), (),
+    return Derivation(math_words(title), tuple(_shown(s) for s in steps) + _gram_steps(steps) + consequences,
+                      (scope,), (),
                       model=(MODEL,), boxed=boxed)
+
+
+def _gram_steps(steps) -> tuple:
+    """For symbolic ``n``: the cosine ``ρ̇ = <v_i, θ_j> + <θ_i, v_j>`` of the sphere models recomputed by Gram
+    algebra from the displayed coefficients ``(c_i, c_j, c_S)`` of ``v_i`` on ``(θ_i, θ_j, S)`` (``v_j`` by
+    exchanging ``i`` and ``j``): with ``<θ_i, θ_i> = 1``, ``<θ_i, θ_j> = ρ``, ``<θ_i, S> = 1 + (n - 1)ρ``,
+    ``ρ̇ = 2(c_i ρ + c_j + c_S(1 + (n - 1)ρ))``, compared with the displayed ``ρ̇`` by ``sympy.simplify`` with
+    ``n`` a symbol.  A proof for every ``n`` of this step given the coefficients (themselves checked at the
+    explicit ``n`` of their step)."""
+    from .equation import Equation, Step
+
+    coef = next((s for s in steps if s.eq.lhs.text.startswith("(coefficients of v_i")), None)
+    cos = next((s for s in steps if s.eq.lhs.text == "ρ'" and s.eq.where
+                and s.eq.where[0][1].text.startswith("⟨v_i, θ_j⟩")), None)
+    if coef is None or cos is None or len(coef.eq.rhs) != 3:
+        return ()
+    rho, n = sp.Symbol("rho", real=True), sp.Symbol("n", integer=True, positive=True)
+    ci, cj, cS = coef.eq.rhs
+
+    def how(eq):
+        gram = 2 * (ci * rho + cj + cS * (1 + (n - 1) * rho))
+        ok = sp.simplify(eq.rhs - gram) == 0
+        return ok, (r"$\langle v_i,\theta_j\rangle + \langle\theta_i, v_j\rangle$ expanded by bilinearity from "
+                    r"the coefficients of $v_i$ above with $\langle\theta_i,\theta_i\rangle = 1$, "
+                    r"$\langle\theta_i,\theta_j\rangle = \rho$, $\langle\theta_i, S\rangle = 1 + (n-1)\rho$; "
+                    r"the difference simplifies to $0$ with $n$ a symbol" if ok else
+                    "the Gram-algebra value differs from the displayed one"), "every n, given the coefficients"
+    return (Step(r"the cosine for symbolic $n$, by Gram algebra", Equation(cos.eq.lhs, cos.eq.rhs, where=cos.eq.where),
+                 how=how).check(),)
 
 
 #: the consequences near ρ = 1 (:func:`..symbolic.sphere_reductions.rates`): title, displayed left side
