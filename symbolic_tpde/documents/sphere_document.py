@@ -31,6 +31,10 @@ _INNER = [(r"(?<![A-Za-z\\])rho0(?![A-Za-z])", r"\\rho_0"), (r"(?<![A-Za-z\\])rh
           ("φ", r"\\phi "), ("μ", r"\\mu "), ("ℓ", r"\\ell "), ("Σ", r"\\sum "), ("∫", r"\\int "),
           ("≠", r"\\neq "), ("<", r"\\langle "), (">", r"\\rangle "), ("±", r"\\pm "),
           (r"\^\(([^()]*)\)", r"^{\1}")]
+# a Unicode letter's command takes a space only before a letter (``\theta_i``, not ``\theta _i``)
+_INNER = [(a + "(?=[A-Za-z])", b) if len(a) == 1 and b.endswith(" ") else
+          (a, b[:-1]) if len(a) == 1 and b.endswith(" ") and a not in "<>" else (a, b) for a, b in _INNER] + \
+    [(a, b[:-1]) for a, b in _INNER if len(a) == 1 and b.endswith(" ")]
 _MATHY = re.compile(r"[θρβπσφμℓΣ∫≠<>_^|=±]|^[\d./e+\-]+$|^[b-zA-Z]$|^[()\d+\-*/]+$|"
                     r"(?<![A-Za-z])(rho0?|beta|phi|theta|sigma|eps|2?pi|mu|ell|arccos|sin|cos|lambda|Delta)(?![A-Za-z])")
 
