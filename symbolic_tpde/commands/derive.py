@@ -150,14 +150,14 @@ def run(args) -> int:
                          "full entrywise system; --steps has its own readability rule)")
 
     standalone = args.format == "latex" and args.standalone   # a document with the sentences in it
-    if not _kinds.get(kind).preserves_gaussians and args.beamer:
+    if not _kinds.get(kind).preserves_gaussians and (args.beamer or standalone):   # documents: the engine
         from ..documents import render as steps_render
         from ..documents.witness_document import witness_derivation
 
         if args.format != "latex":
             raise InputError("--beamer", "needs --format latex")
         print(steps_render.render(witness_derivation(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink))),
-                                  "latex", slides=True))
+                                  "latex", standalone_doc=standalone, slides=args.beamer))
         return 0
     if not _kinds.get(kind).preserves_gaussians:
         print(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format,

@@ -124,7 +124,8 @@ def _where_tex(eq) -> str:
     if not eq.where:
         return ""
     def one(k, v):      # an explicit matrix at display size (inline, its fractions print at script size)
-        style = r"\displaystyle " if isinstance(v, sp.MatrixBase) else ""
+        style = r"\displaystyle " if isinstance(v, sp.MatrixBase) or (isinstance(v, sp.Basic) and v.has(sp.Integral)) \
+            else ""
         return f"${style}{tex(k)} := {tex(v)}$"
     return "where " + ", ".join(one(k, v) for k, v in eq.where) + ".\\\n"
 

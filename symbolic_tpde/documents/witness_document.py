@@ -24,7 +24,7 @@ def witness_derivation(w) -> Derivation:
         ok = bool(w.certified) and eq.rhs == w.quantity
         return ok, (f"at {pt} the right side is {w.value:.12g} and an independent quadrature of the definition "
                     f"gives {w.independent:.12g} (disagreement {w.discrepancy:.1e}, the sign certified when the "
-                    "value exceeds 10^6 times it)" if ok else "the value at the point is not certified"), "at the point"
+                    "value exceeds $10^6$ times it)" if ok else "the value at the point is not certified"), "at the point"
     quantity = w.quantity if len(sp.sstr(w.quantity)) < 400 else Notation("(the expression of the text output)",
                                                                          r"\text{(see the text output)}")
     step = Step(f"the witness (at {pt})", Equation(label, quantity, where=(gamma,)), how=how).check()
