@@ -80,12 +80,11 @@ FAMILIES = (["moment:--attention:softmax:--steps", "moment:--attention:softmax:-
              "moment:--attention:softmax:--steps:--heads:2:--A:symmetric", "energy",
              "witness:--attention:sigmoid", "witness:--attention:masked", "witness:--attention:softmax_unnormalized",
              "kernel:plain", "kernel:time", "scenario:vi", "scenario:softmax_2d", "scenario:l2_2d",
-             "scenario:sigmoid_2d"]
+             "scenario:sigmoid_2d", "scenario:masked_sink_2d"]
             + [f"sphere:{r}" for r in ("equiangular", "two-tokens", "circle", "causal")]
             + ["sphere:harmonics:--d:3", "sphere:equiangular:--norm:pre", "sphere:two-tokens:--sphere-kind:sphere_usa"])
-#: witnesses have no article of the engine yet (their article is printing.render_witness, also checked here)
-SLOW = [(f, c) for f in FAMILIES for c in ("--standalone", "--beamer") if (f, c) not in FAST
-        and not (f.startswith("scenario:sigmoid") and c == "--beamer")]
+#: a kind's witness article is printing.render_witness; its Beamer slides and every scenario document are the engine's
+SLOW = [(f, c) for f in FAMILIES for c in ("--standalone", "--beamer") if (f, c) not in FAST]
 
 
 def _check(tmp_path, capsys, family, cls):

@@ -176,3 +176,47 @@ def test_derive_kernel_warns_when_a_step_is_not_checked(monkeypatch):
     monkeypatch.setattr(S, "user_kernel_derivation", failing)
     with pytest.warns(UserWarning, match="could not be checked"):
         _time_kernel().steps
+
+
+def test_witness_scenario_is_evaluated_at_its_data_item_5(capsys):
+    """Issue 31 item 5: a witness-kind scenario document shows the scenario and evaluates the cumulant rates at
+    its own data: at sigmoid_2d (α₀ = 0, an odd field) the third-order rate is 0 and is reported as 0, the
+    fourth-order one is the (non-zero) certificate; the generic d = 1 witness says it is at generic values."""
+    from symbolic_tpde.cli import main
+
+    rc = main(["derive", "--scenario", "sigmoid_2d", "--format", "json"])
+    out = __import__("json").loads(capsys.readouterr().out)
+    steps = out["steps"]
+    assert rc == 0 and "generic values, not the scenario's" in steps[0]["title"] and out["data"]["b"] == "-1"
+    k3, k4 = steps[1], steps[2]
+    assert "order 3" in k3["title"] and k3["checked"] and float(k3["rhs"]) == 0
+    assert "order 4" in k4["title"] and k4["checked"] and float(k4["rhs"]) < -0.1
+    assert "non-zero" in out["conclusions"][0] and "third-order rate being 0" in out["conclusions"][0]
+    # the generic document (no scenario) is a different document
+    main(["derive", "--attention", "sigmoid", "--format", "json"])
+    assert capsys.readouterr().out != __import__("json").dumps(out)
+
+
+def test_sphere_documents_item_6():
+    """Issue 31 item 6: the sphere reductions are documents of the engine (LaTeX, Beamer), no SymPy str in the
+    LaTeX (besseli, **, rho), the imaginary unit typeset i beside the Bessel I_k, the two-token β = 0 solution
+    in its real artanh form (checked), the consequences near ρ = 1 checked (a wrong rate is refused)."""
+    from symbolic_tpde.documents.sphere_document import reduction, sphere_derivation
+
+    circle = sphere_derivation(*reduction("circle", "post", "sphere_sa"))
+    latex = R.render(circle, "latex", standalone_doc=True)
+    assert circle.all_checked and "besseli" not in latex and "**" not in latex and "rho" not in latex.replace(r"\rho", "")
+    assert r"I_{k}" in latex and r"2 i \pi k" in latex.replace(r"\mathrm{i}", "i")
+    R.render(circle, "latex", slides=True)
+    two = sphere_derivation(*reduction("two-tokens", "post", "sphere_sa"))
+    sol = next(s for s in two.steps if "separable" in s.title)
+    assert sol.checked and sol.eq.rhs.has(sp.atanh) and not sol.eq.rhs.has(sp.log)
+    eq = sphere_derivation(*reduction("equiangular", "pre", "sphere_sa"))
+    rate = next(s for s in eq.steps if "rate" in s.title)
+    assert rate.checked and "central difference" in rate.method
+    assert not rate.changed(eq=Equation(rate.eq.lhs, 2 * rate.eq.rhs)).check().checked
+    post = sphere_derivation(*reduction("equiangular", "post", "sphere_sa"))
+    gram = next(s for s in post.steps if "Gram algebra" in s.title)
+    assert gram.checked and gram.scope.startswith("every n")
+    assert not gram.changed(eq=Equation(gram.eq.lhs, gram.eq.rhs + sp.Symbol("n", integer=True, positive=True)
+                                        - 3, where=gram.eq.where)).check().checked

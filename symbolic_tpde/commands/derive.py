@@ -165,14 +165,14 @@ def run(args) -> int:
                          "full entrywise system; --steps has its own readability rule)")
 
     standalone = args.format == "latex" and args.standalone   # a document with the sentences in it
-    if not _kinds.get(kind).preserves_gaussians and args.beamer:
+    if not _kinds.get(kind).preserves_gaussians and (args.beamer or standalone):   # documents: the engine
         from ..documents import render as steps_render
         from ..documents.witness_document import witness_derivation
 
         if args.format != "latex":
             raise InputError("--beamer", "needs --format latex")
         print(steps_render.render(witness_derivation(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink))),
-                                  "latex", slides=True))
+                                  "latex", standalone_doc=standalone, slides=args.beamer))
         return 0
     if not _kinds.get(kind).preserves_gaussians:
         print(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format,
@@ -289,8 +289,11 @@ def _run_scenario(args) -> int:
     sink = getattr(scn.weights(0.0), "sink", None) is not None if scn.schedule.is_constant else False
     for h in scn.weights(0.0).heads if scn.schedule.is_constant else ():
         if not _kinds.get(h.kind).preserves_gaussians:
-            print(printing.render_witness(_kinds.part(h.kind, "symbolic").witness(sink=sink), args.format,
-                                          standalone=args.format == "latex" and args.standalone))
+            from ..documents.witness_document import scenario_witness_derivation
+
+            w = _kinds.part(h.kind, "symbolic").witness(sink=sink)
+            dv = scenario_witness_derivation(w, h.kind, scn, _scn_name(args.scenario))
+            print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
             return 0
 
     def reference(Sigma0, M):        # dSigma/dt = Sigma M Sigma is blowup_time_vi's ODE with A = M/2

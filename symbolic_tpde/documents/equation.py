@@ -300,7 +300,8 @@ class Derivation:
                     f"{', '.join(map(str, bad))}, marked NOT checked); the others were checked by SymPy as stated "
                     "under each.")
         if not every:
-            return f"Every one of the {n} steps below was checked by SymPy, as stated under each."
+            return ("The step below was checked, as stated under it." if n == 1 else
+                    f"Every one of the {n} steps below was checked by SymPy, as stated under each.")
         return (f"Every one of the {n} steps below was checked by SymPy: {every} proved for every dimension $d$ in "
                 "the free algebra of non-commuting matrix symbols, the others checked as stated under each (exactly "
                 "at a stated $d$, at seeded random rational points, or at 60 digits).")
@@ -499,7 +500,7 @@ def tex(e) -> str:
 
 
 _UNI = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("Lambda", "Λ"), ("alpha", "α"), ("epsilon", "ε"), ("Gamma", "Γ"), ("lambda_max", "λ_max"),
-        ("tau", "τ"), ("mu", "μ"), ("pi", "π")]
+        ("tau", "τ"), ("mu", "μ"), ("pi", "π"), ("rho0", "ρ₀"), ("rho", "ρ"), ("beta", "β"), ("phi", "φ")]
 
 
 class _Text(_SignedSum, StrPrinter):

@@ -229,7 +229,8 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
                f"Hessian step at $A = {_fmt(sp.Matrix(SAMPLE_A[d]))}$)" if "symbolic symmetric" in where
                else f", $A = {_fmt(A)}$"),
            ("$V = I$" if V == sp.eye(d) else (f"$V = -G^{{-1}}A$ with $G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}$: a "
-                                             "general $V$ (not $I$, not symmetric)" if any(not e.is_number for e in V)
+                                             + ("general $V$ (not $I$, not symmetric)" if d > 1 else
+                                                "general $V$ (not $1$)") if any(not e.is_number for e in V)
                                              else f"$V = {_fmt(V)}$"))
            + r"; $G = -AV^{-1}$ symmetric positive definite",
            r"energy $E(\mu) = \tfrac{1}{2}\iint e^{\langle Ax, y\rangle}\, d\mu\, d\mu$ on probability measures; "

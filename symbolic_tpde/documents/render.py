@@ -87,7 +87,7 @@ def to_text(dv) -> str:
     if dv.boxed:
         lines += ["", "Result:"] + [f"  {text(b[0])} = {text(b[1])}" + (f"  ({b[2]})" if len(b) > 2 else "")
                                     for b in dv.boxed]
-    lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
+    lines += (["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]) if dv.conclusions else []
     lines += (["", "Exercises (the hint, then the solution):"] + _steps_text(dv.exercises, "Exercise")
               if dv.exercises else [])
     lines += ([""] + [f"Note: {words_text(n)}" for n in dv.notes]) if dv.notes else []
@@ -123,7 +123,11 @@ def _where_tex(eq) -> str:
     """The named blocks of the equation, as a sentence under it (what the check substituted)."""
     if not eq.where:
         return ""
-    return "where " + ", ".join(f"${tex(k)} := {tex(v)}$" for k, v in eq.where) + ".\\\n"
+    def one(k, v):      # an explicit matrix at display size (inline, its fractions print at script size)
+        style = r"\displaystyle " if isinstance(v, sp.MatrixBase) or (isinstance(v, sp.Basic) and v.has(sp.Integral)) \
+            else ""
+        return f"${style}{tex(k)} := {tex(v)}$"
+    return "where " + ", ".join(one(k, v) for k, v in eq.where) + ".\\\n"
 
 
 def _eq(s) -> str:

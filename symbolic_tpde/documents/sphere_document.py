@@ -31,6 +31,10 @@ _INNER = [(r"(?<![A-Za-z\\])rho0(?![A-Za-z])", r"\\rho_0"), (r"(?<![A-Za-z\\])rh
           ("φ", r"\\phi "), ("μ", r"\\mu "), ("ℓ", r"\\ell "), ("Σ", r"\\sum "), ("∫", r"\\int "),
           ("≠", r"\\neq "), ("<", r"\\langle "), (">", r"\\rangle "), ("±", r"\\pm "),
           (r"\^\(([^()]*)\)", r"^{\1}")]
+# a Unicode letter's command takes a space only before a letter (``\theta_i``, not ``\theta _i``)
+_INNER = [(a + "(?=[A-Za-z])", b) if len(a) == 1 and b.endswith(" ") else
+          (a, b[:-1]) if len(a) == 1 and b.endswith(" ") and a not in "<>" else (a, b) for a, b in _INNER] + \
+    [(a, b[:-1]) for a, b in _INNER if len(a) == 1 and b.endswith(" ")]
 _MATHY = re.compile(r"[θρβπσφμℓΣ∫≠<>_^|=±]|^[\d./e+\-]+$|^[b-zA-Z]$|^[()\d+\-*/]+$|"
                     r"(?<![A-Za-z])(rho0?|beta|phi|theta|sigma|eps|2?pi|mu|ell|arccos|sin|cos|lambda|Delta)(?![A-Za-z])")
 
@@ -95,12 +99,98 @@ def sphere_derivation(title: str, steps, rhs: dict, extra: dict | None = None) -
     names = {"rho": (Notation("ρ'", r"\dot\rho")), "phi": Notation("φ'", r"\dot\phi"), "r": Notation("r'", r"\dot r"),
              "lambda_k": Notation("λ_k", r"\lambda_k"), "lambda_ell": Notation("λ_ℓ", r"\lambda_\ell")}
     boxed = tuple((names.get(k, Notation(k, k)), v) for k, v in rhs.items())
-    concl = tuple(f"Near $\\rho = 1$: ${math_words(k).strip('$')} = {sp.latex(v)}$" for k, v in (extra or {}).items())
+    consequences = _consequence_steps(rhs, extra or {})
     scope = ("Scope: identities stated for symbolic $n$ are checked at the explicit $n$ named under each step "
              "(evidence at those $n$, not a proof for every $n$); the rates are checked by quadrature at the "
              "points named.")
-    return Derivation(math_words(title), tuple(_shown(s) for s in steps), (scope,), concl, model=(MODEL,),
-                      boxed=boxed)
+    return Derivation(math_words(title), tuple(_shown(s) for s in steps) + _gram_steps(steps) + consequences,
+                      (scope,), (),
+                      model=(MODEL,), boxed=boxed)
+
+
+def _gram_steps(steps) -> tuple:
+    """For symbolic ``n``: the cosine ``ρ̇ = <v_i, θ_j> + <θ_i, v_j>`` of the sphere models recomputed by Gram
+    algebra from the displayed coefficients ``(c_i, c_j, c_S)`` of ``v_i`` on ``(θ_i, θ_j, S)`` (``v_j`` by
+    exchanging ``i`` and ``j``): with ``<θ_i, θ_i> = 1``, ``<θ_i, θ_j> = ρ``, ``<θ_i, S> = 1 + (n - 1)ρ``,
+    ``ρ̇ = 2(c_i ρ + c_j + c_S(1 + (n - 1)ρ))``, compared with the displayed ``ρ̇`` by ``sympy.simplify`` with
+    ``n`` a symbol.  A proof for every ``n`` of this step given the coefficients (themselves checked at the
+    explicit ``n`` of their step)."""
+    from .equation import Equation, Step
+
+    coef = next((s for s in steps if s.eq.lhs.text.startswith("(coefficients of v_i")), None)
+    cos = next((s for s in steps if s.eq.lhs.text == "ρ'" and s.eq.where
+                and s.eq.where[0][1].text.startswith("⟨v_i, θ_j⟩")), None)
+    if coef is None or cos is None or len(coef.eq.rhs) != 3:
+        return ()
+    rho, n = sp.Symbol("rho", real=True), sp.Symbol("n", integer=True, positive=True)
+    ci, cj, cS = coef.eq.rhs
+
+    def how(eq):
+        gram = 2 * (ci * rho + cj + cS * (1 + (n - 1) * rho))
+        ok = sp.simplify(eq.rhs - gram) == 0
+        return ok, (r"$\langle v_i,\theta_j\rangle + \langle\theta_i, v_j\rangle$ expanded by bilinearity from "
+                    r"the coefficients of $v_i$ above with $\langle\theta_i,\theta_i\rangle = 1$, "
+                    r"$\langle\theta_i,\theta_j\rangle = \rho$, $\langle\theta_i, S\rangle = 1 + (n-1)\rho$; "
+                    r"the difference simplifies to $0$ with $n$ a symbol" if ok else
+                    "the Gram-algebra value differs from the displayed one"), "every n, given the coefficients"
+    return (Step(r"the cosine for symbolic $n$, by Gram algebra", Equation(cos.eq.lhs, cos.eq.rhs, where=cos.eq.where),
+                 how=how).check(),)
+
+
+#: the consequences near ρ = 1 (:func:`..symbolic.sphere_reductions.rates`): title, displayed left side
+_NEAR_ONE = {
+    "fixed_point": (r"near $\rho = 1$: $\rho = 1$ is a fixed point", Notation("ρ'|_(ρ=1)", r"\dot\rho\big|_{\rho=1}")),
+    "lambda": (r"near $\rho = 1$: the rate $\lambda$ of the final approach, $1 - \rho \sim e^{-\lambda t}$",
+               Notation("-∂ρ'/∂ρ|_(ρ=1)", r"-\frac{\partial\dot\rho}{\partial\rho}\Big|_{\rho=1}")),
+    "r_dot_at_1": (r"near $\rho = 1$: the radial speed $\dot r_1$", Notation("r'|_(ρ=1)", r"\dot r\big|_{\rho=1}")),
+    "power": (r"near $\rho = 1$: the power $p$ of $1 - \rho \sim C t^{-p}$", Notation("λ r/r'_1", r"\lambda r/\dot r_1")),
+}
+#: the parameter values of the numeric check of a consequence (n, β, r, α: whichever appear)
+_AT = {"n": 5, "beta": sp.Rational(7, 10), "r": sp.Rational(3, 2), "alpha": sp.Rational(1, 2)}
+
+
+def _consequence_steps(rhs: dict, extra: dict) -> tuple:
+    """The consequences near ``ρ = 1`` as steps, each checked at :data:`_AT` by a route of its own: the closed
+    system's right side evaluated at ``ρ = 1`` (40 digits), a central difference of it in ``ρ`` (step ``1e-15``
+    at 40 digits, truncation ``O(h²)``), and the power from those two numbers."""
+    from .equation import Equation, Step
+
+    rho = sp.Symbol("rho", real=True)
+    f = rhs.get("rho")
+    if f is None:
+        return ()
+    at = {sy: _AT[sy.name] for sy in set().union(*(sp.sympify(v).free_symbols for v in rhs.values()))
+          if sy.name in _AT}
+
+    def num(e, **extra_at):
+        return sp.N(sp.sympify(e).xreplace({**at, **extra_at}), 40)
+
+    h = sp.Rational(1, 10 ** 15)
+    ref = {"fixed_point": num(f.subs(rho, 1)),
+           "lambda": -(num(f.subs(rho, 1 + h)) - num(f.subs(rho, 1 - h))) / (2 * h)}
+    if "r" in rhs:
+        ref["r_dot_at_1"] = num(rhs["r"].subs(rho, 1))
+        ref["power"] = ref["lambda"] * num(sp.Symbol("r", positive=True)) / ref["r_dot_at_1"]
+    pt = ", ".join(f"${sp.latex(k)} = {sp.latex(v)}$" for k, v in sorted(at.items(), key=lambda kv: kv[0].name))
+    out = []
+    for key, value in extra.items():
+        if key not in _NEAR_ONE or key not in ref:
+            continue
+        title, lhs = _NEAR_ONE[key]
+
+        def how(eq, key=key):
+            got = num(eq.rhs)
+            err = abs(got - ref[key])
+            ok = err <= sp.Float("1e-20") * max(1, abs(ref[key]))
+            route = {"fixed_point": r"the closed system's right side evaluated at $\rho = 1$",
+                     "lambda": r"a central difference of the closed system's right side at $\rho = 1$ (step $10^{-15}$, "
+                               "40 digits)",
+                     "r_dot_at_1": r"the radial equation evaluated at $\rho = 1$",
+                     "power": "the two numbers above combined"}[key]
+            return ok, (rf"at {pt}: {route} gives ${sp.latex(sp.Float(ref[key], 12))}$; |difference| $\leq 10^{{-20}}$"
+                        if ok else f"at {pt}: {route} differs by {float(err):.2g}"), "the stated point"
+        out.append(Step(title, Equation(lhs, value), how=how).check())
+    return tuple(out)
 
 
 _KIND_WORDS = {"sphere_sa": "SA (softmax)", "sphere_usa": "USA (unnormalised)"}

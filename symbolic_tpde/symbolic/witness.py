@@ -74,7 +74,8 @@ class Witness:
         """Why the law leaves the Gaussian family, in words: the d = 1 lemma applied to the non-affine field,
         and the cumulant certificate when there is one."""
         sign = "certified non-zero" if self.certified else "NOT certified"
-        out = (f"The second derivative of the field is {sign} (${self.value:.6g}$; independent quadrature "
+        at = f" at $x = {sp.latex(sp.S(self.x0))}$, ${self.label()}$," if self.x0 is not None else ""
+        out = (f"The second derivative of the field{at} is {sign} (${self.value:.6g}$; independent quadrature "
                f"${self.independent:.6g}$), so $\\Gamma$ is not affine in $x$; in $d = 1$ this proves that "
                r"$\mathcal{N}(\alpha, s)$ leaves the Gaussian family at once (lemma below).")
         c = self.certificate
