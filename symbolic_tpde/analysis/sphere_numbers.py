@@ -20,16 +20,16 @@ def sphere_numbers(kind: str = "sphere_sa", norm: str = "post", *, beta: float =
     """What the sphere reductions derive, as numbers, for ``Q = K = V = I`` and inverse temperature ``beta``:
 
     * ``rate``: near ``ρ = 1`` the approach rate ``λ = -∂ρ̇/∂ρ|_{ρ=1}`` (and off the sphere ``ṙ₁`` and the power
-      ``p`` of ``1 - ρ ~ C t^{-p}``) of the equiangular reduction of ``n`` tokens (:func:`~symbolic_tpde.symbolic.
-      sphere_reductions.rates`, at ``r = 1``);
+      ``p`` of ``1 - ρ ~ C t^{-p}``) of the equiangular reduction of ``n`` tokens
+      (:func:`~symbolic_tpde.symbolic.sphere_reductions.rates`, at ``r = 1``);
     * ``t_star``: the time at which the equiangular reduction from ``ρ₀`` reaches ``1 - δ`` (one cluster by the
       rule of :mod:`symbolic_tpde.analysis.sphere_clusters`), ``None`` if not by ``T`` (DOP853, rtol 1e-12);
     * ``pre_ln_constant`` (``norm="pre"``, where ``p = 2``): ``C = lim t²(1 - ρ)`` from the same curve, as
       ``{"value", "error"}``: ``f(t) = t²(1 - ρ(t))`` approaches ``C`` with an ``O(1/t)`` term (``r ~ r₀ + t``), so
       ``2f(T) - f(T/2)`` removes it; ``error`` is the change of that extrapolation from ``T/2`` to ``T``;
     * ``linear``: at the uniform measure the growth rates ``λ_k`` (Fourier modes, ``d = 2``; spherical harmonic
-      degrees on ``S^{d-1}``) and the fastest mode ``k*`` (:func:`~symbolic_tpde.symbolic.sphere_reductions.
-      fastest_mode`; USA or SA, the causal mask has none);
+      degrees on ``S^{d-1}``) and the fastest mode ``k*``
+      (:func:`~symbolic_tpde.symbolic.sphere_reductions.fastest_mode`; USA or SA, the causal mask has none);
     * ``time_to_one_cluster`` when ``run`` (a :class:`~symbolic_tpde.numerics.particles.sphere.SphereRun` with a
       trajectory) is given: the first saved time from which every frame is one cluster (resolution: the
       spacing of its ``t_eval``), ``None`` if its last frame is not.
