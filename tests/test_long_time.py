@@ -163,3 +163,20 @@ def test_classify_reports_a_certificate_beside_the_numerical_verdict():
     v = classify_long_time(ode, np.eye(3), 50.0, certify=2.0)
     assert v.outcome == "blowup" and "numerical" in v.label and "certified: T* >" in v.label
     assert v.certificate["lower"] <= v.blowup_time + v.blowup_time_error
+
+
+def test_sinkhorn_covariance_velocity_needs_no_inverse_at_a_collapsed_sigma():
+    """Fuzz (numerics/fuzz_verdict.py --seed 30, case 72): a Sinkhorn run collapsing to rank one made the
+    classifier's matrix form solve with a singular Σ.  dΣ/dt = VCᵀ + CVᵀ needs no Σ⁻¹; at an invertible Σ it
+    equals JΣ + ΣJᵀ with J = VCᵀΣ⁻¹ (README Mathematics §3)."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.gaussian.matrix_form import affine_field, covariance_velocity
+
+    A, V = np.array([[0.3, -0.2], [0.1, 0.5]]), np.array([[0.4, 0.5], [0.5, 1.8]])
+    w = make_weights([make_head("sinkhorn", A=A, V=V)])
+    u = np.array([0.6, 0.8])
+    F = covariance_velocity(w, 2.0 * np.outer(u, u))                 # rank one: Σ⁻¹ does not exist
+    assert np.all(np.isfinite(F)) and np.allclose(F, F.T)
+    S = np.array([[1.0, 0.2], [0.2, 0.5]])
+    J = affine_field(w, np.zeros(2), S)[1]
+    assert np.allclose(covariance_velocity(w, S), J @ S + S @ J.T, rtol=1e-12, atol=1e-14)

@@ -36,7 +36,8 @@ def quadratic_form(head) -> tuple[np.ndarray, np.ndarray] | None:
     return None
 
 
-def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray,
+                 sinkhorn_out: list | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + Jx`` summed over heads (+ FFN ``Wx + c``), in matrix form without
     ``Σ⁻¹`` where it can be avoided (README Mathematics §3); ``None`` for a head of a kind that does not preserve
     Gaussians, or with an attention sink.
@@ -48,7 +49,9 @@ def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndar
       ``cond(Σ)·eps``);
     * linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``;
     * Sinkhorn: the plan is Gaussian with cross-covariance ``C``, ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``:
-      ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``)."""
+      ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``); with a list ``sinkhorn_out``
+      these heads append ``VCᵀ`` to it and are left out of ``(b, J)`` (:func:`covariance_velocity`: no ``Σ⁻¹``,
+      so a collapsing ``Σ`` stays evaluable)."""
     from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
 
     if weights.sink is not None:
@@ -62,6 +65,9 @@ def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndar
         V = np.asarray(e["V"], float)
         if h.kind == "sinkhorn":
             Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
+            if sinkhorn_out is not None:     # the caller wants VCᵀ itself (no Σ⁻¹: Σ may be singular)
+                sinkhorn_out.append(V @ Ct)
+                continue
             Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
             b, J = b + V @ alpha - Jh @ alpha, J + Jh
             continue
@@ -86,11 +92,12 @@ def covariance_velocity(weights, Sigma: np.ndarray) -> np.ndarray | None:
     """``dΣ/dt = JΣ + ΣJᵀ`` with ``J`` of :func:`affine_field` (at ``α = 0``: the covariance equation of every
     kind here but linear attention does not involve ``α``); ``None`` where :func:`affine_field` is."""
     Sigma = np.asarray(Sigma, float)
-    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma)
+    sink: list = []
+    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma, sinkhorn_out=sink)
     if bJ is None:
         return None
-    J = bJ[1]
-    return J @ Sigma + Sigma @ J.T
+    JS = bJ[1] @ Sigma + sum(sink, np.zeros_like(Sigma))
+    return JS + JS.T
 
 
 def matrix_rhs(weights, d: int):
