@@ -1,6 +1,9 @@
 """Benchmark: the grid solver (``tpde pde``), cost per right-hand side vs grid size, and a full 2-D run.
 
 Run:  python numerics/bench_grid.py [--repeats R] [--n1 200 400 800 1600] [--n2 32 64 96] [--full N]
+      [--sep 64 128 256] [--tol 1e-12] [--quick] [--full-direct N]
+
+``--quick``: only the separable table at 64² and 128² and ``--full 128`` (a few minutes on a quiet machine).
 
 Per size, Gaussian data (d = 1: a softmax head A = 0.5, V = 1; d = 2: the softmax_2d scenario), the median over
 R interleaved rounds of
@@ -12,20 +15,30 @@ R interleaved rounds of
   (``numerics.fields.field``) of ``n = cells`` equal-weight tokens at the cell centres.
 
 ``ratio`` = rhs / particles (median of per-round ratios, so slow drifts of a shared machine's load cancel):
-a grid evaluation costs about one particle-field evaluation with as many tokens as cells.  ``--full N``: a
-complete MUSCL + SSPRK2 run of softmax_2d to T = 1 on N² cells (the README's number), with its steps and
-evaluations.
+a grid evaluation costs about one particle-field evaluation with as many tokens as cells.
+
+Separable velocity (issue 33, ``symbolic_tpde.numerics.grids.separable``), per size of ``--sep`` (default 64²,
+128², 256²), softmax_2d's initial masses: the direct sum (the attention kernel over every massive cell) and the
+separable path at relative tolerance ``--tol`` in interleaved rounds; ``ratio`` = direct / separable (median of
+per-round ratios), ``max err`` = the largest velocity difference, ``bound`` = the bound the code computed.
+
+``--full N``: a complete MUSCL + SSPRK2 run of softmax_2d to T = 1 on N² cells with the default (separable)
+velocity, with its steps and evaluations, against the direct sum's per-evaluation time (measured in the same
+run on the initial grid) times that evaluation count.  ``--full-direct N``: the same run with the direct sum
+too (minutes to hours: 128² ~ 2 minutes on a quiet machine), and the largest difference of the final masses.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
 import numpy as np
 
 from symbolic_tpde.numerics.particles.fields import field
+from symbolic_tpde.numerics.grids import separable
 from symbolic_tpde.numerics.grids.euclidean import _Rhs, initial_grid, solve_grid
 from symbolic_tpde.numerics.measures.laws import cell_masses
 from symbolic_tpde.inputs.scenario import InitSpec, load_scenario, parse_scenario
@@ -49,7 +62,16 @@ def main(argv=None) -> int:
     ap.add_argument("--n1", type=int, nargs="*", default=[200, 400, 800, 1600])
     ap.add_argument("--n2", type=int, nargs="*", default=[32, 64, 96])
     ap.add_argument("--full", type=int, default=0, metavar="N", help="also time a full 2-D T = 1 run on N² cells")
+    ap.add_argument("--sep", type=int, nargs="*", default=[64, 128, 256], help="sizes of the separable table")
+    ap.add_argument("--tol", type=float, default=1e-12, help="relative tolerance of the separable velocity")
+    ap.add_argument("--full-direct", type=int, default=0, metavar="N",
+                    help="a full run with the direct sum too, and the difference of the final masses")
+    ap.add_argument("--quick", action="store_true", help="separable table at 64², 128² and --full 128 only")
     args = ap.parse_args(argv)
+    print(f"load average {os.getloadavg()[0]:.2f} at start")
+    if args.quick:
+        args.n1, args.n2, args.sep, args.full = [], [], [64, 128], args.full or 128
+    separable_table(args)
     print(f"{'d':>2} {'cells':>7} {'rhs s':>9} {'flux s':>9} {'particles s':>12} {'ratio':>6}")
     for d, sizes in ((1, args.n1), (2, args.n2)):
         for N in sizes:
@@ -74,14 +96,56 @@ def main(argv=None) -> int:
             med = {k: statistics.median(v) for k, v in times.items()}
             print(f"{d:>2} {m.size:>7} {med['rhs']:>9.4f} {med['flux']:>9.4f} {med['particles']:>12.4f} "
                   f"{statistics.median(ratios):>6.2f}", flush=True)
-    if args.full:
-        scn, init, g, m = _setup(2, args.full)
-        r = solve_grid(init, scn.schedule, 1.0, args.full)
-        print(f"full run: softmax_2d, MUSCL + SSPRK2, {args.full}x{args.full} cells (grid at the end "
-              f"{r.grid.shape}), T = 1: {r.seconds:.1f} s, {r.steps} steps, {r.nfev} evaluations, "
-              f"{r.seconds / max(1, r.nfev):.3f} s per evaluation, mass error {r.mass_error:.1e}, "
-              f"min mass {r.min_mass:.1e}", flush=True)
+    for N in sorted({args.full, args.full_direct} - {0}):
+        scn, init, g, m = _setup(2, N)
+        f = _Rhs(g, scn.schedule, True, None)  # the direct sum, per evaluation, on the initial grid
+        direct = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            f.velocity(0.0, m)
+            direct.append(time.perf_counter() - t0)
+        r = solve_grid(init, scn.schedule, 1.0, N, velocity_tol=args.tol)
+        est = statistics.median(direct) * r.nfev
+        print(f"full run: softmax_2d, MUSCL + SSPRK2, {N}x{N} cells (grid at the end {r.grid.shape}), T = 1, "
+              f"separable velocity (tol {args.tol:g}, bound {r.velocity_bound:.1e}): {r.seconds:.1f} s, {r.steps} "
+              f"steps, {r.nfev} evaluations, {r.seconds / max(1, r.nfev):.3f} s per evaluation, mass error "
+              f"{r.mass_error:.1e}; direct sum {statistics.median(direct):.3f} s per evaluation x {r.nfev} = "
+              f"{est:.0f} s: {est / r.seconds:.1f}x; load {os.getloadavg()[0]:.2f}", flush=True)
+        if N == args.full_direct:
+            rd = solve_grid(init, scn.schedule, 1.0, N, velocity_tol=None)
+            same = rd.grid.shape == r.grid.shape
+            diff = float(np.abs(rd.masses - r.masses).max()) if same else float("nan")
+            print(f"  the same run with the direct sum: {rd.seconds:.1f} s, {rd.steps} steps ({rd.seconds / r.seconds:.1f}x "
+                  f"the separable run's time); final masses differ by at most {diff:.1e} (largest mass "
+                  f"{float(r.masses.max()):.1e}); load {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
     return 0
+
+
+def separable_table(args) -> None:
+    """The separable velocity against the direct sum (module docstring)."""
+    if not args.sep:
+        return
+    print(f"separable velocity vs direct sum, softmax_2d initial masses, tol {args.tol:g}, "
+          f"{args.repeats} interleaved rounds")
+    print(f"{'cells':>7} {'direct s':>9} {'separ. s':>9} {'ratio':>6} {'max err':>9} {'bound':>9} {'nodes':>5}")
+    for N in args.sep:
+        scn, init, g, m = _setup(2, N)
+        fast, slow = _Rhs(g, scn.schedule, True, None, args.tol), _Rhs(g, scn.schedule, True, None)
+        u_fast, u_slow = fast.velocity(0.0, m), slow.velocity(0.0, m)  # warm-up (kernel build), and the error
+        rounds = []
+        for _ in range(args.repeats):
+            r = {}
+            for name, f in (("direct", slow), ("sep", fast)):
+                t0 = time.perf_counter()
+                f.velocity(0.0, m)
+                r[name] = time.perf_counter() - t0
+            rounds.append(r)
+        med = {k: statistics.median(r[k] for r in rounds) for k in ("direct", "sep")}
+        ratio = statistics.median(r["direct"] / r["sep"] for r in rounds)
+        print(f"{m.size:>7} {med['direct']:>9.3f} {med['sep']:>9.3f} {ratio:>6.1f} "
+              f"{float(np.abs(u_fast - u_slow).max()):>9.1e} {fast.velocity_bound:>9.1e} "
+              f"{separable.nodes_for(args.tol, N, N):>5}  (load {os.getloadavg()[0]:.2f})", flush=True)
 
 
 class _Frozen:

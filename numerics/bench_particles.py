@@ -1,30 +1,44 @@
 """Benchmark: one softmax field evaluation, naive vs blocked numpy vs fused kernel vs a plain C yardstick.
 
 Run:  python numerics/bench_particles.py [--quick] [--repeats R] [--n ...] [--d ...] [--memory-n 200000]
-      [--memory-what field rk4 dopri5] [--memory-only]
+      [--memory-what field rk4 dopri5] [--memory-only] [--large] [--crossover]
 
-For n in {2000, 8000, 32000}, d in {2, 8, 64}, float64 and float32 (``--quick``: n in {2000, 8000}, d in
-{2, 8}) it times, in the same run and on the same data (``q = X Aᵀ``, keys and values ``X``; logits O(1)):
+``--crossover``: the fused kernel's vector loops against BLAS logits with the row pass at d = p = 8..32
+(n = 4000, both dtypes, interleaved rounds): the measurement behind ``fused.CROSSOVER``.
+
+For n in {2000, 8000, 32000} and d in {2, 8, 16, 24, 32, 64, 128}, plus n = 128 000 at d = 2 and 8, float64
+and float32 (``--quick``: n in {2000, 8000}, d in {2, 16, 64}; ``--n``/``--d`` choose others; ``--large`` the
+extra n) it times, in the same run and on the same data (``q = X Aᵀ``, keys and values ``X``; logits O(1)):
 
 * ``naive``: the full n x n logit matrix, max-subtracted, exponentiated, normalised, multiplied (several
   passes); skipped when its three n x n temporaries exceed 3 GB or n > 8000 (minutes per call);
 * ``numpy``: the blocked path :func:`symbolic_tpde.numerics.particles.attend.attend_numpy` (row blocks, BLAS at one
   thread per Python thread, default threads);
 * ``fused``: :func:`symbolic_tpde.numerics.particles.attend.attend`, the package's dispatch (column ``path``:
-  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, for p < 32; ``rows``, BLAS logits
-  and the compiled row pass of :mod:`symbolic_tpde.numerics.particles.fused_rows`, for p >= 32);
+  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, up to ``fused.CROSSOVER``; ``rows``, BLAS logits
+  and the compiled row pass of :mod:`symbolic_tpde.numerics.particles.fused_rows`, above it);
 * ``tile1``: the fused kernel forced to one query per pass over the keys (``tile=1``; only where the
   dispatch tiles, 3 <= d <= 8), so ``t1/fus`` is the gain of the query tiles in the same run;
 * ``avx2``, ``plain`` (x86, d <= 8, ``--no-forms`` to skip): the same dispatch with the kernel built as other
   machines build it (``TPDE_FUSED_ISA``): ``avx2`` the 256-bit loops of ``fused_simd`` (an AVX2 machine),
   ``plain`` the plain-C loops at AVX2 width (what an AVX2 machine ran before ``fused_simd``); numpy and its
   ``exp`` stay this machine's, so ``num/a2`` and ``num/pl`` are not what an AVX2 machine would show;
-* ``yard``: the yardstick of issue 12, a plain fused two-pass C loop compiled here with
+* ``torch`` (when torch is importable: an optional benchmark peer, never a dependency of the package):
+  ``torch.nn.functional.scaled_dot_product_attention(q, X, X, scale=1)`` on the CPU with the usable cores as
+  threads; ``tch/fus`` is the median of the per-round ratios torch time / ours, with ``=`` marking a cell whose
+  rounds' ratios straddle 1 (parity within the round-to-round spread);
+* ``fma%``: the dispatch's time against this machine's FMA rate measured in the same rounds by a probe (a
+  compiled loop of independent vector FMA chains on every usable core, ``-O2 -march=native``): the
+  fraction ``n² (p + d) / t`` of the probe's scalar FMAs per second in the same dtype, i.e. the share of peak
+  that the two matrix products of attention would use (the ``exp`` and the maxima are extra work, not
+  counted);
+* ``yard``: the yardstick of issue 12 (d <= 8), a plain fused two-pass C loop compiled here with
   ``gcc -O3 -march=native -ffast-math -fopenmp`` (per query: row maximum, then ``exp``-and-accumulate;
   ``-ffast-math`` lets gcc vectorise ``exp`` through glibc's libmvec), OpenMP over queries with the usable
   cores.
 
-Variants run in interleaved rounds (``R`` rounds, default 5, one at n = 32000), medians over rounds; a call
+Variants run in interleaved rounds (``R`` rounds, default 5, 3 above n = 8000; ``numpy``, ``naive`` only up
+to n = 32 000), medians over rounds; a call
 shorter than 0.15 s is repeated within its round, so that every timed segment is at least that long; ratios
 are medians of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / n².
 Accuracy: max relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory:
@@ -85,6 +99,98 @@ void yard(long n, const T *q, const T *k, const T *v, T *out) {
     }
 }
 """
+
+
+FMA_C = r"""
+#include <immintrin.h>
+#include <omp.h>
+/* independent FMA chains on 512-bit (or 256-bit) vectors on every thread: the machine's FMA rate */
+#ifdef __AVX512F__
+typedef __m512d V; typedef __m512 VF;
+#define FMAD _mm512_fmadd_pd
+#define FMAF _mm512_fmadd_ps
+#define SETD _mm512_set1_pd
+#define SETF _mm512_set1_ps
+#define STD(p, x) _mm512_storeu_pd(p, x)
+#define STF(p, x) _mm512_storeu_ps(p, x)
+#define LANES 8
+#else
+typedef __m256d V; typedef __m256 VF;
+#define FMAD _mm256_fmadd_pd
+#define FMAF _mm256_fmadd_ps
+#define SETD _mm256_set1_pd
+#define SETF _mm256_set1_ps
+#define STD(p, x) _mm256_storeu_pd(p, x)
+#define STF(p, x) _mm256_storeu_ps(p, x)
+#define LANES 4
+#endif
+int lanes(void) { return LANES; }
+/* ten independent chains of vector FMAs, then one lane of each added to tot */
+#define CHAINS(VT, FMA, SET, ST, ET, one, b_, c_) { \
+    VT a0 = SET(one), a1 = SET(one), a2 = SET(one), a3 = SET(one), a4 = SET(one), a5 = SET(one), \
+       a6 = SET(one), a7 = SET(one), a8 = SET(one), a9 = SET(one), b = SET(b_), c = SET(c_); \
+    for (long i = 0; i < iters; ++i) { \
+        a0 = FMA(a0, b, c); a1 = FMA(a1, b, c); a2 = FMA(a2, b, c); a3 = FMA(a3, b, c); a4 = FMA(a4, b, c); \
+        a5 = FMA(a5, b, c); a6 = FMA(a6, b, c); a7 = FMA(a7, b, c); a8 = FMA(a8, b, c); a9 = FMA(a9, b, c); \
+    } \
+    ET o[32]; \
+    ST(o, a0); tot += o[0]; ST(o, a1); tot += o[0]; ST(o, a2); tot += o[0]; ST(o, a3); tot += o[0]; \
+    ST(o, a4); tot += o[0]; ST(o, a5); tot += o[0]; ST(o, a6); tot += o[0]; ST(o, a7); tot += o[0]; \
+    ST(o, a8); tot += o[0]; ST(o, a9); tot += o[0]; }
+double probe(long iters, int f32) {  /* returns a checksum so the loop is kept */
+    double tot = 0;
+    #pragma omp parallel reduction(+:tot)
+    {
+        if (f32) CHAINS(VF, FMAF, SETF, STF, float, 1.0f, 0.999999f, 1e-7f)
+        else CHAINS(V, FMAD, SETD, STD, double, 1.0, 0.999999, 1e-7)
+    }
+    return tot;
+}
+"""
+
+
+def build_fma_probe(tmp: str, threads: int):
+    """A callable ``rate(dtype) -> scalar FMAs per second`` over ``threads`` threads (one timed call of the
+    probe, ~0.1-0.3 s), for the ``fma%`` column; None without gcc."""
+    src = os.path.join(tmp, "fma_probe.c")
+    so = src[:-2] + ".so"
+    with open(src, "w") as fh:
+        fh.write(FMA_C)
+    try:
+        subprocess.run(["gcc", "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared", src, "-o", so],
+                       check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # before libgomp loads
+    lib = ctypes.CDLL(so)
+    lib.probe.argtypes, lib.probe.restype = [ctypes.c_long, ctypes.c_int], ctypes.c_double
+    lanes = lib.lanes()
+    iters = 20_000_000
+
+    def rate(dtype) -> float:
+        f32 = int(np.dtype(dtype) == np.float32)
+        t0 = time.perf_counter()
+        lib.probe(iters, f32)
+        dt = time.perf_counter() - t0
+        return threads * iters * 10 * lanes * (2 if f32 else 1) / dt
+
+    return rate
+
+
+def torch_peer(threads: int):
+    """``f(q, k, v) -> callable`` running torch's CPU ``scaled_dot_product_attention`` with scale 1, or None
+    when torch is not importable (an optional benchmark peer only)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+
+    def make(q, k, v):
+        tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(x))[None] for x in (q, k, v))
+        return lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, scale=1.0).numpy()[0]
+
+    return make, torch.__version__
 
 
 def build_yardstick(d: int, dtype, tmp: str):
@@ -197,15 +303,22 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-what", nargs="+", default=["field", "rk4", "dopri5"],
                     choices=["field", "rk4", "dopri5"], help="what the resident-memory check runs")
     ap.add_argument("--memory-only", action="store_true", help="only the resident-memory check")
+    ap.add_argument("--large", action="store_true", help="also n = 128 000 at d = 2 and 8 (default without --quick)")
+    ap.add_argument("--crossover", action="store_true",
+                    help="only: the fused kernel's vector loops vs BLAS logits + row pass at d = 8..32")
     ap.add_argument("--no-forms", dest="forms", action="store_false",
                     help="skip the columns of the kernel as other x86 machines build it (avx2, plain)")
     a = ap.parse_args(argv)
     form = fused.simd_compiled() if fused.available() is None else None
-    loops = {"avx512": " (AVX-512 loops of fused_simd for d <= 8)", "avx2": " (AVX2 loops of fused_simd for d <= 8)",
+    loops = {"avx512": " (AVX-512 loops of fused_simd)", "avx2": " (AVX2 loops of fused_simd)",
              "": " (plain-C loops)", None: ""}[form]
     print(f"numpy {np.__version__}; BLAS control {BLAS_CONTROL}; fused kernel: {fused.available() or 'available'}"
           f"{loops}; "
           f"{usable_cores()} usable cores; load average {os.getloadavg()[0]:.2f} at start")
+    if a.crossover:
+        crossover(a)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
+        return 0
     if not a.memory_only:
         table(a)
     if a.memory_n:
@@ -222,27 +335,41 @@ def main(argv=None) -> int:
 def table(a) -> None:
     """The timing table (module docstring)."""
     ns = a.n or ([2000, 8000] if a.quick else [2000, 8000, 32000])
-    ds = a.d or ([2, 8] if a.quick else [2, 8, 64])
+    ds = a.d or ([2, 16, 64] if a.quick else [2, 8, 16, 24, 32, 64, 128])
+    large = a.large or not (a.quick or a.n or a.d)
     cores = usable_cores()
+    peer = torch_peer(cores)
+    probe = build_fma_probe(tempfile.mkdtemp(prefix="tpde-bench-fma-"), cores)
+    print(f"torch peer: {'torch ' + peer[1] + f', {cores} threads' if peer else 'not importable (no tch/fus column)'}; "
+          f"FMA probe: {'compiled' if probe else 'no gcc (no fma% column)'}")
     rng = np.random.default_rng(12345)
     tmp = tempfile.mkdtemp(prefix="tpde-bench-yard-")
     native = fused.simd_compiled() if fused.available() is None else None
     forms = [f for f in ("avx2", "plain") if a.forms and native is not None and platform.machine().lower()
              in ("x86_64", "amd64") and f != (native or "plain")]
     hdr = (f"{'dtype':>7} {'d':>3} {'n':>6} {'path':>5} | {'naive':>6} {'numpy':>6} {'fused':>6} {'yard':>6} "
-           f"{'tile1':>6} {'avx2':>6} {'plain':>6} ns/pair | {'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} "
-           f"{'t1/fus':>6} {'num/a2':>6} {'num/pl':>6} | {'rel.err':>8} | MB naive numpy fused")
+           f"{'tile1':>6} {'avx2':>6} {'plain':>6} {'torch':>6} ns/pair | {'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} "
+           f"{'t1/fus':>6} {'num/a2':>6} {'num/pl':>6} {'tch/fus':>8} {'fma%':>5} | {'rel.err':>8} | MB naive numpy fused")
     print(hdr)
     print("-" * len(hdr))
+    cells = [(d, n) for d in ds for n in ns] + ([(d, 128_000) for d in (2, 8)] if large else [])
     for dtype in (np.dtype(x).type for x in a.dtype):
-        for d in ds:
-            yard = build_yardstick(d, dtype, tmp)
-            for n in ns:
+        for d, n in cells:
+            yard = build_yardstick(d, dtype, tmp) if d <= 8 else None
+            if True:
                 X = (rng.standard_normal((n, d)) / np.sqrt(max(1, d) / 2)).astype(dtype)
                 A = (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype)
                 q = np.ascontiguousarray(X @ A.T)
-                fns = {"numpy": lambda: attend_numpy(q, X, X), "fused": lambda: attend(q, X, X),
-                       "yard": lambda: yard(q, X, X)}
+                fns = {"fused": lambda: attend(q, X, X)}
+                if n <= 32000:
+                    fns["numpy"] = lambda: attend_numpy(q, X, X)
+                if yard is not None:
+                    fns["yard"] = lambda: yard(q, X, X)
+                if peer:
+                    fns["torch"] = peer[0](q, X, X)
+                if probe:
+                    fns["fma"] = lambda: fma_rate.append(probe(dtype))
+                fma_rate = []
                 for form in forms if (fused.available() is None and q.shape[1] < fused.MAX_P and d <= 8) else ():
                     fns[form] = (lambda form: lambda: with_form(form, lambda: attend(q, X, X)))(form)
                 if fused.available() is None and q.shape[1] < fused.MAX_P and fused.tile_size(d) > 1:
@@ -258,7 +385,7 @@ def table(a) -> None:
                     t0 = time.perf_counter()
                     fn()
                     reps[name] = max(1, min(50, int(MIN_SEGMENT_S / max(time.perf_counter() - t0, 1e-6))))
-                R = a.repeats if n <= 8000 else 1
+                R = a.repeats if n <= 8000 else 3
                 rounds = []
                 for _ in range(R):
                     r = {}
@@ -270,26 +397,77 @@ def table(a) -> None:
                     rounds.append(r)
                 med = {k: statistics.median(r[k] for r in rounds) for k in fns}
                 rat = lambda x, y: statistics.median(r[x] / r[y] for r in rounds)  # noqa: E731
-                ref, got = attend_numpy(q, X, X), attend(q, X, X)
+                ref = attend_numpy(q[:500], X, X)  # the first 500 queries (the numpy path takes minutes at 128 000)
+                got = attend(q[:500], X, X)
                 rel = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
+                if "torch" in fns:
+                    tch = np.asarray(fns["torch"](), dtype=np.float64)[:500]
+                    rel = max(rel, float(np.abs(tch - ref).max() / np.abs(ref).max()))  # torch vs numpy too
+                fma = (statistics.median(n * n * (2 * d) / r["fused"] / rate for r, rate in zip(rounds, fma_rate[-R:]))
+                       if fma_rate else None)
+                if "torch" in fns:
+                    per = [r["torch"] / r["fused"] for r in rounds]
+                    tch_cell = f"{statistics.median(per):7.2f}{'=' if min(per) <= 1 <= max(per) else ' '}"
+                else:
+                    tch_cell = f"{'-':>8}"
                 mem = {k: traced_peak(fns[k]) / 2**20 for k in ("naive", "numpy", "fused") if k in fns}
                 if "fused" in mem and q.shape[1] < fused.MAX_P:
                     work = fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize
                     mem["fused"] += cores * work / 2**20
                 ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
-                path = "numpy" if fused.available() is not None else ("fused" if q.shape[1] < fused.MAX_P
-                                                                        else "rows")
+                path = "numpy" if fused.available() is not None else (
+                    "fused" if fused.prefers("softmax", q.shape[1], d, dtype) else "rows")
                 print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
                       + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"
-                                 for k in ("naive", "numpy", "fused", "yard", "tile1", "avx2", "plain"))
-                      + f"         | {rat('numpy', 'fused'):7.2f} {rat('fused', 'yard'):8.2f} "
+                                 for k in ("naive", "numpy", "fused", "yard", "tile1", "avx2", "plain", "torch"))
+                      + f"         | " + (f"{rat('numpy', 'fused'):7.2f}" if "numpy" in fns else f"{'-':>7}")
+                      + (f" {rat('fused', 'yard'):8.2f} " if "yard" in fns else f" {'-':>8} ")
                       + (f"{rat('naive', 'fused'):6.2f}" if do_naive else f"{'-':>6}")
                       + (f" {rat('tile1', 'fused'):6.2f}" if "tile1" in fns else f" {'-':>6}")
-                      + "".join(f" {rat('numpy', f):6.2f}" if f in fns else f" {'-':>6}" for f in ("avx2", "plain"))
+                      + "".join(f" {rat('numpy', f):6.2f}" if f in fns and "numpy" in fns else f" {'-':>6}"
+                                for f in ("avx2", "plain"))
+                      + f" {tch_cell} " + (f"{100 * fma:5.1f}" if fma is not None else f"{'-':>5}")
                       + f" | {rel:8.1e} | " + " ".join(f"{mem[k]:.1f}" if k in mem else "-"
                                                       for k in ("naive", "numpy", "fused")), flush=True)
     print("targets (issue 12): fused/yard <= 1.5 at n = 8000, d = 2 (both dtypes); numpy/fused >= 3 at d <= 8; "
-          ">= 1 at d = 64; rel.err <= 1e-13 (float64), 1e-5 (float32)")
+          ">= 1 at d = 64; rel.err <= 1e-13 (float64), 1e-5 (float32); (issue 33): tch/fus >= 1 in every cell "
+          "(goal 1.3 at d >= 16), ns/pair at n = 128 000 within 1.3x of n = 8000 at d = 2, 8")
+
+
+def crossover(a) -> None:
+    """The fused kernel (vector loops) against BLAS logits + row pass at p = d = 8..32 (``fused.CROSSOVER``)."""
+    from symbolic_tpde.numerics.particles.fused_rows import row_pass
+
+    n = (a.n or [4000])[0]
+    ds = a.d or [8, 12, 16, 20, 24, 31]
+    rng = np.random.default_rng(7)
+    print(f"crossover, n = {n}, {a.repeats} interleaved rounds; rows/fused = time of the rows path / the fused "
+          f"kernel's (> 1: the fused kernel is faster); table in use: {fused.CROSSOVER} "
+          f"(this build: {fused.simd_compiled()!r})")
+    for dtype in (np.dtype(x) for x in a.dtype):
+        for d in ds:
+            X = (rng.standard_normal((n, d)) / np.sqrt(d / 2)).astype(dtype)
+            q = np.ascontiguousarray(X @ (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype).T)
+            rows = row_pass("softmax", dtype, key_bias=None, shift=0.0, prefix=None, sink_logit=None, sink_value=None)
+            fns = {"fused": lambda: fused.attend_fused(q, X, X, mode="softmax", key_bias=None, shift=0.0, prefix=None,
+                                                       sink_logit=None, sink_value=None, threads=None),
+                   "rows": lambda: attend_numpy(q, X, X, rows=rows)}
+            for fn in fns.values():
+                fn()
+            rounds = []
+            for _ in range(a.repeats):
+                r = {}
+                for name, fn in fns.items():
+                    t0, k = time.perf_counter(), 0
+                    while k == 0 or time.perf_counter() - t0 < MIN_SEGMENT_S:
+                        fn()
+                        k += 1
+                    r[name] = (time.perf_counter() - t0) / k
+                rounds.append(r)
+            per = [r["rows"] / r["fused"] for r in rounds]
+            print(f"{dtype.name:>7} d = p = {d:>2}: rows/fused median {statistics.median(per):.2f} "
+                  f"(rounds {min(per):.2f}..{max(per):.2f}); dispatch: "
+                  f"{'fused' if fused.prefers('softmax', d, d, dtype) else 'rows'}", flush=True)
 
 
 if __name__ == "__main__":

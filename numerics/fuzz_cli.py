@@ -350,7 +350,9 @@ def _mutate_new(rng: random.Random, scn: dict, files: dict):
                                                             "data.pts.npz", "/dev/zero.npy", "data.missing.npy"])
         v = init[key]
         kappa_ok = key == "kappa" and type(v) in (int, float) and 0 <= v <= 1e8   # vMF: 0 (uniform) up to MAX_KAPPA
-        return s, files, key != "type" and (key != "rotate" or not isinstance(v, bool)) and not kappa_ok
+        radius_ok = key == "radius" and type(v) in (int, float) and 0 < v <= 1e75   # a ball of radius 3 is valid
+        return s, files, key != "type" and (key != "rotate" or not isinstance(v, bool)) and not kappa_ok \
+            and not radius_ok
     if kind == 1:  # an entry of an init array
         keys = [k for k, v in init.items() if isinstance(v, list) and v]
         if keys:
@@ -553,11 +555,97 @@ def _derive_case(rng: random.Random):
     return argv, bad
 
 
+# ------------------------------------------------------- issue 29 classes (input reader, outputs, invariants)
+#: circle scenarios (d = 2 sphere kinds) that stress the projection of the initial law and the resolution
+#: statuses: concentrated vMF starts, multi-mode starts run into clustering, negative β, large β
+def _circle_case(rng: random.Random):
+    init = rng.choice([{"type": "vmf", "mu": [1.0, 0.5], "kappa": rng.choice([0.5, 5.0, 50.0, 1000.0, 1e5])},
+                       {"type": "circle_modes", "modes": [[rng.randint(1, 12), rng.choice([0.05, 0.3, 0.9]), 0.3],
+                                                          [rng.randint(1, 6), 0.05, 1.0]]},
+                       {"type": "uniform_sphere"}])
+    scn = {"geometry": "sphere", "norm": rng.choice(["post", "post", "ngpt"]),
+           "attention": rng.choice(["sphere_sa", "sphere_usa"]), "d": 2,
+           "beta": rng.choice([-5.0, -0.5, 1.0, 4.0, 9.0, 60.0, 800.0]), "A": "identity", "V": "identity",
+           "init": init, "T": rng.choice([0.5, 3.0, 8.0])}
+    argv = ["pde", "--scenario", "{path}", "--json", "--max-seconds", "20",
+            "--grid", str(rng.choice([8, 16, 32, 64, 128, 512]))]
+    if rng.random() < 0.2:
+        argv += ["--noise", rng.choice(["0.01", "0.5"])]
+    return argv, scn, False
+
+
+#: where the scenario comes from: a regular file, an anonymous pipe (``<(cat f)``), a named FIFO without a
+#: writer, a device, a directory; the last three must be refused by name, never block
+SOURCES = [("{path}", False), ("{pipe}", False), ("{pipe}", False), ("{fifo}", True), ("/dev/null", True),
+           ("/dev/zero", True), ("{dir}", True)]
+#: hostile output paths, each certainly invalid (must be refused before any work)
+BAD_OUTPUTS = ["", " ", "{dir}", "{dir}/no/such/dir/x", "/proc/version", "{fifo}", "/dev/full"]
+
+
+def _robust_case(rng: random.Random, r_bases, s_bases):
+    """A valid (or slightly hostile) command whose scenario arrives through another kind of file, or whose
+    output path is hostile, or a circle / sphere case that stresses an invariant (issue 29)."""
+    u = rng.random()
+    if u < 0.3:
+        argv, scn, bad = _circle_case(rng)
+    else:
+        sphere = rng.random() < 0.45
+        base, files = rng.choice(s_bases if sphere else r_bases)
+        scn = {k: v for k, v in base.items() if v is not None}
+        if sphere and rng.random() < 0.4:       # heads as Q/K, huge β, a tiny horizon
+            scn = dict(scn)
+            scn.update(rng.choice([{"Q": [[1.0] + [0.0] * (scn["d"] - 1)], "K": [[1.0] + [0.0] * (scn["d"] - 1)]},
+                                   {"beta": 800.0}, {"beta": -800.0}, {"T": 1e-300}]))
+            if "Q" in scn:
+                scn.pop("A", None)
+            if "heads" in scn and ("Q" in scn or "beta" in scn):
+                scn.pop("Q", None), scn.pop("K", None), scn.pop("beta", None)
+        argv, bad = _new_args(rng, sphere)
+        if "/dev/full" in argv:
+            bad = True
+        yield_files = files
+        argv = list(argv)
+        if rng.random() < 0.5:
+            src, src_bad = rng.choice(SOURCES)
+            argv[argv.index("{path}")] = src
+            bad = bad or src_bad
+        if rng.random() < 0.3 and argv[0] in ("pde", "particles"):
+            argv += ["--save", rng.choice(BAD_OUTPUTS)]
+            bad = True
+        return argv, scn, bad, yield_files
+    if rng.random() < 0.5:
+        src, src_bad = rng.choice(SOURCES)
+        argv[argv.index("{path}")] = src
+        bad = bad or src_bad
+    return argv, scn, bad, {}
+
+
+def _plot_case(rng: random.Random):
+    """``tpde plot`` / ``tpde figures`` with hostile outputs, seeds and sizes (small: a second each)."""
+    if rng.random() < 0.3:
+        out, bad = rng.choice([("{dir}/data.file", True), ("", True), ("/proc/x", True)])
+        return ["figures", "--out", out, "--only", "nope" if rng.random() < 0.5 else "collapse"], None, True, \
+            {"data.file": b"x"}
+    out, bad = rng.choice([("{dir}/data.p.png", False), ("{dir}/data.p.txt", True), ("", True), ("{dir}", True),
+                           ("{dir}/no/such/p.png", False), ("/proc/p.png", True), ("{fifo}.png", False)])
+    seed, sbad = rng.choice([("0", False), ("3", False), ("-1", True)])
+    argv = ["plot", "--scenario", rng.choice(["softmax_2d", "l2_2d", "{pipe}"]), "--out", out, "--n",
+            rng.choice(["50", "1", "200"]), "--seed", seed, "--T", rng.choice(["0.3", "0", "nan"]), "--panels", "2"]
+    bad = bad or sbad or "--n" in argv and argv[argv.index("--n") + 1] == "1" or argv[argv.index("--T") + 1] != "0.3"
+    return argv, None, bad, {}
+
+
 def generate_new(seed: int, n: int):
     """``n`` cases ``(argv_template, scenario, invalid, files)`` of the newer paths (an independent stream)."""
     rng = random.Random(seed)
     r_bases, s_bases = _r_bases(), _sphere_bases()
     for _ in range(n):
+        if rng.random() < 0.3:     # the classes of issue 29 (input reader, outputs, invariants, plot)
+            if rng.random() < 0.15:
+                yield _plot_case(rng)
+            else:
+                yield _robust_case(rng, r_bases, s_bases)
+            continue
         u = rng.random()
         if u < 0.07:
             argv, bad = _sphere_sweep_case(rng)
@@ -585,9 +673,12 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
     ``tpde fit``; stale ones from an earlier case are removed)."""
     from symbolic_tpde.cli import main
 
+    import shutil
+
     for old in os.listdir(tmpdir):
-        if old.startswith("data."):
-            os.remove(os.path.join(tmpdir, old))
+        if old.startswith("data.") or old == "no":
+            full = os.path.join(tmpdir, old)
+            shutil.rmtree(full) if os.path.isdir(full) and not os.path.islink(full) else os.remove(full)
     for name, data in (files or {}).items():
         with open(os.path.join(tmpdir, name), "wb") as fh:
             fh.write(data)
@@ -596,19 +687,34 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
         data = scn if isinstance(scn, bytes) else (scn if isinstance(scn, str) else _dumps(scn)).encode("utf-8")
         with open(path, "wb") as fh:
             fh.write(data)
-    for old in ("sw.npz", "sw.csv", "sw.png"):
+    for old in ("sw.npz", "sw.csv", "sw.png", "sw.meta.json"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(tmpdir, old))
-    args = [a.replace("{path}", path).replace("{dir}", tmpdir) for a in argv]
+    fds = []
+    if any("{pipe}" in a for a in argv):   # <(cat case.json): an anonymous pipe, its writer closed
+        r, w = os.pipe()
+        blob = open(path, "rb").read() if scn is not None else open(_builtin("softmax_2d"), "rb").read()
+        os.write(w, blob[:60000])
+        os.close(w)
+        fds.append(r)
+    fifo = os.path.join(tmpdir, "data.fifo")
+    if any("{fifo}" in a for a in argv) and hasattr(os, "mkfifo"):
+        os.mkfifo(fifo)                      # a named pipe with no writer
+    args = [a.replace("{path}", path).replace("{pipe}", f"/dev/fd/{fds[0]}" if fds else path)
+            .replace("{fifo}", fifo).replace("{dir}", tmpdir) for a in argv]
     out, err = io.StringIO(), io.StringIO()
     t0 = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(args)
-        except SystemExit as exc:
-            rc = exc.code if isinstance(exc.code, int) else 2
-        except BaseException as exc:  # noqa: BLE001 - exactly what the fuzz counts
-            return "traceback", f"{type(exc).__name__}: {exc}"[:200]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(args)
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 2
+            except BaseException as exc:  # noqa: BLE001 - exactly what the fuzz counts
+                return "traceback", f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        for fd in fds:
+            os.close(fd)
     seconds = time.perf_counter() - t0
     e = err.getvalue()
     # progress and warning lines of `tpde sweep` (stderr) are not error messages
@@ -619,17 +725,27 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
         return "hang", f"{seconds:.0f} s: {args}"
     if "Traceback" in e or "internal error" in e:
         return "traceback", e.strip().splitlines()[-1][:200] if e.strip() else ""
+    if rc == 2 and any(a in args for a in ("--save", "--out")) and seconds > 10 and "error: save" in e + "error: out":
+        return "hang", f"output refused only after {seconds:.0f} s of work: {args}"[:200]
     if args[0] == "sweep" and rc in (0, 5):
         files = all(os.path.exists(os.path.join(tmpdir, "sw" + x)) for x in (".npz", ".csv", ".png"))
         if invalid:
             return "wrong success", " ".join(args)[:200]
         if not files:
             return "traceback", f"sweep exit {rc} without its files: {e[:150]!r}"
+        bad_csv = check_csv(os.path.join(tmpdir, "sw.csv"))
+        if bad_csv:
+            return "wrong success", f"sweep CSV: {bad_csv}"
         if rc == 5:
             ok = len(lines) == 1 and lines[0].startswith("tpde sweep: time-limit")
             return ("time-limit", "") if ok else ("traceback", f"not one line: {e[:200]!r}")
         return "success", ""
-    if rc == 5:  # gaussian / particles stopped by the wall-clock cap: strict JSON, status and finite time
+    if rc == 6 and "--json" not in args:   # tpde pde, text: one line saying under-resolved
+        ok = out.getvalue().startswith("under-resolved") and not invalid
+        return ("under-resolved", "") if ok else ("traceback", f"exit 6: {out.getvalue()[:150]!r}")
+    if rc in (5, 6):
+        # 5: stopped by the wall-clock cap or a work budget (status time-limit / step-budget, finite time);
+        # 6: tpde pde's grid does not resolve the solution (status under-resolved, never ok or blow-up)
         try:
             obj = json.loads(out.getvalue(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
         except ValueError:
@@ -637,9 +753,16 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
         if invalid:
             return "wrong success", " ".join(args)[:200]
         t = obj.get("t") if isinstance(obj, dict) else None
-        if obj.get("status") == "time-limit" and isinstance(t, float) and t >= 0:
+        if rc == 6 and obj.get("status") == "under-resolved" and "raise --grid" in str(obj.get("detail")):
+            return "under-resolved", ""
+        if rc == 5 and obj.get("status") in ("time-limit", "step-budget") and isinstance(t, float) and t >= 0:
             return "time-limit", ""
-        return "traceback", f"exit 5 without a time-limit status: {out.getvalue()[:150]!r}"
+        return "traceback", f"exit {rc} without its status: {out.getvalue()[:150]!r}"
+    if rc == 0 and args[0] == "plot":     # prints the image's path
+        made = os.path.isfile(out.getvalue().strip()) and os.path.getsize(out.getvalue().strip()) > 0
+        if invalid:
+            return "wrong success", " ".join(args)[:200]
+        return ("success", "") if made else ("wrong success", f"plot exit 0 without its image: {args}"[:200])
     if rc == 0 and args[0] == "derive" and "json" not in args:   # text / LaTeX by design
         return ("wrong success", " ".join(args)[:200]) if invalid else ("success", "")
     if rc == 0:
@@ -654,6 +777,9 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
         if isinstance(obj, dict) and obj.get("status") not in (None, "ok", "blowup", "tilt-ceased", "overflow",
                                                                    "stalled"):
             return "wrong success", text[:200]
+        broken = check_invariants(args[0], obj)
+        if broken:
+            return "wrong success", f"{broken}: {' '.join(args)[:120]}"
         return "success", ""
     if rc in (3, 4) and not e.strip():  # particles: blow-up / non-convergence reported as JSON on stdout
         try:
@@ -666,9 +792,104 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
         tpde_lines = [ln for ln in lines if ln.startswith("tpde ")]
         usage = any(ln.startswith("usage:") for ln in lines)
         if usage or len(tpde_lines) == 1 and len(lines) == 1:
-            return "clean error", ""
+            return "clean error", (lines[-1] if lines else "")[:200]
         return "traceback", f"not one line: {e[:200]!r}"
     return "traceback", f"exit {rc}: {e[:200]!r}"
+
+
+def _builtin(name):
+    from symbolic_tpde.inputs.scenario import _BUILTIN_DIR
+
+    return _BUILTIN_DIR / f"{name}.json"
+
+
+def check_csv(path) -> str:
+    """Why a CSV output does not load with ``pandas.read_csv(path)`` and ``numpy.genfromtxt(path,
+    delimiter=",", names=True)`` without options, with the same columns (``""`` when it does)."""
+    import warnings
+
+    import numpy as np
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            arr = np.atleast_1d(np.genfromtxt(path, delimiter=",", names=True))
+    except Exception as exc:  # noqa: BLE001 - the oracle reports any failure
+        return f"genfromtxt: {type(exc).__name__}: {exc}"[:150]
+    try:
+        import pandas as pd
+    except ImportError:
+        return ""
+    try:
+        df = pd.read_csv(path)
+    except Exception as exc:  # noqa: BLE001
+        return f"read_csv: {type(exc).__name__}: {exc}"[:150]
+    if list(df.columns) != list(arr.dtype.names or ()) or len(df) != len(arr):
+        return f"columns differ: {list(df.columns)[:5]} vs {list(arr.dtype.names or ())[:5]}"
+    return ""
+
+
+def _finite_numbers(x) -> bool:
+    import math
+
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return True
+    if isinstance(x, (int, float)):
+        return math.isfinite(x)
+    if isinstance(x, dict):
+        return all(_finite_numbers(v) for v in x.values())
+    if isinstance(x, list):
+        return all(_finite_numbers(v) for v in x)
+    return True
+
+
+#: fields of a success that must hold a number (never null): what the result is
+REQUIRED = {"pde": ("t", "mass"), "particles": ("t",)}
+
+
+def check_invariants(cmd: str, obj) -> str:
+    """The invariant a success (exit 0) violates, or ``""``: every reported number finite and the result fields
+    present; circle ``pde``: mass 1, ``|E e^{ikθ}| <= 1``, density >= 0 to the solver's tolerance, resolved;
+    ℝᵈ ``pde``: mass + lost = 1, masses >= 0, truncation within its bound, finite moments; sphere
+    ``particles``: the monitor's value a finite number, ``min <θ_i, θ_j>`` in [-1, 1]."""
+    import math
+
+    if not isinstance(obj, dict) or obj.get("status") not in ("ok", None):
+        return ""
+    if not _finite_numbers(obj):
+        return "a non-finite number"
+    for key in REQUIRED.get(cmd, ()):
+        if obj.get(key) is None and key in obj:
+            return f"{key} is null"
+    if cmd == "pde" and obj.get("geometry") == "circle":
+        from symbolic_tpde.numerics.grids.circle import NEGATIVE_TOL, RESOLUTION_TOL
+
+        if obj.get("moments") is None or obj.get("min_density") is None:
+            return "circle: moments or min_density missing"
+        if abs(obj["mass"] - 1) > 1e-9:
+            return f"circle mass {obj['mass']}"
+        if any(math.hypot(*m) > 1 + 1e-9 for m in obj["moments"]):
+            return "circle |E e^(ik theta)| > 1"
+        if obj["min_density"] < -NEGATIVE_TOL / (2 * math.pi):
+            return f"circle negative density {obj['min_density']}"
+        if obj.get("resolution") is None or obj["resolution"] > RESOLUTION_TOL:
+            return f"circle peaks not resolved ({obj.get('resolution')})"
+    elif cmd == "pde" and "cells" in obj:
+        from symbolic_tpde.numerics.grids.euclidean import MAX_TRUNCATED
+
+        if abs(obj["mass"] + obj["lost"] - 1) > 1e-9:
+            return f"grid mass {obj['mass']} + lost {obj['lost']} != 1"
+        if obj["min_mass"] < -1e-12 or abs(obj["truncated"]) > MAX_TRUNCATED:
+            return f"grid min mass {obj['min_mass']} or truncated {obj['truncated']}"
+        if obj.get("cov") is None or any(obj["cov"][i][i] < 0 for i in range(len(obj["cov"]))):
+            return "grid covariance missing or negative"
+    elif cmd == "particles" and obj.get("geometry") == "sphere":
+        mon = obj.get("monitor") or {}
+        if not isinstance(mon.get("value"), (int, float)):
+            return f"sphere monitor value {mon.get('value')!r}"
+        if not -1 - 1e-9 <= obj["min_inner"] <= 1 + 1e-9:
+            return f"sphere min_inner {obj['min_inner']}"
+    return ""
 
 
 def fuzz(seed: int = 0, cases: int = 300, hang: float = 30.0, commands: Counter | None = None,
@@ -684,7 +905,7 @@ def fuzz(seed: int = 0, cases: int = 300, hang: float = 30.0, commands: Counter 
             counts[outcome] += 1
             if commands is not None:
                 commands[(argv[0], outcome)] += 1
-            if outcome not in ("success", "clean error", "time-limit"):
+            if outcome not in ("success", "clean error", "time-limit", "under-resolved"):
                 examples.setdefault(outcome, []).append(f"case {i}: {detail}")
     return counts, examples
 
@@ -700,9 +921,10 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     per: Counter = Counter()
     counts, examples = fuzz(a.seed, a.cases, a.hang, per, a.stream)
-    print(f"{'cases':>8} {'success':>8} {'clean errors':>13} {'time-limits':>12} {'tracebacks':>11} "
+    print(f"{'cases':>8} {'success':>8} {'clean errors':>13} {'capped':>7} {'under-res.':>10} {'tracebacks':>11} "
           f"{'non-finite succ.':>17} {'wrong succ.':>12} {'hangs':>6} {'seconds':>8}")
-    print(f"{a.cases:>8} {counts['success']:>8} {counts['clean error']:>13} {counts['time-limit']:>12} "
+    print(f"{a.cases:>8} {counts['success']:>8} {counts['clean error']:>13} {counts['time-limit']:>7} "
+          f"{counts['under-resolved']:>10} "
           f"{counts['traceback']:>11} {counts['non-finite success']:>17} {counts['wrong success']:>12} "
           f"{counts['hang']:>6} {time.perf_counter() - t0:>8.0f}")
     for cmd in sorted({c for c, _ in per}):

@@ -2,7 +2,20 @@
 
 Public API, re-exported explicitly.  Nothing is computed at import time, and the heavy layers (SymPy,
 SciPy, code generation) are imported only when one of their names is first used (PEP 562 ``__getattr__``),
-so ``import symbolic_tpde`` stays light.  See README.md.
+so ``import symbolic_tpde`` stays light.  ``dir(symbolic_tpde)`` lists them all.
+
+The front door (:mod:`symbolic_tpde.api`): :func:`load_scenario` reads a scenario of either geometry, and three
+verbs take a model (scenario, weights, schedule, GaussianODE or derived system), its initial data and the
+horizon, with the same ``t_eval`` for output times: :func:`moments` (the Gaussian moment ODE),
+:func:`particles` (the particle system) and :func:`compare` (both, with Monte-Carlo standard errors).
+
+>>> import symbolic_tpde as st
+>>> scn = st.load_scenario("softmax_2d")
+>>> sol = st.moments(scn, t_eval=[0.0, 1.0])
+>>> run = st.particles(scn, n=500, seed=0, t_eval=[0.0, 1.0])
+>>> cmp = st.compare(scn, n=300, runs=4, t_eval=[1.0])
+>>> sol.alpha.shape, run.trajectory.shape, cmp.deviation.shape
+((2, 2), (2, 500, 2), (1, 5))
 """
 
 from importlib import import_module
@@ -12,7 +25,12 @@ from .weights import FFN, Head, Scenario, Schedule, Sink, Weights, make_head, ma
 
 #: public name -> module that defines it (imported on first use)
 _LAZY = {
-    "load_scenario": "symbolic_tpde.inputs.scenario",
+    "load_scenario": "symbolic_tpde.api",
+    "moments": "symbolic_tpde.api",
+    "particles": "symbolic_tpde.api",
+    "compare": "symbolic_tpde.api",
+    "Comparison": "symbolic_tpde.api",
+    "sphere_numbers": "symbolic_tpde.analysis.sphere_numbers",
     "parse_scenario": "symbolic_tpde.inputs.scenario",
     "field": "symbolic_tpde.numerics.particles.fields",
     "velocity": "symbolic_tpde.numerics.particles.fields",
@@ -51,3 +69,8 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'symbolic_tpde' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names with the lazily loaded ones (``dir(symbolic_tpde)`` shows the whole public API)."""
+    return sorted(set(globals()) | set(__all__))

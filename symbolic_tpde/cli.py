@@ -12,7 +12,9 @@ requested result; 4 Sinkhorn non-convergence; 5 a wall-clock cap (``--max-second
 ``tpde particles`` 600 s per run, ``tpde sweep`` 60 s per grid point) stopped the work before the requested
 result: the output is still printed (``"status": "time-limit"`` with the time ``t`` reached; sweep: files
 written, capped points in phase ``time-limit``), since it is neither bad input (2) nor a property of the
-dynamics (3); 130 interrupted (``interrupted at t = …``; no partial output files are left).  Every message is one line (control characters escaped).  Arguments common to all
+dynamics (3); 6 ``tpde pde``: the grid does not resolve the solution (status ``under-resolved``: the density
+went negative, its peaks outgrew the points, or mass or finiteness was lost; the message says ``raise --grid to
+…``), never reported as ok or as a blow-up; 130 interrupted (``interrupted at t = …``; no partial output files are left).  Every message is one line (control characters escaped).  Arguments common to all
 commands are checked here before a command runs: every float argument must be finite, a horizon ``--T``
 lies in ``[0, T_MAX]`` (:mod:`symbolic_tpde.inputs.checks`).
 """
@@ -28,7 +30,7 @@ import sys
 from .errors import InputError
 
 COMMANDS = ("verify", "particles", "derive", "rhs", "gaussian", "classify", "plot", "figures", "sweep", "convexity",
-            "meanfield", "kinds", "pde", "fit")
+            "meanfield", "kinds", "pde", "fit", "model")
 
 
 def build_parser() -> argparse.ArgumentParser:

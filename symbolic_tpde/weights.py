@@ -55,6 +55,11 @@ class Head:
     canonical parameters, with a structured head's ``A = KᵀQ/√k`` and ``V = WO V`` formed numerically (what
     the particle fields and numeric oracles use).  ``form``: the names and shapes of ``params`` (what the
     symbolic derivation depends on).
+
+    >>> import numpy as np
+    >>> h = make_head("softmax", A=np.eye(2), V=-np.eye(2))
+    >>> h, h.d, h == make_head("softmax", A=np.eye(2), V=-np.eye(2))
+    (Head('softmax': A[2, 2], V[2, 2]), 2, True)
     """
 
     __slots__ = ("kind", "params", "effective", "form", "_hash")
@@ -120,6 +125,14 @@ def make_head(kind: str, d: int | None = None, where: str = "", **params: Any) -
     not given.  Unknown parameters, missing parameters, wrong shapes, NaN/Inf and a violated constraint (e.g.
     ``tau <= 0``) raise :class:`InputError` naming the field.  Structured heads: ``Q, K`` of shape ``(k, d)``
     instead of ``A`` (``A = KᵀQ/√k``) and an optional output block ``WO (d, v)`` before ``V (v, d)``.
+
+    >>> import numpy as np
+    >>> make_head("softmax", Q=np.eye(1, 2), K=np.eye(1, 2), V=np.eye(2)).effective["A"].tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
+    >>> make_head("softmax", A=np.eye(2))
+    Traceback (most recent call last):
+    ...
+    symbolic_tpde.errors.InputError: V: missing parameter (required for 'softmax' heads)
     """
     pre = f"{where}." if where else ""
     try:
@@ -228,7 +241,13 @@ class _ByValue:
 
 @dataclass(frozen=True, eq=False)
 class FFN(_ByValue):
-    """Affine feed-forward term ``W x + c`` added to the attention field."""
+    """Affine feed-forward term ``W x + c`` added to the attention field.
+
+    >>> import numpy as np
+    >>> w = make_weights([make_head("softmax", A=np.eye(2), V=np.eye(2))], ffn={"W": -np.eye(2), "c": [0.0, 1.0]})
+    >>> w.ffn.c.tolist()
+    [0.0, 1.0]
+    """
 
     W: np.ndarray
     c: np.ndarray
@@ -240,6 +259,11 @@ class Sink(_ByValue):
 
     Every query attends to it with total weight ``mass`` (the remaining ``1 - mass`` is shared by the tokens),
     which keeps the causal normaliser away from zero (README Mathematics §2).
+
+    >>> import numpy as np
+    >>> w = make_weights([make_head("masked", A=np.eye(2), V=np.eye(2))], sink={"mass": 0.1, "x": [0.0, 0.0]})
+    >>> w.sink.mass
+    0.1
     """
 
     mass: float
@@ -261,7 +285,14 @@ class Structure:
 
 @dataclass(frozen=True)
 class Weights:
-    """All parameters acting at one time: heads (fields summed), optional FFN and optional sink."""
+    """All parameters acting at one time: heads (fields summed), optional FFN and optional sink.
+
+    >>> import numpy as np
+    >>> w = make_weights([make_head("softmax", A=np.eye(2), V=np.eye(2)),
+    ...                   make_head("softmax", A=-np.eye(2), V=np.eye(2))])
+    >>> len(w.heads), w.d
+    (2, 2)
+    """
 
     heads: tuple[Head, ...]
     ffn: FFN | None = None
@@ -278,7 +309,13 @@ class Weights:
 
 def make_weights(heads: list[Head] | tuple[Head, ...], ffn: Mapping[str, Any] | FFN | None = None,
                  sink: Mapping[str, Any] | Sink | None = None, where: str = "") -> Weights:
-    """Validate a set of heads (same ``d``), an optional FFN ``{"W", "c"}`` and an optional sink."""
+    """Validate a set of heads (same ``d``), an optional FFN ``{"W", "c"}`` and an optional sink.
+
+    >>> import numpy as np
+    >>> w = make_weights([make_head("softmax", A=np.eye(2), V=np.eye(2))], ffn={"W": np.zeros((2, 2)), "c": [1.0, 0.0]})
+    >>> w.d, len(w.heads), w.ffn is not None
+    (2, 1, True)
+    """
     pre = f"{where}." if where else ""
     if not heads:
         raise InputError(f"{pre}heads", "at least one head is required")
@@ -329,6 +366,12 @@ class Schedule:
 
     Calling the schedule, ``schedule(t)``, returns the :class:`Weights` in force at ``t``.  A schedule pickles
     (to a worker process) when its callable does: a module-level function, not a lambda.
+
+    >>> import numpy as np
+    >>> w1, w2 = (make_weights([make_head("softmax", A=a * np.eye(2), V=np.eye(2))]) for a in (1.0, -1.0))
+    >>> s = Schedule.layers([(0.5, w1), (1.0, w2)])
+    >>> s(0.25) == w1, s(0.75) == w2, s.breakpoints(1.0)
+    (True, True, [0.5])
     """
 
     t_ends: tuple[float, ...] = ()
@@ -383,7 +426,13 @@ class Schedule:
 
 @dataclass(frozen=True, eq=False)
 class Scenario(_ByValue):
-    """A complete run description: weights schedule, Gaussian initial data ``N(alpha0, Sigma0)``, horizon."""
+    """A complete run description: weights schedule, Gaussian initial data ``N(alpha0, Sigma0)``, horizon.
+
+    >>> import symbolic_tpde as st
+    >>> scn = st.load_scenario("softmax_2d")
+    >>> scn.attention, scn.d, scn.T, scn.weights(0.0).d
+    ('softmax', 2, 1.0, 2)
+    """
 
     attention: str
     d: int

@@ -72,7 +72,7 @@ def test_deadline_check_raises_once_expired():
     assert Deadline.of(dl) is dl
 
 
-@pytest.mark.parametrize("method,steps", [("euler", 10**6), ("rk4", 10**6), ("rk4", None), ("adaptive", None)])
+@pytest.mark.parametrize("method,steps", [("euler", 10**6), ("rk4", 10**6), ("dopri5", None), ("ivp", None)])
 def test_simulate_time_limit(method, steps):
     """Particles: status ``time-limit`` at ``t < T``.  For the fixed-step methods the state at ``t = k h`` is
     re-derived by an uncapped run of exactly those ``k`` steps (same ``h``): equal to round-off."""

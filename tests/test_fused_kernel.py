@@ -21,7 +21,7 @@ import pytest
 
 from symbolic_tpde.codegen import cbuild
 from symbolic_tpde.errors import InputError
-from symbolic_tpde.numerics.particles import attend as fields_core, fused, fused_rows
+from symbolic_tpde.numerics.particles import attend as fields_core, fused, fused_rows, fused_simd
 from symbolic_tpde.numerics.particles.attend import attend, attend_numpy
 
 needs_c = pytest.mark.skipif(fused.available() is not None, reason=str(fused.available()))
@@ -486,7 +486,7 @@ def test_every_variant_compiles_without_warnings(form, kind, case, tmp_path):
     if kind == "attend":
         mode, dt, p, d, (bias, prefix, sink), tile = case
         src = fused.c_source(mode, dt, p, d, bool(bias), bool(prefix), bool(sink), tile)
-        vector = mode != "sigmoid" and d <= 8  # fused_simd.covered: sigmoid and d > 8 run the plain loops
+        vector = fused_simd.covered(mode, d)  # sigmoid and d > fused_simd.MAX_D run the plain loops
     else:
         mode, dt, (bias, prefix, sink) = case
         src = fused_rows.c_source(mode, dt, bool(bias), bool(prefix), bool(sink))

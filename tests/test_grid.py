@@ -83,7 +83,7 @@ def test_mass_and_positivity_to_round_off(scheme):
                      attention="sigmoid", b=-0.5)):
         r = solve_grid(scn.init, scn.schedule, 0.5, 24, scheme=scheme)
         assert r.mass_error <= 1e-13 and r.min_mass >= -1e-13 and r.steps >= 2
-        assert abs(r.masses.sum() + r.lost - (1 - r.truncated)) <= 1e-13
+        assert abs(r.masses.sum() + r.lost - 1) <= 1e-13 and abs(r.truncated) <= 1e-2   # projected, normalised
 
 
 def test_domain_follows_an_expanding_support():
@@ -384,9 +384,9 @@ def test_a_cfl_step_below_the_floor_is_reported_at_once():
     scn = parse_scenario({"attention": "softmax", "d": 2, "A": [[-0.6, 0.2], [0.1, -0.4]],
                           "V": [[1e75, 3e74], [-2e74, 8e74]], "T": 0.3, "init": mix}, gaussian_data=False)
     with pytest.raises(BlowupError, match="CFL step fell below") as e:
-        solve_grid(scn.init, scn.schedule, 0.3, 12, cfl=0.5, max_seconds=20)
+        solve_grid(scn.init, scn.schedule, 0.3, 20, cfl=0.5, max_seconds=20)
     assert e.value.t == 0.0
     ok = parse_scenario({"attention": "softmax", "d": 2, "A": [[-0.6, 0.2], [0.1, -0.4]],
                          "V": [[1.0, 0.3], [-0.2, 0.8]], "T": 0.3, "init": mix}, gaussian_data=False)
-    run = solve_grid(ok.init, ok.schedule, 0.3, 12, cfl=0.5)
+    run = solve_grid(ok.init, ok.schedule, 0.3, 20, cfl=0.5)
     assert run.status == "ok" and run.t == 0.3                  # an ordinary speed still runs to T

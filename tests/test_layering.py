@@ -2,8 +2,8 @@
 
 Layer order (a module may import only from its own layer or the layers before it; README "Layout"):
 
-    errors <- registry <- inputs, memo, weights <- symbolic, documents <- codegen <- numerics
-    <- gaussian <- analysis <- experiments <- validate <- commands, cli
+    errors, values <- registry <- inputs, memo, weights <- symbolic, documents <- codegen <- numerics
+    <- gaussian, api <- analysis <- experiments <- validate <- commands, cli
 
 Two views are checked.  The static view reads every module's source with :mod:`ast` and collects *every*
 import of the package, the ones inside functions included (a deferred import is still a dependency): no
@@ -26,8 +26,8 @@ import pytest
 import symbolic_tpde
 
 PKG = Path(symbolic_tpde.__file__).parent
-LAYERS = ["errors", "registry", "inputs|memo|weights", "symbolic|documents", "codegen", "numerics",
-          "gaussian", "analysis", "experiments", "validate", "commands|cli"]
+LAYERS = ["errors|values", "registry", "inputs|memo|weights", "symbolic|documents", "codegen", "numerics",
+          "gaussian|api", "analysis", "experiments", "validate", "commands|cli"]
 
 
 def _module_files() -> dict[str, Path]:

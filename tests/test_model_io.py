@@ -76,7 +76,9 @@ def test_gpt2_mapping_matches_handwritten_attention(tmp_path):
         t[f"transformer.h.{l}.attn.c_proj.weight"] = rng.normal(size=(d, d)) / 3
     write_st(tmp_path / "g.safetensors", t)
     m = load_model(tmp_path / "g.safetensors", "gpt2", n_heads=H)
-    assert m.n_layers == L and m.d == d and any("bias" in s for s in m.dropped)
+    assert m.n_layers == L and m.d == d and m.has_biases and "causal mask (modelled in analysis.surrogate)" in m.dropped
+    with pytest.raises(InputError, match="biases"):     # never a silent drop
+        m.layers()
     X = rng.normal(size=(n, d))
     k = d // H
     for l in range(L):
@@ -85,7 +87,7 @@ def test_gpt2_mapping_matches_handwritten_attention(tmp_path):
         heads = [_softmax(q[:, h * k:(h + 1) * k] @ kk[:, h * k:(h + 1) * k].T / np.sqrt(k)) @ v[:, h * k:(h + 1) * k]
                  for h in range(H)]
         ref = np.concatenate(heads, axis=1) @ t[f"transformer.h.{l}.attn.c_proj.weight"]
-        np.testing.assert_allclose(particle_field(X, m.layers()[l]), ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(particle_field(X, m.layers(biases="drop")[l]), ref, rtol=1e-12, atol=1e-12)
         # and the A, V convention: <A x_i, x_j> is the logit of query i on key j
         A = m.A(l, 0)
         np.testing.assert_allclose(X @ A.T @ X.T, q[:, :k] @ kk[:, :k].T / np.sqrt(k), atol=1e-12)
@@ -100,7 +102,7 @@ def test_llama_grouped_query_mapping(tmp_path):
          "model.layers.0.self_attn.o_proj.weight": rng.normal(size=(d, H * k)).astype("<f4")}
     np.savez(tmp_path / "l.npz", **t)
     m = load_model(tmp_path / "l.npz", "llama", n_heads=H, n_kv_heads=Hkv)
-    assert any("rotary" in s for s in m.dropped)
+    assert any("rotary" in s for s in m.refused) and m.dropped == ("causal mask (modelled in analysis.surrogate)",)
     X = rng.normal(size=(n, d)) / 3
     W = {kk.split(".")[-2]: v.astype(float) for kk, v in t.items()}
     q = (X @ W["q_proj"].T).reshape(n, H, k)
@@ -112,7 +114,7 @@ def test_llama_grouped_query_mapping(tmp_path):
     np.testing.assert_allclose(particle_field(X, m.layers()[0]), ref, rtol=1e-10, atol=1e-12)
     with pytest.raises(InputError, match="divide"):
         load_model(tmp_path / "l.npz", "llama", n_heads=4, n_kv_heads=3)
-    with pytest.raises(InputError, match="not found"):
+    with pytest.raises(InputError, match="no layer 0"):
         load_model(tmp_path / "l.npz", "gpt2", n_heads=4, n_layers=1)
 
 

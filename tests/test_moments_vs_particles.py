@@ -6,7 +6,6 @@ chosen in the mean-field regime (tilt strength κ <= 1, see ``checks_moments.til
 also requires the covariance to have moved >= 10 SE, so that agreement is not trivial.
 """
 
-import math
 
 import numpy as np
 import pytest
@@ -27,23 +26,16 @@ def test_particles_match_ode_fast(variant):
 
 def test_wrong_ode_is_detected():
     """The comparison has power: particles of one weights set vs the ODE of another fail the t-test."""
+    import symbolic_tpde as st
     from symbolic_tpde.gaussian import GaussianODE
-    from symbolic_tpde.numerics.particles.simulate import simulate
-    from symbolic_tpde.validate.checks_moments import _deviation, initial
+    from symbolic_tpde.validate.checks_moments import initial
 
     w = variant_weights("softmax", 2, np.random.default_rng(100))
     w_wrong = variant_weights("softmax", 2, np.random.default_rng(999))
     a0, S0 = initial(2)
-    sol = GaussianODE.from_weights(w_wrong).integrate(a0, S0, 1.0)
-    devs = []
-    for r in range(6):
-        rng = np.random.default_rng(500 + r)
-        X0 = a0 + rng.standard_normal((300, 2)) @ np.linalg.cholesky(S0).T
-        X = simulate(X0, w, 1.0, steps=20, method="rk4", progress=False).X
-        devs.append(_deviation(np.asarray(X), sol.alpha[-1], sol.Sigma[-1]))
-    V = np.array(devs)
-    t = np.max(np.abs(V.mean(0)) / (V.std(0, ddof=1) / math.sqrt(6)))
-    assert t > 10
+    c = st.compare(w, a0, S0, 1.0, n=300, seed=[500 + r for r in range(6)], ode=GaussianODE.from_weights(w_wrong),
+                   method="rk4", steps=20)
+    assert c.max_z > 10
 
 
 def test_sigmoid_cloud_leaves_gaussian_family():

@@ -49,7 +49,7 @@ def test_layers_are_integrated_piecewise_with_full_order():
     for method, order, steps in (("rk4", 4, (8, 16, 32)), ("euler", 1, (50, 100, 200))):
         errs = [np.abs(simulate(X0, sched, T, steps=s, method=method).X - exact).max() for s in steps]
         assert abs(_slope([T / s for s in steps], errs) - order) < 0.35, (method, errs)
-    run = simulate(X0, sched, T, method="adaptive", rtol=1e-10, atol=1e-12)
+    run = simulate(X0, sched, T, method="ivp", rtol=1e-10, atol=1e-12)
     assert np.abs(run.X - exact).max() < 1e-8  # solve_ivp tolerances 1e-10/1e-12 over O(1) times
 
 
@@ -80,7 +80,7 @@ def test_callable_schedule_rk4_order_and_adaptive():
     steps = (6, 12, 24)
     errs = [np.abs(simulate(X0, sched, T, steps=s).X - exact).max() for s in steps]
     assert abs(_slope([T / s for s in steps], errs) - 4) < 0.35, errs
-    run = simulate(X0, Schedule.from_callable(sched), T, method="adaptive", rtol=1e-10, atol=1e-12)
+    run = simulate(X0, Schedule.from_callable(sched), T, method="ivp", rtol=1e-10, atol=1e-12)
     assert np.abs(run.X - exact).max() < 1e-8
 
 
@@ -98,7 +98,7 @@ def test_blowup_raises_with_time():
         simulate(X0, w, 0.5, steps=200, method="rk4")
     assert 0.5 * Tstar < ei.value.t <= Tstar + h and "rk4 step" in ei.value.where
     with pytest.raises(BlowupError) as ei:
-        simulate(X0, w, 0.5, method="adaptive")
+        simulate(X0, w, 0.5, method="ivp")
     assert 0.98 * Tstar < ei.value.t <= Tstar * (1 + 1e-6)
 
 
@@ -132,7 +132,7 @@ def test_float32_run_and_saving():
     assert np.abs(r32.X - r64.X).max() < 1e-4
     assert r64.trajectory.shape == (5, 300, 2) and np.allclose(r64.times, [0, 0.25, 0.5, 0.75, 1.0])
     np.testing.assert_array_equal(r64.trajectory[-1], r64.X)
-    ra = simulate(X0, w, 1.0, method="adaptive", steps=20, save_every=5, rtol=1e-9, atol=1e-11)
+    ra = simulate(X0, w, 1.0, method="ivp", steps=20, save_every=5, rtol=1e-9, atol=1e-11)
     assert np.allclose(ra.times, [0, 0.25, 0.5, 0.75, 1.0])
     # dense output of RK45 at rtol 1e-9 vs RK4 with h = 0.05 (error ~ h^4 ~ 1e-5 at most)
     assert np.abs(ra.trajectory - r64.trajectory).max() < 1e-4

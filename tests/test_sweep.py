@@ -156,5 +156,5 @@ def test_sweep_reports_progress_warns_without_s0_and_leaves_a_loadable_partial_m
     assert part["phase"][2:].tolist() == [-1, -1]
     assert np.array_equal(part["phase"][:2], full["phase"][:2])
     assert np.array_equal(part["counts"][:2], full["counts"][:2])
-    rows = (tmp_path / "part.csv").read_text().splitlines()[2:]
+    rows = (tmp_path / "part.csv").read_text().splitlines()[1:]
     assert [r.split(",")[-3] for r in rows][2:] == ["pending", "pending"]

@@ -52,6 +52,11 @@ def integrate_blowup(f: Callable, y0, T: float, w, *, t0: float = 0.0, rtol: flo
     time.  ``max_nfev``: right-hand-side evaluations allowed per pass; beyond it the status is ``"stalled"``
     (state and time where the integrator gave up), never an endless loop.  Runs
     :func:`symbolic_tpde.numerics.ode.solve.integrate` with ``method="DOP853"``.
+
+    >>> import numpy as np
+    >>> res = integrate_blowup(lambda t, y: y ** 2, [1.0], 2.0, [1.0])      # y = 1/(1 - t): T* = 1
+    >>> res.status == "blowup", bool(abs(res.blowup_time - 1.0) < 1e-6)
+    (True, True)
     """
     y0 = np.asarray(y0, float)
     if not (np.isfinite(T) and T > t0):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+
 if TYPE_CHECKING:  # SymPy is imported by the functions that derive (analysis never imports it at load)
     import sympy as sp
 
@@ -247,4 +248,4 @@ def blowup_time_d1(v: float, a: float, s0: float) -> float:
 
 # ----------------------------------------------------------------------- the covariance velocity in matrix form
 # the matrix form of the affine field lives with the Gaussian ODEs (the integrator of ``tpde gaussian`` uses it)
-from ..gaussian.matrix_form import affine_field, covariance_velocity, quadratic_form  # noqa: E402,F401
+from ..gaussian.matrix_form import affine_field, covariance_velocity, head_form, quadratic_form  # noqa: E402,F401

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import ConvergenceError, InputError
 from ..registry import layout
 from ..weights import check_gaussian
 
@@ -183,6 +183,24 @@ class FitResult:
                 "ess_fraction": None if self.ess is None else _nan_none(self.ess), "warning": self.warning}
 
 
+#: largest magnitude of an observed moment (and of a noise entry): the scenario bound
+#: (:data:`symbolic_tpde.inputs.checks.MAX_ENTRY`); with it a point where the moment ODE does not reach the last
+#: time (residuals filled with 1e150) always costs more than any reachable point, so the optimiser rejects it
+MAX_OBS = 1e75
+#: largest token coordinate of an observed cloud (its covariance then stays below MAX_OBS)
+MAX_TOKEN = 1e37
+#: observed Σ must be symmetric to this relative tolerance (round-off of a sample covariance is ~1e-16)
+SYM_RTOL = 1e-10
+
+
+def _check_observed(a, name):
+    """Every entry finite and of magnitude ≤ :data:`MAX_OBS` (the lower triangle of Σ included)."""
+    if not np.isfinite(a).all():
+        raise InputError(name, "every entry must be finite (the lower triangle of Σ included)")
+    if a.size and float(np.abs(a).max()) > MAX_OBS:
+        raise InputError(name, f"an entry of magnitude {float(np.abs(a).max()):.3g} exceeds {MAX_OBS:.0e}")
+
+
 def _nan_none(a):
     return [None if not np.isfinite(x) else float(x) for x in a]
 
@@ -196,6 +214,10 @@ def cloud_moments(clouds):
         raise InputError("clouds", "expected K clouds of shape (n, d) with a common d and n >= 3 tokens")
     if not all(np.isfinite(c).all() for c in clouds):
         raise InputError("clouds", "token positions must be finite")
+    big = max(float(np.abs(c).max()) for c in clouds)
+    if big > MAX_TOKEN:
+        raise InputError("clouds", f"a token coordinate of magnitude {big:.3g} exceeds {MAX_TOKEN:.3g} (its "
+                         f"covariance would exceed the bound {MAX_OBS:.0e} on observations)")
     d = clouds[0].shape[1]
     iu = np.triu_indices(d)
     al = np.array([c.mean(0) for c in clouds])
@@ -275,6 +297,15 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
         Sigma = np.asarray(Sigma, float)
         if Sigma.shape != (K, d, d):
             raise InputError("Sigma", f"expected shape ({K}, {d}, {d}), got {Sigma.shape}")
+        _check_observed(Sigma, "Sigma")
+        asym = np.abs(Sigma - Sigma.transpose(0, 2, 1))
+        tol = SYM_RTOL * (np.abs(Sigma) + np.abs(Sigma.transpose(0, 2, 1)))
+        if np.any(asym > tol):
+            k, i, j = np.argwhere(asym > tol)[0]
+            raise InputError("Sigma", f"observed covariance at time index {k} is not symmetric: entry ({i}, {j}) = "
+                             f"{Sigma[k, i, j]:.6g} but ({j}, {i}) = {Sigma[k, j, i]:.6g}")
+    if use_a:
+        _check_observed(alpha, "alpha")
     for k in range(K):
         obs += ([alpha[k]] if use_a else []) + ([Sigma[k][iu]] if use_S else [])
     obs = np.concatenate(obs)
@@ -286,6 +317,7 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
             C, how = np.eye(m), "unknown: C = s² I, s² estimated from the residuals"
         else:
             C = np.asarray(noise, float)
+            _check_observed(C, "noise")
             C = np.diag(C ** 2) if C.ndim == 1 else C
             how = "given"
             if C.shape != (m, m):
@@ -405,8 +437,12 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
                 # trust region (first radius |x|, 1 at x = 0): the undamped first step of LM on a short horizon
                 # with noisy data jumps to |V| ~ 100 (measured); a stage only has to reach the next one's basin
                 anchor[0] = (x.copy(), prox)
-                x = solve(x, k, "trf", 1e-8).x
+                x_new = solve(x, k, "trf", 1e-8).x
                 anchor[0] = None
+                cache.clear()
+                if evaluate(x_new) is not None:    # step rejection: a stage point from which the moment ODE
+                    x = x_new                      # does not reach the last time is not taken (stay at x)
+                cache.clear()
                 if clouds is not None:      # re-weight at the stage's point where the ODE gives a covariance
                     try:
                         Lw[0] = _cholesky(propagated(x))
@@ -415,7 +451,10 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
                     cache.clear()
         for it in range(passes):
             if it:
-                Lw[0] = _cholesky(propagated(x))
+                try:
+                    Lw[0] = _cholesky(propagated(x))
+                except InputError:          # no covariance there: keep the previous weighting (stated nowhere
+                    pass                    # else: the intervals use the weighting of the last reachable point)
                 cache.clear()
             res = solve(x)
             x = res.x
@@ -441,7 +480,8 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
                               np.random.default_rng(seed))      # same draws each round (common random numbers)
         sol = run(x, directions)
         if sol is None:
-            raise InputError("model", f"the moment ODE does not reach t = {times[-1]} at the current fit")
+            raise ConvergenceError("fit", f"the moment ODE does not reach t = {times[-1]} at the current fit "
+                                   "(replicate round): no estimate")
         bias = M.mean(0) - np.array([sol.y[k][sel] for k in range(K)])
         # Hartlap factor (R-1)/(R-q-2): the inverse of a sample covariance of R runs over-states the precision
         # by that factor on average; (1 + 1/R): the variance the estimated bias correction adds
@@ -455,7 +495,11 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
         with np.errstate(divide="ignore", invalid="ignore"):      # a null direction: shift nan, next round
             shift = float(np.max(np.abs(res.x - x) / np.sqrt(np.diag(np.linalg.pinv(Jr.T @ Jr)))))
         x = res.x
-    r, J = evaluate(res.x)
+    ev = evaluate(res.x)
+    if ev is None:      # cannot be reached by an accepted step from a reachable start; stated, not a TypeError
+        raise ConvergenceError("fit", f"the optimiser ended where the moment ODE does not reach t = {times[-1]}: "
+                               "no estimate")
+    r, J = ev
     U, s, Vt = np.linalg.svd(J, full_matrices=True)
     s_full = np.zeros(theta0.size)
     s_full[:s.size] = s

@@ -25,10 +25,15 @@ import numpy as np
 from ..errors import InputError
 from ..registry.kinds import register
 
-__all__ = ["DELTA", "cluster_labels", "cluster_counts", "one_cluster", "time_to_one_cluster", "energy",
+__all__ = ["DELTA", "STEP_BUDGET", "cluster_labels", "cluster_counts", "one_cluster", "time_to_one_cluster", "energy",
            "staircase", "distance_to_first", "Diagnostic"]
 
 DELTA = 1e-3
+#: Step budget of one sphere particle run from the command line (``tpde particles``/``classify``/``sweep`` on
+#: the sphere): a step of a few tokens costs ~0.1 ms of overhead, so 50 000 steps are seconds, not the minutes
+#: that the integrator's own limit (200 000 steps, or a step size collapsing where ``A_i/|A_i|`` jumps) allows;
+#: the run then ends "stalled" at the time reached, with the reason.
+STEP_BUDGET = 50_000
 
 
 def _theta(theta):
@@ -84,6 +89,24 @@ def energy(theta, beta: float) -> float:
     if beta == 0:
         return float(G.sum() / (2 * len(th) ** 2))
     return float(np.expm1(beta * G).sum() / (2 * beta * len(th) ** 2))
+
+
+def monitor_report(name: str, monitor, theta, beta: float) -> dict:
+    """``{"name", "value"}`` of a kind's monitored quantity, every number finite: an energy beyond float64
+    (``e^{β}/β`` overflows above β ≈ 709) is reported as ``log|energy|`` with its sign, computed by a
+    log-sum-exp (``Σ e^{βG}`` with the largest exponent factored out), never as ``inf``/``null``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = float(monitor(theta, beta))
+    if np.isfinite(v) or name != "energy" or beta == 0:
+        return {"name": name, "value": v}
+    th = _theta(theta)
+    n2 = float(len(th)) ** 2
+    z = beta * (th @ th.T)
+    m = float(z.max())
+    log_s = m + float(np.log(np.exp(z - m).sum()))           # log Σ e^{βG} (> 700 here, so S ≫ n²)
+    log_abs = log_s + float(np.log1p(-n2 * np.exp(-log_s))) - float(np.log(2 * abs(beta) * n2))
+    return {"name": "log|energy|", "value": log_abs, "sign": 1 if beta > 0 else -1,
+            "note": "the energy exceeds float64; its natural log and sign are given"}
 
 
 @dataclass(frozen=True)

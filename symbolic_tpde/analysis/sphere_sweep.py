@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .sphere_clusters import DELTA
+from .sphere_clusters import DELTA, STEP_BUDGET
 
 __all__ = ["SphereSweep", "run_sphere_sweep", "save_sphere_sweep"]
 
@@ -75,7 +75,8 @@ def _one_beta(res: SphereSweep, b: int, beta: float, X0, T, delta, max_seconds_p
 
     d, n = res.d, res.n
     w = make_weights([make_head(res.kind, A=np.eye(d), V=np.eye(d), beta=beta)])
-    run = simulate_sphere(X0, w, T, norm=res.norm, t_eval=res.times, max_seconds=max_seconds_point)
+    run = simulate_sphere(X0, w, T, norm=res.norm, t_eval=res.times, max_seconds=max_seconds_point,
+                          max_steps=STEP_BUDGET)
     res.status.append(run.status)
     iu = np.triu_indices(n, 1)
     U = run.trajectory / np.linalg.norm(run.trajectory, axis=-1, keepdims=True)       # (nt, K, n, d)
@@ -108,8 +109,10 @@ def save_sphere_sweep(res: SphereSweep, out) -> list[Path]:
             "delta": DELTA, "verdicts": res.verdicts, "status": res.status}
     np.savez(out.with_suffix(".npz"), betas=res.betas, times=res.times, prob=res.prob,
              equiangular_time=res.equiangular_time, meta=np.array(json.dumps(meta)))
+    # a plain table (pandas.read_csv / numpy.genfromtxt(names=True) with no option); metadata beside it
+    out.with_suffix(".meta.json").write_text(json.dumps({**{k: v for k, v in meta.items() if k != "verdicts"},
+                                                         "columns": ["beta", "t", "prob_linked"]}) + "\n")
     with open(out.with_suffix(".csv"), "w") as fh:
-        fh.write(f"# {json.dumps({k: v for k, v in meta.items() if k != 'verdicts'})}\n")
         fh.write("beta,t,prob_linked\n")
         for b, beta in enumerate(res.betas):
             for t, p in zip(res.times, res.prob[b]):
@@ -127,4 +130,4 @@ def save_sphere_sweep(res: SphereSweep, out) -> list[Path]:
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=120)
     plt.close(fig)
-    return [out.with_suffix(s) for s in (".npz", ".csv", ".png")]
+    return [out.with_suffix(s) for s in (".npz", ".csv", ".meta.json", ".png")]

@@ -45,11 +45,12 @@ wall-clock cap stopped the run).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 from functools import lru_cache
 
 import numpy as np
 
-from .sphere_clusters import DELTA, cluster_counts
+from .sphere_clusters import DELTA, STEP_BUDGET, cluster_counts
 from .theorems import Fact
 
 __all__ = ["SphereVerdict", "classify_sphere", "sphere_facts", "hemisphere_margin", "equiangular_curve"]
@@ -147,14 +148,14 @@ def sphere_facts(weights, norm: str, X0, init=None) -> tuple[list[Fact], dict]:
     else:
         reason = None
     h = heads[0]
-    v = _scalar(h.params["V"])
+    v = _scalar(h.effective["V"])
     if reason is None and not (v is not None and v > 0):
         reason = "V is not a positive multiple of the identity"
     names = ("hemisphere", "almost-every-d>=3", "circle-usa", "causal")
     if reason is not None:
         return [], {k: reason for k in names}
     base = [f"Post-LN; one head of kind {h.kind}", f"V = {v:g}·I, {v:g} > 0 (a change of time)"]
-    c = _scalar(h.params["A"])
+    c = _scalar(h.effective["A"])
     beta = float(h.params["beta"])
     b_eff = None if c is None else c * beta
     iid = _iid_density(init)
@@ -227,9 +228,26 @@ def _reduction(norm: str, normaliser: str):
 
     red = R.equiangular(R.MODELS[norm](normaliser))
     args = (R.rho, R.r, R.n, R.beta, R.alpha)
-    f_rho = sp.lambdify(args, red.rhs["rho"], "math")
-    f_r = sp.lambdify(args, red.rhs["r"], "math") if "r" in red.rhs else None
+    f_rho = _wide(sp.lambdify(args, red.rhs["rho"], "math"), sp.lambdify(args, red.rhs["rho"], "mpmath"))
+    f_r = _wide(sp.lambdify(args, red.rhs["r"], "math"), sp.lambdify(args, red.rhs["r"], "mpmath")) \
+        if "r" in red.rhs else None
     return red, f_rho, f_r
+
+
+def _wide(fast, wide):
+    """``fast`` (float64), falling back to ``wide`` (mpmath, unbounded exponent) where an ``exp(β ρ)`` of the
+    derived expression overflows float64 (β above ~709) although the ratio it sits in is finite (softmax);
+    a value that is itself beyond float64 comes back as ``±inf`` (the integrator reports it)."""
+    def f(*a):
+        try:
+            return fast(*a)
+        except (OverflowError, ZeroDivisionError):
+            import mpmath
+
+            with mpmath.workdps(30):
+                v = wide(*a)
+            return float(v) if abs(v) < 1.7e308 else math.copysign(math.inf, float(mpmath.sign(v)))
+    return f
 
 
 def _equiangular_state(weights, X, norm):
@@ -238,7 +256,7 @@ def _equiangular_state(weights, X, norm):
     if len(weights.heads) != 1 or weights.heads[0].kind not in ("sphere_sa", "sphere_usa"):
         return "the reduction is derived for one SA or USA head"
     h = weights.heads[0]
-    c, v = _scalar(h.params["A"]), _scalar(h.params["V"])
+    c, v = _scalar(h.effective["A"]), _scalar(h.effective["V"])
     if c is None or v is None or v <= 0:
         return "the reduction is derived for A = cI and V = vI, v > 0"
     X = np.asarray(X, float)
@@ -373,8 +391,20 @@ def _slopes(times, gap):
     m = (times >= T / 2) & (gap > 1e-13) & (times > 0)
     if m.sum() < 3:
         return None
-    lt, lg = np.log(times[m]), np.log(gap[m])
-    return {"log_gap_vs_t": float(np.polyfit(times[m], lg, 1)[0]), "log_gap_vs_log_t": float(np.polyfit(lt, lg, 1)[0]),
+    # fitted on t/T and log(t/T) (well scaled at any horizon; a tiny T such as 1e-300 makes the raw
+    # Vandermonde matrix subnormal and the SVD fail), then rescaled; a slope that is not finite is not reported
+    u = times[m] / T
+    lg = np.log(gap[m])
+    if np.ptp(lg) < 1e-8:        # the gap does not move beyond round-off on the window: no slope to measure
+        return None
+    try:
+        s_t = float(np.polyfit(u, lg, 1)[0]) / T
+        s_log = float(np.polyfit(np.log(u), lg, 1)[0])
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+    if not (np.isfinite(s_t) and np.isfinite(s_log)):
+        return None
+    return {"log_gap_vs_t": s_t, "log_gap_vs_log_t": s_log,
             "on": [float(times[m][0]), float(times[m][-1])],
             "meaning": "slopes of log(1 - min <θ_i,θ_j>) against t and against log t (measured; an exponential "
                        "approach has a constant first slope, a polynomial one a constant second slope)"}
@@ -385,7 +415,7 @@ def _particle_verdict(scenario, X0, T, delta, evidence, max_seconds, tol, simula
     n = len(X0)
     try:
         run = simulate_sphere(X0, scenario.weights, T, norm=scenario.norm, alpha=scenario.alpha, t_eval=times,
-                              max_seconds=max_seconds, tol=tol)
+                              max_steps=STEP_BUDGET, max_seconds=max_seconds, tol=tol)
     except BlowupError as exc:
         evidence.append(f"particles: {exc.where}: {exc.detail}")
         return SphereVerdict("blowup", f"blow-up at t = {exc.t:.6g}: {exc.detail} (numerical)", "numerical", T,

@@ -35,6 +35,7 @@ distributed cluster (``dask.distributed.Client(address).map``).  The results are
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,16 +267,20 @@ def save_sweep(res: SweepResult, out: Path, png: bool = True) -> list[Path]:
              spec=np.array(repr(sp_)), A_example=sp_.A(sp_.smin, sp_.smax), V=sp_.V(),
              Sigma0=initial_sample(sp_))
     tmp_npz.replace(out.with_suffix(".npz"))
+    # the CSV is a plain table (pandas.read_csv(path) and numpy.genfromtxt(path, delimiter=",", names=True)
+    # load it with no option); its metadata sits beside it in STEM.meta.json, as tpde gaussian --save x.csv
+    cols = ["s1", "s2"] + [p.replace(" ", "_").replace("-", "_") for p in PHASES] + ["phase", "median_blowup_time",
+                                                                    "max_blowup_time_error"]
+    out.with_suffix(".meta.json").write_text(json.dumps({"spec": repr(sp_), "columns": cols,
+                                                         "phases": list(PHASES)}) + "\n")
     with open(tmp_csv, "w") as fh:
-        fh.write(f"# {sp_!r}\n")
-        fh.write("s1,s2," + ",".join(p.replace(" ", "_") for p in PHASES)
-                 + ",phase,median_blowup_time,max_blowup_time_error\n")
+        fh.write(",".join(cols) + "\n")      # identifiers: genfromtxt(names=True) keeps them as they are
         for (s1, s2), c, ph, b, e in zip(res.points, res.counts, res.phase, res.blowup_time, be):
             name = PHASES[ph] if ph >= 0 else "pending"
             fh.write(f"{s1:.6g},{s2:.6g}," + ",".join(map(str, c)) + f",{name},{b:.10g},{e:.3g}\n")
     tmp_csv.replace(out.with_suffix(".csv"))
     if not png:
-        return [out.with_suffix(x) for x in (".npz", ".csv")]
+        return [out.with_suffix(x) for x in (".npz", ".csv", ".meta.json")]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -308,4 +313,4 @@ def save_sweep(res: SweepResult, out: Path, png: bool = True) -> list[Path]:
     a2.set_title("median blow-up time (blank: no blow-up)", fontsize=9)
     fig.savefig(out.with_suffix(".png"), dpi=100, bbox_inches="tight")
     plt.close(fig)
-    return [out.with_suffix(x) for x in (".npz", ".csv", ".png")]
+    return [out.with_suffix(x) for x in (".npz", ".csv", ".meta.json", ".png")]

@@ -7,14 +7,20 @@ their hypotheses on *numeric* weights and instantiates them (``T*``, ``Σ*``, th
 applies only when its hypotheses are checked on the given weights (the check and its margin are part of the
 fact).  Numeric conventions of the checks:
 
-* ``riccati``: ``ker S`` (``S = Σ_h c_h(A_h + A_hᵀ)``) is read with the tolerance ``|λ| ≤ KERNEL_RTOL·‖S‖``;
-  every ``Σ`` with range in ``ker S`` is an equilibrium, so the limits form a continuum and none is hyperbolic.
-* ``growth``: ``L = Σ_h L_h`` with ``L_h = ‖V‖ cond(K) ‖K⁺Q‖`` (ℓ2; the bound ``‖V‖‖K⁻¹Q‖`` without ``cond(K)``
-  is false when ``K`` is not a multiple of an orthogonal matrix), ``‖V‖`` (Sinkhorn), ``‖V‖‖B‖/λ_min(-R - Rᵀ)``
-  (custom), plus ``‖W‖`` for a feed-forward term; with layers, the largest ``L`` over the layers.  Heads of
-  other kinds void the fact.
-* ``lyapunov``: one softmax head, ``V`` symmetric positive definite, ``A + Aᵀ ⪯ 0`` (checked with the same
-  relative tolerance).
+Every hypothesis is a predicate on the heads' registry entries and their quadratic forms
+(:func:`.closed_forms.head_form`, ``log k = xᵀBy + yᵀRy + rᵀy + …``), never on kind names:
+
+* ``riccati``: every head normalised with a form whose ``R`` is 0 on the given weights (softmax ``B = Aᵀ``, a
+  key-biased softmax, a custom head with ``R = 0``) and ``V = cI``, ``c > 0``; ``ker S``
+  (``S = Σ_h c_h(B_h + B_hᵀ)``) is read with the tolerance ``|λ| ≤ KERNEL_RTOL·‖S‖``; every ``Σ`` with range in
+  ``ker S`` is an equilibrium, so the limits form a continuum and none is hyperbolic.
+* ``growth``: ``L = Σ_h L_h`` with ``L_h = ‖V‖`` for a self-coupling (Sinkhorn) and ``L_h = ‖V‖ min(‖B‖/λ_min(N),
+  cond(N)^{1/2} ‖N⁻¹Bᵀ‖)`` for a normalised form with ``N = -(R + Rᵀ) ≻ 0`` (ℓ2: ``cond(N)^{1/2}‖N⁻¹Bᵀ‖ =
+  cond(K)‖K⁺Q‖``; the bound ``‖V‖‖K⁻¹Q‖`` without ``cond(K)`` is false when ``K`` is not a multiple of an
+  orthogonal matrix), plus ``‖W‖`` for a feed-forward term; with layers, the largest ``L`` over the layers.
+  Heads of other kinds void the fact.
+* ``lyapunov``: one normalised head with ``R = 0``, ``V`` symmetric positive definite, ``B + Bᵀ ⪯ 0`` (checked
+  with the same relative tolerance).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..registry import kinds
+from .closed_forms import head_form
 
 __all__ = ["Fact", "Facts", "facts_for", "KERNEL_RTOL"]
 
@@ -76,30 +85,32 @@ def _scalar_identity(V: np.ndarray) -> float | None:
 
 
 def _head_growth(h) -> tuple[float | None, str]:
-    """``(L_h, hypothesis text)`` for a head covered by the ``growth`` fact, ``(None, why not)`` otherwise."""
+    """``(L_h, hypothesis text)`` for a head covered by the ``growth`` fact, ``(None, why not)`` otherwise.
+
+    Decided on the kind's registry entry, never its name: a self-coupling (Sinkhorn) has ``L_h = ‖V‖``; a
+    normalised quadratic form with ``N = -(R + Rᵀ) ≻ 0`` has ``‖J‖ ≤ L_h = ‖V‖ min(‖B‖/λ_min(N),
+    κ(N)^{1/2} ‖N⁻¹Bᵀ‖)`` (both bounds proved in ``registry.theorems``; for ℓ2 the second is the former
+    ``‖V‖ cond(K) ‖K⁺Q‖``)."""
+    spec = kinds.get(h.kind)
     e = h.effective
-    if h.kind == "sinkhorn":
+    if spec.coupling and spec.preserves_gaussians:
         L = float(np.linalg.norm(e["V"], 2))
-        return L, f"Sinkhorn head: L = ‖V‖ = {L:.6g}"
-    if h.kind == "l2":
-        K, Q, V = (np.asarray(e[k], float) for k in ("K", "Q", "V"))
-        s = np.linalg.svd(K, compute_uv=False)
-        d = K.shape[1]
-        if K.shape[0] < d or s.min() <= 1e3 * np.finfo(float).eps * s.max() * max(K.shape):
-            return None, f"ℓ2 head with K of rank < d = {d} (no theorem)"
-        condK = float(s.max() / s.min())
-        L = float(np.linalg.norm(V, 2) * condK * np.linalg.norm(np.linalg.pinv(K) @ Q, 2))
-        return L, (f"ℓ2 head, K ({K.shape[0]}×{d}) of full column rank, cond(K) = {condK:.6g}: "
-                   f"L = ‖V‖ cond(K) ‖K⁺Q‖ = {L:.6g}")
-    if h.kind == "custom":
-        B, R, V = (np.asarray(e[k], float) for k in ("B", "R", "V"))
-        lam = np.linalg.eigvalsh(-(R + R.T))
-        if lam.min() <= 0:
-            return None, "custom head with R + Rᵀ not negative definite (no growth theorem)"
-        L = float(np.linalg.norm(V, 2) * np.linalg.norm(B, 2) / lam.min())
-        return L, (f"custom head, -(R + Rᵀ) ≻ 0 (λ_min = {lam.min():.6g}): (Σ⁻¹ - R - Rᵀ)⁻¹ ⪯ (-(R + Rᵀ))⁻¹, "
-                   f"L = ‖V‖‖B‖/λ_min = {L:.6g}")
-    return None, f"{h.kind} head (no growth theorem)"
+        return L, f"{h.kind} head (a self-coupling of μ): L = ‖V‖ = {L:.6g}"
+    form = head_form(h)
+    if form is None:
+        return None, f"{h.kind} head (no growth theorem: neither a normalised quadratic form nor a coupling)"
+    B, R, _ = form
+    V = np.asarray(e["V"], float)
+    N = -(R + R.T)
+    lam = np.linalg.eigvalsh(N)
+    if lam.max() <= 0 or lam.min() <= 1e3 * np.finfo(float).eps * lam.max() * N.shape[0]:
+        return None, f"{h.kind} head with -(R + Rᵀ) not positive definite (no growth theorem)"
+    nV = float(np.linalg.norm(V, 2))
+    plain = nV * float(np.linalg.norm(B, 2)) / lam.min()
+    cond = nV * float(np.sqrt(lam.max() / lam.min()) * np.linalg.norm(np.linalg.solve(N, B.T), 2))
+    L = min(plain, cond)
+    return L, (f"{h.kind} head, N = -(R + Rᵀ) ≻ 0 (λ_min = {lam.min():.6g}, cond(N)^(1/2) = "
+               f"{np.sqrt(lam.max() / lam.min()):.6g}): L = ‖V‖ min(‖B‖/λ_min(N), cond(N)^(1/2) ‖N⁻¹Bᵀ‖) = {L:.6g}")
 
 
 def _growth_fact(layers) -> tuple[Fact | None, str]:
@@ -125,23 +136,36 @@ def _growth_fact(layers) -> tuple[Fact | None, str]:
                 {"L": L}), ""
 
 
+def _bilinear_head(h, i: int, d: int) -> tuple[tuple | None, str]:
+    """``((B, r, V), "")`` for a head whose kind is normalised with a quadratic form and whose ``R`` is zero (on
+    the given weights), ``V`` d×d; ``(None, why not)`` otherwise."""
+    form = head_form(h)
+    if form is None:
+        return None, f"head {i + 1} ({h.kind}) has no normalised quadratic form (no closed form)"
+    B, R, r = form
+    if np.any(R):
+        return None, f"head {i + 1} ({h.kind}) has a key-quadratic block R ≠ 0"
+    V = np.asarray(h.effective["V"], float)
+    if V.shape != (d, d):
+        return None, f"head {i + 1}: V is not d×d"
+    return (B, r, V), ""
+
+
 def _riccati_fact(w, Sigma0: np.ndarray) -> tuple[Fact | None, str]:
     if w.ffn is not None or w.sink is not None:
         return None, "a feed-forward term or a sink (no closed form here)"
     S = np.zeros_like(Sigma0)
     A_eff = np.zeros_like(Sigma0)
     for i, h in enumerate(w.heads):
-        if h.kind != "softmax":
-            return None, f"head {i + 1} is {h.kind}, not softmax"
-        V = np.asarray(h.effective["V"], float)
-        if V.shape != Sigma0.shape:
-            return None, f"head {i + 1}: V is not d×d"
+        got, why = _bilinear_head(h, i, Sigma0.shape[0])
+        if got is None:
+            return None, why
+        B, _, V = got
         c = _scalar_identity(V)
         if c is None or c <= 0:
             return None, f"head {i + 1}: V is not a positive multiple of I"
-        A = np.asarray(h.effective["A"], float)
-        S += c * (A + A.T)
-        A_eff += c * A
+        S += c * (B.T + B)
+        A_eff += c * B.T
     from .closed_forms import blowup_time_vi, sigma_star_vi
 
     nS = float(np.linalg.norm(S, 2))
@@ -156,28 +180,33 @@ def _riccati_fact(w, Sigma0: np.ndarray) -> tuple[Fact | None, str]:
         values.update(Sigma_star=S_star, kernel=Uk, rank=int(Uk.shape[1]))
         statement = (f"Σ(t) = (Σ₀⁻¹ - tS)⁻¹ → Σ* = U(UᵀΣ₀⁻¹U)⁻¹Uᵀ, rank {Uk.shape[1]} = dim ker S, at rate "
                      "O(1/t); the limits form a continuum of equilibria (none hyperbolic)")
-    hyp = (f"softmax heads with V = cI (c > 0), S = Σ c(A + Aᵀ), ‖S‖ = {nS:.6g}; constant weights; no "
-           f"feed-forward term; eigenvalues of S: {np.array2string(lam, precision=4)}, |λ| ≤ {tol:.2g} read as 0",)
+    hyp = (f"normalised heads with log k = xᵀBy + rᵀy (R = 0; softmax B = Aᵀ), V = cI (c > 0), S = Σ c(B + Bᵀ), "
+           f"‖S‖ = {nS:.6g}; constant weights; no feed-forward term; eigenvalues of S: "
+           f"{np.array2string(lam, precision=4)}, |λ| ≤ {tol:.2g} read as 0",)
     return Fact("riccati", statement, hyp, "closed_forms.vi_solution (symbolic check); README Mathematics §4",
                 values), ""
 
 
 def _lyapunov_fact(w) -> tuple[Fact | None, str]:
-    if len(w.heads) != 1 or w.heads[0].kind != "softmax" or w.ffn is not None or w.sink is not None:
-        return None, "not a single softmax head without feed-forward term"
-    A = np.asarray(w.heads[0].effective["A"], float)
-    V = np.asarray(w.heads[0].effective["V"], float)
-    if V.shape != A.shape or not np.array_equal(V, V.T):
+    if len(w.heads) != 1 or w.ffn is not None or w.sink is not None:
+        return None, "not a single head without feed-forward term"
+    d = w.d
+    got, why = _bilinear_head(w.heads[0], 0, d)
+    if got is None:
+        return None, why
+    B, _, V = got
+    if not np.array_equal(V, V.T):
         return None, "V is not symmetric"
     lv = np.linalg.eigvalsh(V)
-    S = A + A.T
+    S = B.T + B
     ls = np.linalg.eigvalsh(S)
     tol = KERNEL_RTOL * max(float(np.abs(ls).max()), 1e-300)
     if lv.min() <= 0 or ls.max() > tol:
-        return None, "V not positive definite or A + Aᵀ not negative semidefinite"
+        return None, "V not positive definite or B + Bᵀ not negative semidefinite"
     k = int(np.sum(np.abs(ls) <= tol))
-    return Fact("lyapunov", f"no finite-time blow-up; tr(V⁻¹Σ(t)) non-increasing; rank Σ* ≤ dim ker(A + Aᵀ) = {k}",
-                (f"one softmax head, V SPD (λ_min(V) = {lv.min():.6g}), A + Aᵀ ⪯ 0 (λ_max = {ls.max():.3g})",),
+    return Fact("lyapunov", f"no finite-time blow-up; tr(V⁻¹Σ(t)) non-increasing; rank Σ* ≤ dim ker(B + Bᵀ) = {k}",
+                (f"one normalised head with log k = xᵀBy + rᵀy (R = 0; softmax B = Aᵀ), V SPD (λ_min(V) = "
+                 f"{lv.min():.6g}), B + Bᵀ ⪯ 0 (λ_max = {ls.max():.3g})",),
                 "README Mathematics §4", {"rank_bound": k}), ""
 
 

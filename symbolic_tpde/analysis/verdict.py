@@ -242,7 +242,14 @@ def classify_long_time(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float 
     A sphere scenario (``ode.geometry == "sphere"``, ``Sigma0`` its initial tokens) goes to :mod:`.sphere_verdict`.
     ``certify > 0``: a numerical blow-up verdict (or "no singularity before T") of softmax heads in ``d ≤ 3``
     gets a certificate in interval arithmetic (:mod:`.certify`) within that many seconds, reported beside
-    it (``certificate``); the numerical verdict keeps its label "numerical"."""
+    it (``certificate``); the numerical verdict keeps its label "numerical".
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import GaussianODE, make_head, make_weights
+    >>> ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=-np.eye(2), V=np.eye(2))]))
+    >>> classify_long_time(ode, np.eye(2), 100.0).outcome
+    'rank'
+    """
     v = _classify(ode, Sigma0, T, alpha0=alpha0, rtol=rtol, max_seconds=max_seconds)
     if certify > 0 and v.source == "numerical" and v.outcome in ("blowup", "no-singularity-before-T") \
             and getattr(ode.schedule, "is_constant", False):

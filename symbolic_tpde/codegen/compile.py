@@ -126,6 +126,13 @@ def compile_system(system: OdeSystem, backend: str = "auto", *, cache: Cache | N
 
     ``backend``: ``"numpy"``, ``"c"`` (raises :class:`CompilerUnavailable` if no compiler/cffi/headers) or
     ``"auto"`` (C if possible, else numpy with a :class:`CFallbackWarning` and a line on stderr).
+
+    >>> import numpy as np, sympy as sp
+    >>> from symbolic_tpde import OdeSystem
+    >>> u, k = sp.symbols("u k")
+    >>> crhs = compile_system(OdeSystem(states=(u,), params=(k,), rhs=(-k * u,)), "numpy")
+    >>> crhs.f(0.0, np.array([2.0]), np.array([0.5])).tolist()
+    [-1.0]
     """
     if backend not in ("numpy", "c", "auto"):
         raise ValueError(f"backend must be 'numpy', 'c' or 'auto', got {backend!r}")

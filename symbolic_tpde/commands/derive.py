@@ -75,6 +75,10 @@ def register(sub) -> None:
                    help="with --sphere (default post)")
     p.add_argument("--sphere-kind", choices=("sphere_sa", "sphere_usa"), default=None,
                    help="with --sphere (default sphere_sa)")
+    p.add_argument("--beta", type=float, default=None,
+                   help="with --sphere equiangular, circle or harmonics: also the numbers at this beta (equiangular "
+                        "t*, approach rate, Pre-LN constant lim t^2 (1 - rho), growth rates and fastest mode)")
+    p.add_argument("--tokens", type=int, default=None, help="with --sphere equiangular --beta: tokens (default 32)")
     p.set_defaults(func=run)
 
 
@@ -106,18 +110,36 @@ def run(args) -> int:
 
         stray = [flag for flag, given in (
             ("--attention", args.attention is not None), ("--energy", args.energy), ("--heads", args.heads is not None),
-            ("--m", args.m is not None), ("--ffn", args.ffn), ("--sink", args.sink), ("--beamer", args.beamer),
+            ("--m", args.m is not None), ("--ffn", args.ffn), ("--sink", args.sink), ("--beamer", args.beamer and args.format != "latex"),
             ("--V", args.V_structure is not None), ("--A", args.A_structure is not None),
             ("--scenario", args.scenario is not None), ("--entrywise-anyway", args.entrywise_anyway),
-            ("--no-cse", args.no_cse), ("--d", args.d is not None and args.sphere != "harmonics")) if given]
+            ("--no-cse", args.no_cse), ("--d", args.d is not None and args.sphere != "harmonics"),
+            ("--beta", args.beta is not None and args.sphere not in ("equiangular", "circle", "harmonics")),
+            ("--tokens", args.tokens is not None and (args.sphere != "equiangular" or args.beta is None))) if given]
         if stray:
             raise InputError(stray[0], "does not apply with --sphere (a reduction of the sphere models; its options "
-                             "are --norm, --sphere-kind, --format text/json, and --d for harmonics)")
+                             "are --norm, --sphere-kind, --format, --standalone/--beamer, and --d for harmonics)")
         args.norm = args.norm or "post"
         args.sphere_kind = args.sphere_kind or "sphere_sa"
+        if args.format == "json":
+            return run_derive(args)
+        from ..documents import render as steps_render
+        from ..documents.sphere_document import reduction, sphere_derivation
 
-        return run_derive(args)
-    for flag, given in (("--norm", args.norm), ("--sphere-kind", args.sphere_kind)):
+        if args.format == "latex" and args.beta is not None:
+            raise InputError("--beta", "the numbers at a given beta print with --format text or json")
+        title, steps, rhs, extra = reduction(args.sphere, args.norm, args.sphere_kind, args.d)
+        dv = sphere_derivation(title, steps, rhs, {k: v for k, v in extra.items()})
+        print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
+        if args.beta is not None:
+            from .sphere import _numbers, _print_numbers
+
+            numbers = _numbers(args, args.sphere_kind, args.norm)
+            if numbers is not None:
+                _print_numbers(numbers)
+        return 0 if dv.all_checked else 1
+    for flag, given in (("--norm", args.norm), ("--sphere-kind", args.sphere_kind), ("--beta", args.beta),
+                        ("--tokens", args.tokens)):
         if given is not None:
             raise InputError(flag, "only with --sphere")
     if args.energy and args.scenario is not None:
@@ -143,6 +165,15 @@ def run(args) -> int:
                          "full entrywise system; --steps has its own readability rule)")
 
     standalone = args.format == "latex" and args.standalone   # a document with the sentences in it
+    if not _kinds.get(kind).preserves_gaussians and (args.beamer or standalone):   # documents: the engine
+        from ..documents import render as steps_render
+        from ..documents.witness_document import witness_derivation
+
+        if args.format != "latex":
+            raise InputError("--beamer", "needs --format latex")
+        print(steps_render.render(witness_derivation(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink))),
+                                  "latex", standalone_doc=standalone, slides=args.beamer))
+        return 0
     if not _kinds.get(kind).preserves_gaussians:
         print(printing.render_witness(_kinds.part(kind, "symbolic").witness(sink=bool(args.sink)), args.format,
                                       standalone=standalone))
@@ -258,13 +289,16 @@ def _run_scenario(args) -> int:
     sink = getattr(scn.weights(0.0), "sink", None) is not None if scn.schedule.is_constant else False
     for h in scn.weights(0.0).heads if scn.schedule.is_constant else ():
         if not _kinds.get(h.kind).preserves_gaussians:
-            print(printing.render_witness(_kinds.part(h.kind, "symbolic").witness(sink=sink), args.format,
-                                          standalone=args.format == "latex" and args.standalone))
+            from ..documents.witness_document import scenario_witness_derivation
+
+            w = _kinds.part(h.kind, "symbolic").witness(sink=sink)
+            dv = scenario_witness_derivation(w, h.kind, scn, _scn_name(args.scenario))
+            print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
             return 0
 
     def reference(Sigma0, M):        # dSigma/dt = Sigma M Sigma is blowup_time_vi's ODE with A = M/2
         return closed_forms.blowup_time_vi(Sigma0, M / 2)
-    reference.route = "closed_forms.blowup_time_vi with A = M/2"
+    reference.route = "the V = I blow-up time in closed form with A = M/2, in doubles"
     dv = scenario_derivation(scn, blowup_reference=reference, name=_scn_name(args.scenario))
     if args.figure is not None:                     # the tpde plot figure, drawn now and included
         import math
@@ -275,10 +309,20 @@ def _run_scenario(args) -> int:
 
         if not math.isfinite(scn.T):
             raise InputError("--figure", "needs the scenario's horizon T (the figure runs to T)")
-        make_scenario_figure(scn, args.figure, name=_scn_name(args.scenario))
+        import matplotlib
+
+        # two panels at 12 pt: the figure is set at the text width (~470 pt), its text then prints at >= 7 pt
+        # (three or four panels at the default size printed at 3-4 pt)
+        with matplotlib.rc_context({"font.size": FIGURE_FONT_PT}):
+            make_scenario_figure(scn, args.figure, name=_scn_name(args.scenario), panels=FIGURE_PANELS)
         dv = replace(dv, figure=args.figure)
     print(steps_render.render(dv, args.format, standalone_doc=args.standalone, slides=args.beamer))
     return 0 if dv.all_checked else 1
+
+
+#: the scenario figure of a document: panels and base font size (pt), so that its smallest text prints at
+#: >= 7 pt once scaled to the text width (tests/test_documents_engine.py measures it)
+FIGURE_PANELS, FIGURE_FONT_PT = 2, 12
 
 
 def _scn_name(path) -> str:

@@ -57,6 +57,9 @@ def run(args) -> int:
     unknown = [n for n in (args.only or ()) if n not in names]
     if unknown:
         raise InputError("--only", f"unknown figure {unknown[0]!r}; choose from {', '.join(names)}")
+    from ..inputs.checks import writable_output
+
+    writable_output(args.out, "out", directory=True)     # before the work
     out = Path(args.out)
     for name in args.only or names:
         t0 = time.perf_counter()

@@ -88,13 +88,20 @@ def run(args) -> int:
               f"time-limit: {exc}; no estimate (the optimiser had not converged)")
         return EXIT_TIME_LIMIT
     rep = {"status": "ok", **res.report()}
+    if not res.converged:      # the JSON keeps "converged": false; the warning says what that means
+        rep["not_converged_warning"] = ("the optimiser did NOT converge: the values are its end point, not a "
+                                        "minimum, and their intervals are not confidence intervals")
     if args.json:
         print(strict_json(rep))
         return 0
     print(f"fit of {len(res.names)} parameters to {res.n_obs} observations ({res.noise}); "
           f"{'converged' if res.converged else 'NOT converged'}: {res.message}")
+    if not res.converged:
+        print("WARNING: the optimiser did NOT converge: the values below are its end point, not a minimum, and "
+              "their intervals are not confidence intervals")
+    tag = "" if res.converged else "  (not converged)"
     for nm, e, lo, hi, ok in zip(res.names, res.estimate, res.lower, res.upper, res.identifiable):
-        print(f"  {nm:>14} = " + (f"{e:.6g}  [{lo:.6g}, {hi:.6g}] ({100 * res.level:g}%)" if ok else
+        print(f"  {nm:>14} = " + (f"{e:.6g}  [{lo:.6g}, {hi:.6g}] ({100 * res.level:g}%){tag}" if ok else
                                   "not identifiable from these observations"))
     print(f"identifiability: rank {res.rank} of {len(res.names)}; singular values "
           + json.dumps([float(f"{s:.3g}") for s in res.singular_values]))

@@ -40,15 +40,18 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=None,
                    help="fixed RK4 steps over [0, T] (default: error-controlled Dormand-Prince 5(4) at rtol "
                         "1e-3 n^-1/2, a thousandth of the Monte-Carlo error); adaptive: nominal save grid")
-    p.add_argument("--method", default="rk4", choices=("rk4", "euler", "adaptive"), help="integrator (default rk4)")
+    p.add_argument("--method", default="rk4", choices=("rk4", "dopri5", "euler", "ivp", "adaptive"),
+                   help="integrator: rk4 (default) fixed RK4 steps with --steps, error-controlled Dormand-Prince "
+                        "5(4) (= dopri5) without; euler; ivp (adaptive is its old name): the general integrator "
+                        "with --rtol/--atol")
     p.add_argument("--dtype", default="float64", choices=("float32", "float64"), help="working precision")
     p.add_argument("--T", type=float, default=None, help="horizon (default: the scenario's T)")
     p.add_argument("--save", metavar="FILE.npz", default=None,
                    help="save the trajectory (arrays times (k,), X (k, n, d)) to this .npz file")
     p.add_argument("--save-every", type=int, default=None, metavar="K",
                    help="with --save: keep every K-th step (default: about 100 frames)")
-    p.add_argument("--rtol", type=float, default=1e-7, help="--method adaptive only: relative tolerance (default 1e-7)")
-    p.add_argument("--atol", type=float, default=1e-9, help="adaptive: absolute tolerance (default 1e-9)")
+    p.add_argument("--rtol", type=float, default=1e-7, help="--method ivp only: relative tolerance (default 1e-7)")
+    p.add_argument("--atol", type=float, default=1e-9, help="ivp: absolute tolerance (default 1e-9)")
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                    help="progress bar on stderr (auto: runs expected to exceed ~2 s)")
     from .gaussian import DEFAULT_MAX_SECONDS, add_max_seconds
@@ -89,7 +92,10 @@ def run(args) -> int:
     from ..inputs.checks import positive_number
 
     from .sphere import is_sphere_file, run_particles
+    from ..inputs.checks import writable_output
 
+    if args.save is not None:                   # before any work (and --save '' refused, not ignored)
+        writable_output(args.save, "save")
     if is_sphere_file(args.scenario):           # "geometry": "sphere": tokens on the sphere (commands/sphere.py)
         return run_particles(args, save=_save_atomic, exit_blowup=EXIT_BLOWUP, max_pair_work=MAX_PAIR_WORK)
     if args.n < 2:
@@ -111,7 +117,7 @@ def run(args) -> int:
     if steps is not None and steps < 1:
         raise InputError("steps", f"must be a positive integer, got {steps}")
     nominal = steps if steps is not None else max(10, math.ceil(100 * T))
-    if args.method != "adaptive" and nominal > MAX_STEPS:
+    if args.method not in ("ivp", "adaptive") and nominal > MAX_STEPS:
         raise InputError("steps", f"{nominal} fixed steps exceed the cap {MAX_STEPS} (lower --T or --steps, or "
                          "use --method adaptive)")
     save_every = None
@@ -129,7 +135,7 @@ def run(args) -> int:
     stages = {"euler": 1, "rk4": 4}.get(args.method, 6)
     heads = len(scn.weights(0.0).heads)
     work = float(nominal) * stages * heads * float(args.n) ** 2
-    if args.method != "adaptive" and work > MAX_PAIR_WORK:
+    if args.method not in ("ivp", "adaptive") and work > MAX_PAIR_WORK:
         raise InputError("n", f"{args.n} tokens over {nominal} steps need about {work:.2g} pair evaluations, "
                          f"above the work cap {MAX_PAIR_WORK:.0e} (use fewer tokens or steps)")
     rng = np.random.default_rng(args.seed)
@@ -142,8 +148,11 @@ def run(args) -> int:
     progress = {"auto": None, "always": True, "never": False}[args.progress]
     t0 = time.perf_counter()
     try:
-        run_ = simulate(X0, scn.schedule, T, steps=steps, method=args.method, dtype=np.dtype(args.dtype),
-                        save_every=save_every, progress=progress, rtol=args.rtol, atol=args.atol, max_seconds=cap)
+        method = {"adaptive": "ivp"}.get(args.method, "dopri5" if args.method == "rk4" and steps is None
+                                         else args.method)
+        run_ = simulate(X0, scn.schedule, T, steps=steps, method=method, dtype=np.dtype(args.dtype),
+                        save_every=save_every, progress=progress, max_seconds=cap,
+                        **(dict(rtol=args.rtol, atol=args.atol) if method == "ivp" else {}))
     except BlowupError as exc:
         _emit({"status": "blowup", "n": args.n, "t": exc.t, "where": exc.where, "detail": exc.detail}, args.json)
         return EXIT_BLOWUP

@@ -4,7 +4,8 @@ scenario's initial law.
 Prints (``--json``)::
 
     {"status": "ok", "t": .., "d": .., "cells": [..], "h": [..], "lo": [..], "hi": [..], "scheme": ..,
-     "mass": Σm, "lost": mass that left the domain, "truncated": 1 - Σm₀ (initial mass outside the grid + cell quadrature error),
+     "mass": Σm, "lost": mass that left the domain, "truncated": 1 - Σm₀ of the raw projection (initial mass
+     outside the grid + cell quadrature error; refused above 1e-2, then normalised away: Σm₀ = 1),
      "mass_error": max |Σm + lost - Σm₀| over the steps, "min_mass": most negative cell mass seen,
      "mean": [..], "cov": [[..]] (exact moments of the piecewise-constant density), "occupied": cells with 99 %,
      "steps", "rejected", "nfev", "grown", "seconds"}
@@ -14,17 +15,22 @@ A sphere scenario (``"geometry": "sphere"``) with ``d = 2`` runs the spectral ci
 rotations, norm ``post`` or ``ngpt``, init ``uniform_sphere`` or ``vmf``) on ``--grid M`` equispaced angles
 (``M`` even) and prints (``--json``)::
 
-    {"status": "ok", "geometry": "circle", "t": .., "points": M, "norm": .., "noise": σ, "mass": ∫ρ,
-     "min_density": .., "moments": [[Re, Im] of ∫ e^{ikθ} ρ, k = 1, 2, 3], "peaks": local maxima above 1/2π,
-     "nfev", "steps", "seconds"}
+    {"status": "ok", "geometry": "circle", "t": .., "points": M, "norm": .., "noise": σ, "truncated": dropped
+     modes of the initial law / its peak, "resolution": top-third modes / mean, "mass": ∫ρ, "min_density": ..,
+     "moments": [[Re, Im] of ∫ e^{ikθ} ρ, k = 1, 2, 3], "peaks": local maxima above 1/2π, "nfev", "steps",
+     "seconds"}
 
-(``--noise σ`` adds ``σ ∂²ρ``, the mean field of independent Brownian angles; the particle simulator has none.
-A negative ``min_density`` means the run is under-resolved: raise ``--grid``.)  ``--save``: ``times (k,)`` and
-``rho (k, M)`` at ``--save-every``.
+(``--noise σ`` adds ``σ ∂²ρ``, the mean field of independent Brownian angles; the particle simulator has none.)
+The initial law is its exact Fourier projection (mass 1, exact moments), refused when ``M`` points do not
+resolve it (the message names the grid that does).  A density that goes negative or whose peaks outgrow the
+points stops the run with status ``"under-resolved"`` (exit 6, ``detail`` says ``raise --grid to …``), never
+ok and never blow-up.  ``--save``: ``times (k,)`` and ``rho (k, M)`` at ``--save-every``.
 
 The solvers and their guarantees: :mod:`symbolic_tpde.numerics.grids.euclidean`, :mod:`symbolic_tpde.numerics.grids.circle`.  Exit status: 0 ok; 2 bad input (one line
-naming the field; sinkhorn and masked attention refused with the reason); 3 blow-up (with its time);
-5 wall-clock cap (``status`` ``time-limit`` with the time reached, no ``--save`` file).
+naming the field; sinkhorn and masked attention refused with the reason; with ``--json`` also
+``{"status": "error", "field", "problem"}`` on stdout); 3 blow-up (with its time); 5 wall-clock cap
+(``status`` ``time-limit``) or work budget (``status`` ``step-budget``, ℝᵈ: 1e10 cell-pair evaluations), with
+the time reached, no ``--save`` file; 6 under-resolved (``status`` ``under-resolved``); docs/cli_statuses.md.
 """
 
 from __future__ import annotations
@@ -32,13 +38,17 @@ from __future__ import annotations
 import sys
 
 EXIT_BLOWUP = 3
+#: the grid does not resolve the solution (a density below zero, peaks sharper than the points, a collapsed
+#: step): status "under-resolved", never ok and never blow-up (docs/cli_statuses.md)
+EXIT_UNDER_RESOLVED = 6
 
 
 def register(sub) -> None:
     p = sub.add_parser("pde", help="solve the PDE on a grid (finite volumes, d = 1, 2) and print its moments",
                        description="Finite-volume solver of d_t mu + div(mu Gamma_mu) = 0 from the scenario's "
                                    "initial law (init block or N(alpha0, Sigma0)); d = 1 or 2.  Exit status: 0 ok, "
-                                   "2 bad input, 3 blow-up, 5 wall-clock cap reached.")
+                                   "2 bad input, 3 blow-up, 5 wall-clock cap or work budget reached, "
+                                   "6 under-resolved (raise --grid).")
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario JSON file (or a built-in name)")
     p.add_argument("--grid", type=int, required=True, metavar="N", help="cells per axis of the initial box (>= 4)")
     p.add_argument("--scheme", default=None, choices=("muscl", "upwind"),
@@ -64,9 +74,27 @@ FV_ONLY = ("scheme", "method", "cfl", "pad")
 
 
 def run(args) -> int:
+    """With ``--json`` every exit prints JSON on stdout: a refusal as ``{"status": "error", "field", "problem"}``
+    (and its one line on stderr, exit 2)."""
+    from ..errors import InputError
+    from ..inputs.checks import strict_json
+
+    try:
+        return _run(args)
+    except InputError as exc:
+        if args.json:
+            print(strict_json({"status": "error", "field": exc.field, "problem": exc.problem}))
+            sys.stdout.flush()
+        raise
+
+
+def _run(args) -> int:
     from ..errors import InputError
     from .sphere import is_sphere_file
+    from ..inputs.checks import writable_output
 
+    if args.save is not None:                   # before any work (and --save '' refused, not ignored)
+        writable_output(args.save, "save")
     if is_sphere_file(args.scenario):
         for name in FV_ONLY:
             if getattr(args, name) is not None:
@@ -110,7 +138,24 @@ def run(args) -> int:
            "truncated": run_.truncated, "mass_error": run_.mass_error, "min_mass": run_.min_mass,
            "mean": mean.tolist(), "cov": cov.tolist(), "occupied": run_.occupied, "steps": run_.steps,
            "rejected": run_.rejected, "nfev": run_.nfev, "grown": run_.grown, "seconds": run_.seconds}
-    stopped = run_.status == "time-limit"
+    from ..numerics.grids.euclidean import POS_TOL
+
+    broken = [name for name, bad in (
+        ("non-finite value", not all(np.all(np.isfinite(np.asarray(v, float))) for v in (mean, cov, run_.masses))),
+        (f"negative cell mass {run_.min_mass:.3g}", run_.min_mass < -POS_TOL),
+        (f"mass error {run_.mass_error:.3g}", not run_.mass_error <= 1e-9)) if bad]
+    if broken:
+        out.update(status="under-resolved", detail=f"the grid run violates an invariant at t = {run_.t:.6g}: "
+                   f"{'; '.join(broken)}; raise --grid")
+        print(strict_json(out) if args.json else out["detail"])
+        return EXIT_UNDER_RESOLVED
+    stopped = run_.status in ("time-limit", "step-budget")
+    if run_.status == "step-budget":
+        from ..numerics.grids.euclidean import WORK_BUDGET
+
+        out["detail"] = (f"the work budget of {WORK_BUDGET:.0e} cell-pair evaluations ({run_.nfev} evaluations of "
+                         f"{int(np.prod(g.shape))} cells) ran out at t = {run_.t:.6g} (before T = {T:.6g}): the CFL "
+                         "step is tiny (fast far cells); use fewer cells or a shorter T")
     if args.save and not stopped:
         from .particles import _save_atomic_arrays
 
@@ -121,7 +166,9 @@ def run(args) -> int:
     if args.json:
         print(strict_json(out))
     else:
-        if stopped:
+        if run_.status == "step-budget":
+            print(f"step-budget: {out['detail']}")
+        elif stopped:
             print(f"time-limit: wall-clock limit of {cap:g} s reached at t = {run_.t:.6g} (before T = {T:.6g})")
         print(f"grid {'x'.join(map(str, g.shape))} ({run_.scheme}, {run_.steps} steps, {run_.seconds:.2f} s), "
               f"t = {run_.t:.6g}")
@@ -156,7 +203,7 @@ def run_circle(args) -> int:
     import numpy as np
 
     from ..errors import BlowupError, InputError
-    from ..numerics.grids.circle import initial_density, solve_circle, trig_moments
+    from ..numerics.grids.circle import project_initial, resolution, solve_circle, trig_moments
     from ..numerics.particles.sphere import load_sphere_scenario
     from ..inputs.checks import strict_json
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
@@ -170,7 +217,7 @@ def run_circle(args) -> int:
     if M < 8 or M % 2 or M > 1 << 16:
         raise InputError("grid", f"must be an even number of points in [8, 65536] on the circle, got {M}")
     noise = 0.0 if args.noise is None else args.noise
-    rho0 = initial_density(scn.init, M)
+    rho0, truncated = project_initial(scn.init, M)
     k = max(2, math.ceil(T / args.save_every)) if args.save_every else 2
     if k > 10_001:
         raise InputError("save-every", f"{k} frames requested (at most 10001)")
@@ -179,21 +226,52 @@ def run_circle(args) -> int:
     try:
         sol = solve_circle(rho0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, noise=noise, t_eval=t_eval,
                            max_seconds=cap)
-    except BlowupError as exc:
+    except BlowupError as exc:       # nGPT where the attention vector vanishes: a property of the dynamics
         out = {"status": "blowup", "geometry": "circle", "t": exc.t, "where": exc.where, "detail": exc.detail}
         print(strict_json(out) if args.json else f"blowup: {exc}")
         return EXIT_BLOWUP
     seconds = time.perf_counter() - t0
-    stopped = sol.status == "time-limit"
-    rho = sol.y[-1]
-    peaks = (rho > np.roll(rho, 1)) & (rho >= np.roll(rho, -1)) & (rho > 1 / (2 * math.pi))
+    status = str(sol.status)
+    rho = sol.y[-1] if sol.y_end is None or status == "ok" else sol.y_end
+    t_end = float(sol.t[-1]) if status == "ok" else float(sol.t_end)
+    mass = float(rho.sum() * 2 * math.pi / M)
+    R = resolution(rho)
     mom = trig_moments(rho, 3)
-    out = {"status": str(sol.status), "geometry": "circle", "t": float(sol.t[-1]), "points": M, "norm": scn.norm,
-           "noise": noise, "mass": float(rho.sum() * 2 * math.pi / M), "min_density": float(rho.min()),
-           "moments": [[float(c.real), float(c.imag)] for c in mom], "peaks": int(peaks.sum()),
-           "nfev": sol.nfev, "steps": sol.n_steps, "seconds": seconds}
-    if str(sol.status) not in ("ok", "time-limit"):
-        raise BlowupError(float(sol.t_end), "circle solver", sol.message)
+    peaks = (rho > np.roll(rho, 1)) & (rho >= np.roll(rho, -1)) & (rho > 1 / (2 * math.pi))
+    # the invariants a result must satisfy: mass 1, a density >= 0 (to NEGATIVE_TOL), |E e^{ikθ}| <= 1, resolved
+    # peaks, finite values; a state violating one is never reported as ok
+    from ..numerics.grids.circle import NEGATIVE_TOL, RESOLUTION_TOL
+
+    broken = []
+    if not np.all(np.isfinite(rho)):
+        broken.append("non-finite density")
+    else:
+        if float(rho.min()) < -NEGATIVE_TOL / (2 * math.pi):
+            broken.append(f"negative density (min {float(rho.min()):.3g})")
+        if R > RESOLUTION_TOL:
+            broken.append(f"peaks not resolved (top-third modes {R:.3g} > {RESOLUTION_TOL:g})")
+        if abs(mass - 1) > 1e-9 or float(np.max(np.abs(mom))) > 1 + 1e-9:
+            broken.append(f"mass {mass:.6g}, max |E e^(ik theta)| {float(np.max(np.abs(mom))):.6g}")
+    if status not in ("ok", "time-limit") or broken:
+        # Post-LN and nGPT on the circle have no finite-time blow-up in a resolved density: an event, a stalled
+        # or a non-finite step here is the grid failing to follow the density (clusters sharper than its points)
+        status = "under-resolved"
+    need = min(4 * M, 1 << 16) if M < 1 << 16 else None
+    out = {"status": status, "geometry": "circle", "t": t_end, "points": M, "norm": scn.norm,
+           "noise": noise, "truncated": truncated, "resolution": R if math.isfinite(R) else None,
+           "mass": mass if math.isfinite(mass) else None,
+           "min_density": float(rho.min()) if np.all(np.isfinite(rho)) else None,
+           "moments": [[float(c.real), float(c.imag)] for c in mom] if np.all(np.isfinite(mom)) else None,
+           "peaks": int(peaks.sum()), "nfev": sol.nfev, "steps": sol.n_steps, "seconds": seconds}
+    if status == "under-resolved":
+        why = "; ".join(broken) or (sol.message or status)
+        out["detail"] = (f"under-resolved at t = {t_end:.6g} (before T = {T:.6g}) with {M} points: {why}; "
+                         + (f"raise --grid to {need} or more" if need else "beyond the solver's 65536 points"))
+        out["grid_needed"] = need
+        print(strict_json(out) if args.json else out["detail"])
+        sys.stdout.flush()
+        return EXIT_UNDER_RESOLVED
+    stopped = status == "time-limit"
     if args.save and not stopped:
         from .particles import _save_atomic_arrays
 

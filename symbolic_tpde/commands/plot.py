@@ -30,8 +30,11 @@ def run(args) -> int:
     from ..errors import InputError
     from ..inputs.scenario import load_scenario
 
-    if not args.out.endswith((".png", ".pdf", ".svg")):
-        raise InputError("out", f"expected a .png, .pdf or .svg file name, got {args.out!r}")
+    from ..inputs.checks import writable_output
+
+    writable_output(args.out, "out", suffixes=(".png", ".pdf", ".svg"))     # before the work
+    if args.seed < 0:
+        raise InputError("seed", f"must be >= 0, got {args.seed}")
     if args.n < 2 or args.n > 10**6:
         raise InputError("n", f"must be in [2, 1e6], got {args.n}")
     if not 2 <= args.panels <= 12:
@@ -42,6 +45,9 @@ def run(args) -> int:
         raise InputError("T", f"must be finite and > 0, got {T}")
     if len(set(args.dims)) != 2 or not all(0 <= i < scn.d for i in args.dims):
         raise InputError("dims", f"two distinct coordinates in [0, {scn.d - 1}], got {list(args.dims)}")
+    from pathlib import Path
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)     # a creatable directory passed the check
     print(make_scenario_figure(scn, args.out, n=args.n, seed=args.seed, T=T, panels=args.panels,
                                dims=tuple(args.dims), name=args.scenario))
     return 0

@@ -4,7 +4,8 @@
 :func:`symbolic_tpde.numerics.particles.sphere.simulate_sphere` and prints (``--json``)::
 
     {"status": "ok", "geometry": "sphere", "norm": .., "n": .., "d": .., "t": .., "clusters": k, "delta": 1e-3,
-     "min_inner": min_ij <θ_i, θ_j>, "monitor": {"name": .., "value": ..}, "radius": [min, max] (pre/peri),
+     "min_inner": min_ij <θ_i, θ_j>, "time_to_one_cluster": t or null, "monitor": {"name": .., "value": ..},
+     "radius": [min, max] (pre/peri),
      "max_renorm": .., "tolerance": .., "steps": .., "nfev": .., "dtype": .., "seed": .., "seconds": ..}
 
 (clusters by the rule of :mod:`symbolic_tpde.analysis.sphere_clusters`; ``monitor``: the first head kind's
@@ -19,7 +20,10 @@ phase diagram over ``(t, β)`` (:mod:`symbolic_tpde.analysis.sphere_sweep`).
 ``tpde derive --sphere equiangular|two-tokens|circle|harmonics|causal [--norm N] [--sphere-kind K] [--d D]``
 (``--d`` for harmonics on ``S^{D-1}``, default 3) prints a reduction
 of :mod:`symbolic_tpde.symbolic.sphere_reductions` as numbered steps, each with the check SymPy made; exit 1
-if a check failed.
+if a check failed.  With ``--beta B`` (equiangular, circle, harmonics; ``--tokens N`` for equiangular, default
+32) it also prints the numbers of :func:`symbolic_tpde.analysis.sphere_numbers.sphere_numbers` (JSON key
+``"numbers"``): the equiangular ``t*`` from ``ρ₀ = 0``, the approach rate, for Pre-LN ``lim t²(1 - ρ)``, and the
+growth rates and fastest mode at ``B``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ def is_sphere_file(path: str) -> bool:
     return scenario_geometry(data) == "sphere"
 
 
+#: ``tpde particles`` on the sphere keeps 101 frames (for the time to one cluster) when ``n d`` is at most this
+FRAMES_CAP = 100_000
+
+
 def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     """``tpde particles`` on a sphere scenario; ``save``, the blow-up exit code and the work cap are those of
     :mod:`.particles` (passed in: that module calls this one)."""
@@ -53,14 +61,14 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
 
     import numpy as np
 
-    from ..analysis.sphere_clusters import DELTA, cluster_labels
+    from ..analysis.sphere_clusters import DELTA, STEP_BUDGET, cluster_labels, monitor_report, time_to_one_cluster
     from ..errors import BlowupError, InputError
     from ..registry.kinds import part
     from ..inputs.checks import horizon, strict_json
     from ..numerics.particles.sphere import load_sphere_scenario, simulate_sphere
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
 
-    if args.steps is not None or args.method != "rk4":
+    if args.steps is not None or args.method not in ("rk4", "dopri5"):
         raise InputError("steps" if args.steps is not None else "method",
                          "sphere runs use error-controlled Dormand-Prince steps (no --steps / --method)")
     if args.n < 2:
@@ -72,10 +80,12 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     if float(args.n) ** 2 * len(scn.weights.heads) * 6 * 1e4 > max_pair_work:
         raise InputError("n", f"{args.n} tokens exceed the work cap (about 1e4 steps of {args.n}^2 pairs)")
     X0 = scn.initial(args.n, np.random.default_rng(args.seed))
-    t_eval = np.linspace(0.0, T, 101) if args.save else None
+    # 101 frames: saved with --save, and the time to one cluster read off them (kept when n d <= FRAMES_CAP)
+    t_eval = np.linspace(0.0, T, 101) if args.save or args.n * scn.d <= FRAMES_CAP else None
     t0 = time.perf_counter()
     try:
         run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
+                              max_steps=STEP_BUDGET,
                               t_eval=t_eval, max_seconds=max_seconds(args))
     except BlowupError as exc:
         out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
@@ -88,7 +98,9 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     diag = part(head.kind, "diagnostic")
     out = {"status": run.status, "geometry": "sphere", "norm": scn.norm, "n": args.n, "d": scn.d, "t": run.t,
            "clusters": int(cluster_labels(th).max() + 1), "delta": DELTA, "min_inner": float(np.min(th @ th.T)),
-           "monitor": {"name": diag.monitor_name, "value": diag.monitor(th, head.params["beta"])},
+           "time_to_one_cluster": None if t_eval is None or run.status != "ok" else
+           time_to_one_cluster(run.times, run.trajectory / np.linalg.norm(run.trajectory, axis=-1, keepdims=True)),
+           "monitor": monitor_report(diag.monitor_name, diag.monitor, th, float(head.params["beta"])),
            "radius": None if run.r is None else [float(run.r.min()), float(run.r.max())],
            "max_renorm": run.max_renorm, "tolerance": run.tolerance, "steps": run.steps, "nfev": run.nfev,
            "dtype": run.dtype, "seed": args.seed, "seconds": seconds}
@@ -106,7 +118,10 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
         print(f"sphere ({scn.norm}), n = {args.n}, d = {scn.d}, t = {run.t:.6g} ({run.steps} steps, {run.dtype}, "
               f"{seconds:.2f} s)")
         print(f"clusters (<θ_i,θ_j> >= 1 - {DELTA:g}): {out['clusters']}; min <θ_i,θ_j> = {out['min_inner']:.6g}")
-        print(f"{diag.monitor_name} = {out['monitor']['value']:.10g}")
+        if out["time_to_one_cluster"] is not None:
+            print(f"one cluster from t = {out['time_to_one_cluster']:.6g} (first of 101 frames from which every "
+                  "frame is one cluster)")
+        print(f"{out['monitor']['name']} = {out['monitor']['value']:.10g}")
         if out["radius"] is not None:
             print(f"radius in [{out['radius'][0]:.6g}, {out['radius'][1]:.6g}]")
     sys.stdout.flush()
@@ -156,6 +171,9 @@ def is_sphere_kind(kind: str) -> bool:
 #: ``tpde sweep`` on a sphere kind: the largest betas × clouds × tokens² × d (each of the ~1e3 field evaluations
 #: of a run costs tokens² d per cloud: 1e9 is about 1e12 multiply-adds, an hour of one core)
 MAX_SWEEP_SIZE = 1e9
+#: ``sphere_usa`` (no softmax normalisation): the weights ``e^{β<θ_i,θ_j>}`` and the velocity are of size
+#: ``e^{|β|}``, beyond float64 (1.8e308 = e^709.8) above this
+USA_MAX_BETA = 700.0
 
 
 def run_sweep(args, *, writable_stem) -> int:
@@ -185,6 +203,10 @@ def run_sweep(args, *, writable_stem) -> int:
     if not 2 <= args.d <= SPHERE_MAX_DIM:
         raise InputError("d", f"must be in [2, {SPHERE_MAX_DIM}] for a sphere kind, got {args.d}")
     smin, smax, T = sweep_axis(args, "BETA_MIN < BETA_MAX")
+    if args.kind == "sphere_usa" and max(abs(smin), abs(smax)) > USA_MAX_BETA:
+        raise InputError("range", f"|beta| <= {USA_MAX_BETA:g} for sphere_usa, got {smin:g} {smax:g}: its "
+                         "unnormalised weights e^(beta <θ_i, θ_j>) leave float64 above ~709 (softmax kinds "
+                         "take any beta)")
     size = float(args.n) * args.K * args.tokens ** 2 * args.d
     if size > MAX_SWEEP_SIZE:
         raise InputError("K", f"n K tokens² d = {size:.3g} exceeds the cap {MAX_SWEEP_SIZE:g} (lower one of them)")
@@ -213,57 +235,55 @@ def _expr(e) -> str:
 
 
 def run_derive(args) -> int:
-    """``tpde derive --sphere R``: the reduction's steps (text or JSON)."""
-    from ..errors import InputError
+    """``tpde derive --sphere R --format json``: the reduction's steps (the text, LaTeX and Beamer documents are
+    rendered by :mod:`symbolic_tpde.documents.sphere_document` from the same :func:`reduction`)."""
+    from ..documents.sphere_document import reduction
     from ..inputs.checks import strict_json
-    from ..symbolic import sphere_reductions as R
 
-    if args.format == "latex":
-        raise InputError("--format", "the sphere reductions print as text or json")
-    norm, kind = args.norm, args.sphere_kind
-    z = "n" if kind == "sphere_usa" else "softmax"
-    extra: dict = {}
-    if args.sphere == "equiangular":
-        red = R.equiangular(R.MODELS[norm](z))
-        steps, rhs = red.steps, red.rhs
-        extra = {k: _expr(v) for k, v in R.rates(red).items()}
-        title = f"equiangular reduction, {norm}, {kind} (Q = K = V = I, n symbolic)"
-    elif args.sphere == "two-tokens":
-        out = R.two_tokens(R.MODELS[norm](z))
-        steps, rhs = out["steps"], {"rho": out["rho_dot"], "phi": out["phi_dot"]}
-        if "r_dot" in out:
-            rhs["r"] = out["r_dot"]
-        title = f"two tokens, {norm}, {kind}"
-    elif args.sphere == "causal":
-        if norm not in ("post", "ngpt"):
-            raise InputError("--norm", "the causal reduction is derived for post and ngpt")
-        red = R.causal_two_tokens(R.MODELS[norm]("softmax"))
-        steps, rhs = red.steps, red.rhs
-        title = f"causal mask, two tokens, {norm}"
-    elif args.sphere == "harmonics":
-        d = 3 if args.d is None else args.d
-        if not 2 <= d <= 64:
-            raise InputError("--d", f"must be an integer in [2, 64] for --sphere harmonics, got {d}")
-        lin = R.sphere_linearisation(z, d)
-        steps, rhs = lin["steps"], {"lambda_ell": lin["rate"]}
-        title = f"linearisation at the uniform measure on S^{d - 1}, {kind}"
-    else:
-        lin = R.circle_linearisation(z)
-        steps, rhs = lin["steps"], {"lambda_k": lin["rate"]}
-        title = f"linearisation at the uniform measure on the circle, {kind}"
+    title, steps, rhs, extra = reduction(args.sphere, args.norm, args.sphere_kind, args.d)
+    extra = {k: _expr(v) for k, v in extra.items()}
     ok = all(s.checked for s in steps)
-    if args.format == "json":
-        print(strict_json({"reduction": args.sphere, "title": title, "all_checked": ok,
-                           "steps": [{"title": s.title, "lhs": str(s.lhs), "result": _expr(s.rhs), "check": s.method,
-                                      "ok": s.checked, "scope": s.scope} for s in steps],
-                           "rhs": {k: _expr(v) for k, v in rhs.items()}, "consequences": extra}))
-    else:
-        print(title)
-        for i, s in enumerate(steps, 1):
-            print(f"{i}. {s.title}\n   {s.lhs} = {_expr(s.rhs)}\n   "
-                  + (f"checked [{s.scope}]: " if s.checked else "NOT CHECKED: ") + s.method)
-        for k, v in rhs.items():
-            print(f"{k} = {_expr(v)}" if k.startswith("lambda") else f"{k}' = {_expr(v)}")
-        for k, v in extra.items():
-            print(f"near rho = 1: {k} = {v}")
+    numbers = _numbers(args, args.sphere_kind, args.norm)
+    if numbers is not None:
+        extra["numbers"] = numbers
+    print(strict_json({"reduction": args.sphere, "title": title, "all_checked": ok,
+                       "steps": [{"title": s.title, "lhs": str(s.lhs), "result": _expr(s.rhs), "check": s.method,
+                                  "ok": s.checked, "scope": s.scope} for s in steps],
+                       "rhs": {k: _expr(v) for k, v in rhs.items()}, "consequences": extra}))
     return 0 if ok else 1
+
+
+def _numbers(args, kind: str, norm: str) -> dict | None:
+    """``--beta``: :func:`~symbolic_tpde.analysis.sphere_numbers.sphere_numbers` for the reduction asked."""
+    import math
+
+    from ..analysis.sphere_numbers import sphere_numbers
+    from ..errors import InputError
+
+    if args.beta is None:
+        return None
+    if not (math.isfinite(args.beta) and 0 < args.beta <= 100):
+        raise InputError("--beta", f"must be a number in (0, 100], got {args.beta}")
+    n = 32 if args.tokens is None else args.tokens
+    if not 2 <= n <= 10_000:
+        raise InputError("--tokens", f"must be an integer in [2, 10000], got {n}")
+    d = (3 if args.d is None else args.d) if args.sphere == "harmonics" else 2
+    out = sphere_numbers(kind, norm, beta=args.beta, n=n, d=d)
+    if args.sphere != "equiangular":
+        out = {k: out[k] for k in ("kind", "beta", "linear")}
+    return out
+
+
+def _print_numbers(out: dict) -> None:
+    print(f"at beta = {out['beta']:g}:")
+    if "t_star" in out:
+        ts = "not by T = 1000" if out["t_star"] is None else f"{out['t_star']:.10g}"
+        print(f"  equiangular reduction, n = {out['n']}, from rho0 = {out['rho0']:g}: one cluster "
+              f"(rho >= 1 - {out['delta']:g}) at t* = {ts}")
+        print("  near rho = 1: " + ", ".join(f"{k} = {v:.10g}" for k, v in out["rate"].items()))
+    if "pre_ln_constant" in out:
+        c = out["pre_ln_constant"]
+        print(f"  Pre-LN: lim t^2 (1 - rho) = {c['value']:.10g} (extrapolation change {c['error']:.2g})")
+    lin = out["linear"]
+    print(f"  linear growth at the uniform measure (d = {lin['d']}): fastest mode {lin['fastest_mode']}, rates "
+          + ", ".join(f"{v:.6g}" for v in lin["rates"][:6]) + (" ..." if len(lin["rates"]) > 6 else ""))

@@ -57,31 +57,17 @@ def register(sub) -> None:
 
 def _writable_stem(out: str) -> None:
     """The stem's files can be created: a non-empty name, not a directory, in a writable (or creatable)
-    directory."""
+    directory (:func:`symbolic_tpde.inputs.checks.writable_output` for each of them)."""
     import os
     from pathlib import Path
 
     from ..errors import InputError
+    from ..inputs.checks import writable_output
 
-    p = Path(out)
-    if not out or p.name in ("", ".", "..") or out.endswith(os.sep):
+    if not out or out.endswith(os.sep) or os.path.basename(out) in ("", ".", ".."):
         raise InputError("out", f"must be a file stem such as results/sweep, got {out!r}")
-    for suffix in (".npz", ".csv", ".png"):
-        if p.with_suffix(suffix).is_dir():
-            raise InputError("out", f"{p.with_suffix(suffix)} is a directory")
-    parent = p.parent.resolve() if str(p.parent) else Path.cwd()
-    probe = parent
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise InputError("out", f"{probe} is not a directory")
-    import tempfile
-
-    try:  # a real probe (os.access does not know read-only mounts, /proc, or root's view)
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError as exc:
-        raise InputError("out", f"directory {probe} is not writable ({exc.strerror or exc})") from None
+    for suffix in (".npz", ".csv", ".meta.json", ".png"):      # the names the writers use (Path.with_suffix)
+        writable_output(str(Path(out).with_suffix(suffix)), "out")
 
 
 def check_args(args):

@@ -136,6 +136,112 @@ class Step:
             ok, method, scope = False, f"check could not be carried out ({type(exc).__name__}: {str(exc)[:80]})", ""
         return replace(self, result=Result(self.eq, bool(ok), method, scope if ok else ""))
 
+    def __reduce__(self):
+        """Pickled with its equation and result; a check function that cannot travel (a local function)
+        is replaced by :class:`_LocalCheck`, so a copy keeps the recorded result and a re-check says why
+        it cannot be repeated there."""
+        how = self.how
+        fn = getattr(how, "func", how)                        # a functools.partial travels as its function
+        name = getattr(fn, "__qualname__", "")
+        if how is not None and ("<locals>" in name or "<lambda>" in name):
+            how = _LocalCheck(name)
+        return Step, (self.title, self.eq, self.note, how, self.kw, self.result)
+
+
+@dataclass(frozen=True)
+class _LocalCheck:
+    """Stands for a step's local check function in a pickled copy: re-checking reports it as not repeated."""
+
+    name: str
+
+    def __call__(self, eq):
+        return False, f"the check {self.name} is a local function that did not travel with the step", ""
+
+
+class ChainedDisplay(ValueError):
+    """A displayed relation that packs several claims (``a = b = c``) or a definition and a claim into one
+    side (``E(μ_X), μ_X = ...``): the renderer refuses it; each link must be its own equation with its own
+    check, and a definition goes into ``where`` (displayed ``where name := value``)."""
+
+
+#: relations in a typeset side (LaTeX): a side holding one at the top level (outside every bracket, brace,
+#: ``\langle..\rangle``, sub- or superscript) is a chain
+_TEX_RELATIONS = re.compile(r":=|=|\\(?:sim|leq?|geq?|iff|implies|approx|equiv|neq?|succ|prec|Leftrightarrow|"
+                            r"Rightarrow|coloneqq)(?![A-Za-z])|<|>")
+_TEXT_RELATIONS = re.compile(r":=|=|≤|≥|∼|⇔|⇒|≠|≈|≡|≻")
+_TEX_OPEN, _TEX_CLOSE = re.compile(r"\\langle(?![A-Za-z])|\\\{|[({\[]"), re.compile(r"\\rangle(?![A-Za-z])|\\\}|[)}\]]")
+_TEXT_OPEN, _TEXT_CLOSE = "([{⟨", ")]}⟩"
+
+
+def _top_level(s: str, latex: bool) -> str:
+    """``s`` with every bracketed part removed: what is left is the top level of the side."""
+    out, depth, k = [], 0, 0
+    while k < len(s):
+        if latex:
+            m_o, m_c = _TEX_OPEN.match(s, k), _TEX_CLOSE.match(s, k)
+            if s.startswith("\\left.", k) or s.startswith("\\right.", k):
+                k += 6 if s[k + 1] == "l" else 7
+                continue
+            if m_o:
+                depth, k = depth + 1, m_o.end()
+                continue
+            if m_c:
+                depth, k = max(depth - 1, 0), m_c.end()
+                continue
+        else:
+            if s[k] in _TEXT_OPEN:
+                depth, k = depth + 1, k + 1
+                continue
+            if s[k] in _TEXT_CLOSE:
+                depth, k = max(depth - 1, 0), k + 1
+                continue
+        if depth == 0:
+            out.append(s[k])
+        k += 1
+    return "".join(out)
+
+
+def side_chain(side, allowed: int = 0) -> str:
+    """Why the displayed side ``side`` is a chain (more than ``allowed`` relations, or a comma, at its top
+    level), or ``""``.  ``allowed = 1`` for the sides of ``⇔``/``⇒``, which are statements."""
+    if side is None:
+        return ""
+    forms = [(side.tex, True), (side.text, False)] if isinstance(side, Notation) else [(tex(side), True)]
+    for s, latex in forms:
+        top = _top_level(re.sub(r"\\[,;:! ]", " ", s) if latex else s, latex)   # thin spaces are not commas
+        rels = [m.group(0) for m in (_TEX_RELATIONS if latex else _TEXT_RELATIONS).finditer(top)]
+        if len(rels) > allowed:
+            return f"the side {s!r} holds the relation {rels[allowed]!r}"
+        if "," in top:
+            return f"the side {s!r} packs two items with a comma"
+    return ""
+
+
+def chain_problem(eq: Equation) -> str:
+    """Why ``eq`` cannot be displayed as one relation (:class:`ChainedDisplay`), or ``""``."""
+    allowed = 1 if eq.rel in ("<=>", "=>") else 0
+    for side in (eq.lhs, eq.rhs):
+        why = side_chain(side, allowed)
+        if why:
+            return why
+    for k, v in eq.where:
+        why = side_chain(k) or side_chain(v)
+        if why:
+            return "in a definition: " + why
+    return ""
+
+
+def refuse_chained(dv) -> None:
+    """Raise :class:`ChainedDisplay` naming the first step, exercise or boxed result that is a chain."""
+    items = [(f"step {k} ({s.title})", s.eq) for k, s in enumerate(dv.steps, 1)]
+    items += [(f"exercise {k}", s.eq) for k, s in enumerate(dv.exercises, 1)]
+    items += [("the boxed result", Equation(b[0], b[1])) for b in dv.boxed]
+    for name, eq in items:
+        why = chain_problem(eq)
+        if why:
+            raise ChainedDisplay(f"{name}: {why}; display each link as its own checked equation and each "
+                                 "definition in `where`")
+
 
 def generic_check(eq: Equation, **kw):
     """``lhs = rhs`` (with ``where`` substituted, modulo ``free_of``) by :func:`.steps_check.check_equal`."""
@@ -193,6 +299,9 @@ class Derivation:
             return (f"{len(bad)} of the {n} steps below could NOT be checked (step{'s' if len(bad) > 1 else ''} "
                     f"{', '.join(map(str, bad))}, marked NOT checked); the others were checked by SymPy as stated "
                     "under each.")
+        if not every:
+            return ("The step below was checked, as stated under it." if n == 1 else
+                    f"Every one of the {n} steps below was checked by SymPy, as stated under each.")
         return (f"Every one of the {n} steps below was checked by SymPy: {every} proved for every dimension $d$ in "
                 "the free algebra of non-commuting matrix symbols, the others checked as stated under each (exactly "
                 "at a stated $d$, at seeded random rational points, or at 60 digits).")
@@ -391,7 +500,7 @@ def tex(e) -> str:
 
 
 _UNI = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("Lambda", "Λ"), ("alpha", "α"), ("epsilon", "ε"), ("Gamma", "Γ"), ("lambda_max", "λ_max"),
-        ("tau", "τ"), ("mu", "μ"), ("pi", "π")]
+        ("tau", "τ"), ("mu", "μ"), ("pi", "π"), ("rho0", "ρ₀"), ("rho", "ρ"), ("beta", "β"), ("phi", "φ")]
 
 
 class _Text(_SignedSum, StrPrinter):
@@ -427,6 +536,17 @@ def text(e) -> str:
     for a, b in _UNI:
         s = re.sub(r"(?<![A-Za-z_])" + a + r"(?![A-Za-z_])", b, s)
     return s
+
+
+def inline_matrix(M) -> str:
+    """A matrix inside a sentence's math (``$...$``): a ``smallmatrix`` in parentheses, exact entries in LaTeX
+    (read as ``(a, b; c, d)`` in text); a ``1×1`` matrix or a scalar as its entry."""
+    if not isinstance(M, sp.MatrixBase):
+        return tex(M)
+    if M.shape == (1, 1):
+        return tex(M[0, 0])
+    return (r"\left(\begin{smallmatrix}" + r"\\ ".join(" & ".join(tex(v) for v in row) for row in M.tolist())
+            + r"\end{smallmatrix}\right)")
 
 
 def json_side(e) -> str:

@@ -207,7 +207,7 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
     """
     from .equation import Notation as Shown, step
     from .check import explicit
-    from .printing import readable
+    from .equation import inline_matrix, tex
     from .special_cases import blowup_failure
 
     system, subs = system_subs
@@ -262,8 +262,9 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
         return ok, ("substituted back: dSigma(t)/dt - Sigma(t) M Sigma(t) cancels to 0 as a rational "
                     "function of t with the scenario's numbers, and Sigma(0) = Sigma_0 (exact)" if ok else
                     "the closed form does not solve the ODE at the scenario's numbers"), "the scenario's numbers"
-    out.append(step("with the scenario's numbers: the closed-form covariance", Shown("Sigma(t)", r"\Sigma(t)"),
-                    sol, f"Sigma(t) = (Sigma_0^-1 - t M)^-1, M = {readable(sp.sstr(rate))}, entries as rational functions of t",
+    out.append(step("with the scenario's numbers: the closed-form covariance", Shown("Σ(t)", r"\Sigma(t)"),
+                    sol, rf"$\Sigma(t) = (\Sigma_0^{{-1}} - tM)^{{-1}}$ with $M = {inline_matrix(S)}$, "
+                    r"entries as rational functions of $t$",
                     how=ode_check))
     lam = sp.Symbol("lambda")
     roots = sp.Poly((S0 * S - lam * sp.eye(d)).det(), lam).real_roots()
@@ -295,8 +296,9 @@ def scenario_steps(mf, env: dict, dims: dict, system_subs: tuple, rate=None, blo
                     f"{route}) gives {ref:.15g}, relative difference <= 1e-9")
         return True, how
     out.append(step("with the scenario's numbers: the blow-up time", Shown("T*", r"T^{*}"), T_star,
-                    ("T* = 1/lambda_max, lambda_max = " + sp.sstr(lmax) + f" = {float(sp.N(lmax, 20)):.15g}, "
-                     f"so T* = {float(sp.N(T_star, 20)):.15g}") if T_star != sp.oo else
+                    (r"$T^{*} = 1/\lambda_{\max}$ with $\lambda_{\max} = " + tex(lmax)
+                     + rf" \approx {float(sp.N(lmax, 20)):.15g}$, so $T^{{*}} \approx {float(sp.N(T_star, 20)):.15g}$")
+                    if T_star != sp.oo else
                     "no eigenvalue of Sigma_0 M is positive: no finite-time blow-up", how=blowup_check))
     if T_star != sp.oo and horizon is not None:
         when = "before" if float(T_star) <= horizon else "after"

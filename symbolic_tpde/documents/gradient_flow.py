@@ -42,6 +42,7 @@ from ..symbolic.hessian import curve_second_derivative, particle_hessian
 from ..symbolic.metric import _exact, exact_matrix, particle_symbols
 from .check import check_equal
 from .equation import Derivation, Equation, Step, tex
+from .equation import inline_matrix as _fmt
 from .equation import Notation as Shown
 
 __all__ = ["energy_derivation", "checked_step"]
@@ -76,11 +77,12 @@ def _ascii(text: str) -> str:
 
 
 def checked_step(title: str, shown_lhs: Shown, shown_rhs: Shown, lhs, rhs, note: str = "",
-                 where: str = "") -> Step:
+                 where: str = "", defs: tuple = ()) -> Step:
     """A :class:`Step` displaying ``shown_lhs = shown_rhs`` and checked on the explicit instance ``lhs = rhs``
     (exponents in canonical form, then :func:`.steps_check.check_equal`: exact cancellation); ``where`` names the
-    instance in the method."""
-    eq = Equation(shown_lhs, shown_rhs, instance=(lhs, rhs, _ascii(where)))
+    instance in the method; ``defs``: ``(name, value)`` notation pairs displayed ``where name := value`` (the
+    instance has them put in already)."""
+    eq = Equation(shown_lhs, shown_rhs, where=tuple(defs), instance=(lhs, rhs, _ascii(where)))
     return Step(_ascii(title), eq, _ascii(note), how=_instance_check).check()
 
 
@@ -96,14 +98,6 @@ def _instance_check(eq):
 
 def _symmetric_A(d: int) -> sp.Matrix:
     return sp.Matrix(d, d, lambda p, q: sp.Symbol(f"a_{min(p, q)}{max(p, q)}", real=True))
-
-
-def _fmt(M) -> str:
-    """A matrix inline, for a sentence's math (``$...$``): rows in brackets, exact entries in LaTeX."""
-    if not isinstance(M, sp.MatrixBase):
-        return tex(M)
-    return r"\left[" + ", ".join(r"\left[" + ", ".join(tex(v) for v in row) + r"\right]" for row in M.tolist()) \
-        + r"\right]"
 
 
 def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, point: Any = None) -> Derivation:
@@ -129,6 +123,11 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
                 if any(not e.is_number for e in V) else f", $V = {_fmt(V)}$"))
     e = [[sp.exp((X[j, :] * A * X[i, :].T)[0, 0]) for j in range(n)] for i in range(n)]   # e_ij = e^{<Ax_i,x_j>}
     steps: list[Step] = []
+    mu_X = (Shown("μ_X", r"\mu_X"), Shown("(1/n) Σ_i δ_{x_i}", r"\tfrac1n \sum_i \delta_{x_i}"))
+    e_kj = (Shown("e_kj", r"e_{kj}"), Shown("exp(x_jᵀ A x_k)", r"e^{x_j^\top A x_k}"))
+    Z_def = (Shown("Z_i", r"Z_i"), Shown("(1/n) Σ_j e_ij", r"\tfrac1n \sum_j e_{ij}"))
+    Gam_def = (Shown("Γ_i(X)", r"\Gamma_i(X)"), Shown("Σ_j e_ij V x_j / Σ_j e_ij",
+                                                       r"\frac{\sum_j e_{ij} V x_j}{\sum_j e_{ij}}"))
 
     # 1-2. the energy of the empirical measure and its normalisation
     w = [sp.Symbol(f"w_{i}", positive=True) for i in range(n)]
@@ -136,16 +135,18 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
     at = {wi: sp.Rational(1, n) for wi in w}
     steps.append(checked_step(
         "The interaction energy of the empirical measure",
-        Shown("E(μ_X), μ_X = (1/n) Σ_i δ_{x_i}", r"E(\mu_X),\ \mu_X = \tfrac1n \sum_i \delta_{x_i}"),
+        Shown("E(μ_X)", r"E(\mu_X)"),
         Shown("(1/(2n²)) Σ_i Σ_j exp(x_jᵀ A x_i)", r"\frac{1}{2n^2}\sum_{i,j} e^{x_j^\top A x_i}"),
-        E_w.subs(at), pe.E, r"$E(\mu) = \tfrac{1}{2}\iint e^{\langle Ax, y\rangle}\, d\mu(x)\, d\mu(y)$, "
-        r"$\langle Ax, y\rangle = y^{\top}Ax$; the right side is the package's particle energy", where))
+        E_w.subs(at), pe.E, r"$E(\mu) = \tfrac{1}{2}\iint e^{\langle Ax, y\rangle}\, d\mu(x)\, d\mu(y)$ with "
+        r"$\langle Ax, y\rangle = y^{\top}Ax$; the left side is computed here from the weighted measure "
+        r"$\sum_i w_i\delta_{x_i}$ at $w_i = 1/n$, the right side is the particle energy $E_n(X)$ the simulations "
+        "use", where, defs=(mu_X,)))
     zero = {x: 0 for x in pe.coords}
     steps.append(checked_step(
         "Normalisation: all particles at the origin",
-        Shown("E_n(0) = E(δ₀)", r"E_n(0) = E(\delta_0)"), Shown("1/2", r"\tfrac12"), pe.E.subs(zero), HALF,
-        r"the energy is normalised with the factor $\tfrac{1}{2}$ and probability weights $1/n$, so "
-        r"$E(\delta_0) = \tfrac{1}{2}e^{0} = \tfrac{1}{2}$", where))
+        Shown("E_n(0)", r"E_n(0)"), Shown("1/2", r"\tfrac12"), pe.E.subs(zero), HALF,
+        r"with every particle at the origin $\mu_X = \delta_0$: the factor $\tfrac{1}{2}$ and the probability "
+        r"weights $1/n$ give $E(\delta_0) = \tfrac{1}{2}e^{0}$", where))
 
     steps += _gaussian_steps()
 
@@ -153,43 +154,47 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
     dEw = sp.Matrix([sp.diff(E_w, wk).subs(at) for wk in w])
     steps.append(checked_step(
         "First variation: the derivative of E in the particle weights",
-        Shown("δE/δμ(x_k) = ∂E(Σ_i w_i δ_{x_i})/∂w_k at w = 1/n", r"\frac{\delta E}{\delta\mu}(x_k) = "
-          r"\frac{\partial}{\partial w_k} E\Big(\sum_i w_i\delta_{x_i}\Big)\Big|_{w=1/n}"),
-        Shown("Z_μ(x_k) = (1/n) Σ_j exp(x_jᵀ A x_k)", r"Z_\mu(x_k) = \frac1n\sum_j e^{x_j^\top A x_k}"),
-        dEw, sp.Matrix(pe.Z), r"for $A = A^{\top}$ the two slots of the kernel contribute equally; the right side is "
-        "the package's $Z$", where))
+        Shown("∂_{w_k} E(Σ_i w_i δ_{x_i})|_{w=1/n}", r"\frac{\partial}{\partial w_k} E\Big(\sum_i w_i"
+              r"\delta_{x_i}\Big)\Big|_{w=1/n}"),
+        Shown("Z_k", r"Z_k"),
+        dEw, sp.Matrix(pe.Z), r"the left side is the first variation $\frac{\delta E}{\delta\mu}(x_k)$ of $E$ "
+        r"at $\mu_X$; for $A = A^{\top}$ the two slots of the kernel contribute equally; the right side is the "
+        "softmax normaliser as implemented", where, defs=(Z_def, e_kj)))
     dE = sp.Matrix([sp.diff(pe.E, c) for c in pe.coords])          # ∂E in vec X order (SymPy diff)
     hand = sp.Matrix.vstack(*[sum((e[k][j] * (A * X[j, :].T) for j in range(n)), sp.zeros(d, 1)) / n ** 2
                               for k in range(n)])
     steps.append(checked_step(
         "Euclidean gradient along particle $k$",
         Shown("∂E_n/∂x_k", r"\frac{\partial E_n}{\partial x_k}"),
-        Shown("(1/n²) Σ_j exp(x_jᵀ A x_k) A x_j", r"\frac{1}{n^2}\sum_j e^{x_j^\top A x_k} A x_j"),
-        dE, hand, r"SymPy's derivative of $E_n$ against the hand formula; both kernel slots give $A^{\top}x_j = Ax_j$", where))
+        Shown("(1/n²) Σ_j e_kj A x_j", r"\frac{1}{n^2}\sum_j e_{kj} A x_j"),
+        dE, hand, r"SymPy's derivative of $E_n$ against the hand formula; both kernel slots give $A^{\top}x_j = Ax_j$",
+        where, defs=(e_kj,)))
 
     # 5-7. the twisted metric
     G_hand = -A * V.inv()
     steps.append(checked_step(
         "The twisted matrix", Shown("G", "G"), Shown("-A V⁻¹", r"-A V^{-1}"), pe.G, G_hand,
-        r"$G$ as the package builds it (it refuses a non-symmetric or, for numbers, non-positive-definite "
+        r"$G$ as the implementation builds it (refusing a non-symmetric or, for numbers, non-positive-definite "
         r"$G$) against $-AV^{-1}$ computed here", where))
     steps.append(checked_step(
         "$G$ is symmetric", Shown("Gᵀ", r"G^\top"), Shown("G", "G"), pe.G.T, pe.G,
-        r"needed for $g_X$ to be a metric; positive definiteness is an assumption (checked by the package for "
-        r"numeric $A$, $V$)", where))
+        r"needed for $g_X$ to be a metric; positive definiteness is an assumption (checked by the implementation "
+        r"for numeric $A$, $V$)", where))
     U, W = particle_symbols(n, d, "u"), particle_symbols(n, d, "w")
     vU, vW = U.reshape(N, 1), W.reshape(N, 1)
     g_form = sum(((pe.Z[i] / n) * (U[i, :] * G_hand * W[i, :].T)[0, 0] for i in range(n)), sp.S.Zero)
     steps.append(checked_step(
         "The twisted Wasserstein metric on particles (the rows of $U$, $W$ are particles)",
         Shown("vec(U)ᵀ g_X vec(W)", r"\operatorname{vec}(U)^\top g_X \operatorname{vec}(W)"),
-        Shown("(1/n) Σ_i Z_i <u_i, G w_i>", r"\frac1n \sum_i Z_i \langle u_i, G w_i\rangle"),
-        (vU.T * pe.g * vW)[0, 0], g_form, r"the $n$-particle restriction of $g_{\mu}(v, w) = \int Z_{\mu} \langle v, Gw\rangle\, d\mu$; the "
-        r"left side is the package's particle metric in $\operatorname{vec} X$ (row-major) coordinates", where))
+        Shown("(1/n) Σ_i Z_i ⟨u_i, G w_i⟩", r"\frac1n \sum_i Z_i \langle u_i, G w_i\rangle"),
+        (vU.T * pe.g * vW)[0, 0], g_form, r"the $n$-particle restriction of $g_{\mu}(v, w) = \int Z_{\mu} \langle v, "
+        r"Gw\rangle\, d\mu$; the left side is the particle metric as implemented, in $\operatorname{vec} X$ "
+        "(row-major) coordinates", where))
     steps.append(checked_step(
-        "The inverse metric", Shown("g_X⁻¹ g_X, g_X⁻¹ = n diag(1/Z_i) ⊗ G⁻¹",
-                                r"g_X^{-1} g_X,\ g_X^{-1} = n\,\mathrm{diag}(1/Z_i)\otimes G^{-1}"),
-        Shown("I", "I"), pe.ginv * pe.g, sp.eye(N), "the block inverse used for the metric gradient", where))
+        "The inverse metric",
+        Shown("(n diag(1/Z_i) ⊗ G⁻¹) g_X", r"\big(n\,\mathrm{diag}(1/Z_i)\otimes G^{-1}\big)\, g_X"),
+        Shown("I", "I"), pe.ginv * pe.g, sp.eye(N), r"so $g_X^{-1} = n\,\mathrm{diag}(1/Z_i)\otimes G^{-1}$, the "
+        "block inverse used for the metric gradient (the left factor is the inverse as implemented)", where))
 
     # 8-9. gradient identity and dissipation
     grad = (pe.ginv * dE).reshape(n, d)
@@ -197,24 +202,22 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
                               / sp.Add(*e[i])).T for i in range(n)])
     steps.append(checked_step(
         "Gradient identity: the softmax velocity is minus the metric gradient",
-        Shown("grad_g E_n = g_X⁻¹ ∂E_n", r"\operatorname{grad}_g E_n = g_X^{-1}\partial E_n"),
-        Shown("-Γ, Γ_i = Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)",
-          r"-\Gamma,\ \Gamma_i = \frac{\sum_j e^{x_j^\top A x_i} V x_j}{\sum_j e^{x_j^\top A x_i}}"),
-        grad, -Gam, r"$G^{-1}A = -V$ cancels $A$: $\frac{n}{Z_k}(-VA^{-1})\frac{1}{n^{2}}\sum_j e_{kj} Ax_j = "
-        r"-\Gamma_k$; the softmax field is also the package's softmax field", where))
+        Shown("g_X⁻¹ ∂E_n", r"g_X^{-1}\partial E_n"), Shown("-Γ(X)", r"-\Gamma(X)"),
+        grad, -Gam, r"the left side is $\operatorname{grad}_g E_n$; $G^{-1}A = -V$ cancels $A$: "
+        r"$\frac{n}{Z_k}(-VA^{-1})\frac{1}{n^{2}}\sum_j e_{kj} Ax_j = -\Gamma_k$", where, defs=(Gam_def,)))
     vG = Gam.reshape(N, 1)
     steps.append(checked_step(
         "Energy dissipation along the softmax flow",
-        Shown("d/dt E_n(X(t)) = ∂E_n · Ẋ, Ẋ = Γ", r"\frac{d}{dt}E_n(X(t)) = \partial E_n\cdot\dot X,\ \dot X = \Gamma"),
-        Shown("-g_X(Γ, Γ) = -(1/n) Σ_i Z_i <Γ_i, G Γ_i>", r"-g_X(\Gamma,\Gamma) = -\frac1n\sum_i Z_i"
-          r"\langle\Gamma_i, G\Gamma_i\rangle"),
-        (dE.T * vG)[0, 0], -(vG.T * pe.g * vG)[0, 0], r"$\leq 0$ when $G$ is positive definite: $E_n$ is a "
-        "Lyapunov function of the particle system", where))
+        Shown("∂E_n(X) · Γ(X)", r"\partial E_n(X)\cdot\Gamma(X)"),
+        Shown("-(1/n) Σ_i Z_i ⟨Γ_i, G Γ_i⟩", r"-\frac1n\sum_i Z_i\langle\Gamma_i, G\Gamma_i\rangle"),
+        (dE.T * vG)[0, 0], -(vG.T * pe.g * vG)[0, 0], r"along the flow $\dot X = \Gamma(X)$ the left side is "
+        r"$\frac{d}{dt}E_n(X(t))$ and the right side is $-g_X(\Gamma, \Gamma)$, at most $0$ when $G$ is positive "
+        "definite: $E_n$ is a Lyapunov function of the particle system", where))
     steps.append(checked_step(
-        "The package's softmax field", Shown("Γ (the package's field)", r"\Gamma"),
-        Shown("Σ_j exp(x_jᵀ A x_i) V x_j / Σ_j exp(x_jᵀ A x_i)", r"\frac{\sum_j e^{x_j^\top A x_i} V x_j}"
-          r"{\sum_j e^{x_j^\top A x_i}}"), softmax_field(pe), Gam,
-        "the field written above is the one the package integrates", where))
+        r"The field the simulations integrate is the softmax field $\Gamma$",
+        Shown("F_i(X)", r"F_i(X)"), Shown("Γ_i(X)", r"\Gamma_i(X)"), softmax_field(pe), Gam,
+        r"$F$ is the softmax velocity field as implemented; $\Gamma$ is written out in the gradient identity above",
+        where, defs=(Gam_def,)))
 
     # 10-11. second variation
     steps += _second_variation_steps(n, d, A, V, point, where)
@@ -226,7 +229,8 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
                f"Hessian step at $A = {_fmt(sp.Matrix(SAMPLE_A[d]))}$)" if "symbolic symmetric" in where
                else f", $A = {_fmt(A)}$"),
            ("$V = I$" if V == sp.eye(d) else (f"$V = -G^{{-1}}A$ with $G = {_fmt(sp.Matrix(G0_DEFAULT[d]))}$: a "
-                                             "general $V$ (not $I$, not symmetric)" if any(not e.is_number for e in V)
+                                             + ("general $V$ (not $I$, not symmetric)" if d > 1 else
+                                                "general $V$ (not $1$)") if any(not e.is_number for e in V)
                                              else f"$V = {_fmt(V)}$"))
            + r"; $G = -AV^{-1}$ symmetric positive definite",
            r"energy $E(\mu) = \tfrac{1}{2}\iint e^{\langle Ax, y\rangle}\, d\mu\, d\mu$ on probability measures; "
@@ -235,16 +239,23 @@ def energy_derivation(n: int = 2, d: int = 2, A: Any = None, V: Any = None, poin
            r"brought to canonical form, every entry of $\text{lhs} - \text{rhs}$ reduced to $0$ by exact "
            r"cancellation (a proof for this $n$, $d$); general $n$, $d$ by matrix calculus in the repository's "
            r"derivations (gradient flow)")
-    concl = (r"Softmax attention $\dot X = \Gamma$ is the gradient flow $\dot X = -\operatorname{grad}_g E_n$ of "
+    concl = (r"Softmax attention $\dot X = \Gamma(X)$ is the gradient flow $\dot X = -\operatorname{grad}_g E_n$ of "
              r"the interaction energy for the twisted metric $g_X(U, W) = \frac{1}{n}\sum_i Z_i \langle u_i, "
-             r"Gw_i\rangle$, $G = -AV^{-1}$ (Castin et al., Section 5)",
+             r"Gw_i\rangle$, $G = -AV^{-1}$ (Castin et al., arXiv 2501.18322, Section 5)",
              r"$dE_n/dt = -g_X(\Gamma, \Gamma) \leq 0$: the energy decreases along the particle flow",
-             r"$\operatorname{Hess} E(U, U) = D^{2}E(U, U) - \Gamma^{k}_{ij} U^{i} U^{j} \partial_k E$ is the second "
+             r"$\operatorname{Hess} E(U, U) = D^{2}E(U, U) - K^{k}_{ij} U^{i} U^{j} \partial_k E$ is the second "
              r"variation along geodesics; at the critical point $X = 0$ it equals $\frac{1}{n^{2}}(\sum_i u_i)^{\top}"
              r"A(\sum_i u_i)$, negative for $A$ negative definite and $\sum_i u_i \neq 0$: $E$ is not geodesically "
              "convex (the convexity command certifies such signs at other points)")
+    model = (r"$n$ particles $x_1, \dots, x_n$ in $\mathbb{R}^d$ (the rows of $X$) move by softmax self-attention, "
+             r"$\dot x_i = \Gamma_i(X) = \sum_j e_{ij} V x_j / \sum_j e_{ij}$ with $e_{ij} = e^{x_j^{\top} A x_i}$. "
+             r"The result: for $A$ symmetric and $G = -AV^{-1}$ symmetric positive definite this flow is the "
+             r"gradient flow of the interaction energy $E_n(X) = \frac{1}{2n^2}\sum_{i,j} e_{ij}$ for the twisted "
+             r"Wasserstein metric $g_X$, so $E_n$ decreases along it; its second variation at $X = 0$ has the sign of "
+             r"$A$ (Castin et al., arXiv 2501.18322, Section 5).",)
+    boxed = ((Shown("Γ(X)", r"\Gamma(X)"), Shown("-g_X⁻¹ ∂E_n(X)", r"-g_X^{-1}\,\partial E_n(X)")),)
     return Derivation(f"Softmax attention as the gradient flow of the interaction energy ($n = {n}$, $d = {d}$)",
-                      tuple(steps), tuple(map(_ascii, ass)), tuple(map(_ascii, concl)))
+                      tuple(steps), tuple(map(_ascii, ass)), tuple(map(_ascii, concl)), model=model, boxed=boxed)
 
 
 #: the symmetric ``A`` of the rational-point Hessian step when ``A`` is symbolic (negative definite, not
@@ -263,21 +274,57 @@ def _gaussian_steps() -> list[Step]:
     a, al, sv = sp.Symbol("a", real=True), sp.Symbol("alpha", real=True), sp.Symbol("s", positive=True)
     A1, alpha, Sigma = sp.Matrix([[a]]), sp.Matrix([al]), sp.Matrix([[sv]])
     E1 = gaussian_energy(A1, alpha, Sigma).E
+    closed = HALF * (1 - a ** 2 * sv ** 2) ** sp.Rational(-1, 2) * sp.exp(a * al ** 2 / (1 - a * sv))
     where = r"$d = 1$, symbolic $a$, $\alpha$, $s$"
+    E_N = Shown("E(N(α, s))", r"E(\mathcal N(\alpha, s))")
+    closed_shown = Shown("½ (1 - a²s²)^(-1/2) exp(a α² / (1 - a s))",
+                         r"\tfrac12\,(1 - a^2 s^2)^{-1/2}\, e^{a\alpha^2/(1 - a s)}")
     out = [checked_step(
-        "The energy of a Gaussian, two square completions",
-        Shown("E(N(α, s)) = ½ E[exp(a x y)], integrating y then x", r"E(\mathcal N(\alpha, s))"),
-        Shown("the same, completing the square in (x, y) at once", r"\tfrac12\,\mathbb E\,e^{a x y},\ "
-              r"(x, y)\sim\mathcal N(\alpha, s)^{\otimes 2}"),
-        E1, gaussian_energy_joint(A1, alpha, Sigma).E, "the package's Gaussian energy ($y$ integrated, then $x$) against "
-        r"the joint square completion; finite iff $|a|s < 1$ ($\|\Sigma^{1/2}A\Sigma^{1/2}\| < 1$)", where)]
+        "The energy of a Gaussian in closed form: integrating $y$, then $x$",
+        E_N, closed_shown, E1, closed, r"$E(\mathcal N(\alpha, s)) = \tfrac12\,\mathbb E\, e^{a x y}$ for "
+        r"independent $x, y$ of law $\mathcal N(\alpha, s)$; the left side is the Gaussian energy as implemented "
+        r"(the inner Gaussian integral in $y$ first), for $|a|s < 1$", where),
+        checked_step(
+        "The energy of a Gaussian, the same closed form by the joint square completion in $(x, y)$",
+        E_N, closed_shown, gaussian_energy_joint(A1, alpha, Sigma).E, closed,
+        r"an independent route: one Gaussian integral over the pair $(x, y)$, for $|a|s < 1$", where),
+        Step("When the energy of a Gaussian is finite",
+             Equation(Shown("E(N(α, s)) < ∞", r"E(\mathcal N(\alpha, s)) < \infty"),
+                      Shown("|a| s < 1", r"|a|\, s < 1"), rel="<=>"),
+             r"the integrand of $\iint e^{axy}\,d\mathcal N(\alpha, s)(x)\,d\mathcal N(\alpha, s)(y)$ is "
+             r"$e^{-\frac12 (z - m)^{\top} P (z - m) + \text{(affine in } z)}$ with $z = (x, y)$ and "
+             r"$P = \left(\begin{smallmatrix} 1/s & -a \\ -a & 1/s\end{smallmatrix}\right)$: finite iff $P$ is "
+             r"positive definite ($\|\Sigma^{1/2}A\Sigma^{1/2}\| < 1$ in general)",
+             how=lambda eq: _finite_check(a, sv)).check()]
     out.append(checked_step(
         "Normalisation on Gaussians: the point-mass limit",
         Shown("lim_{s → 0+} E(N(α, s))", r"\lim_{s\to 0^+} E(\mathcal N(\alpha, s))"),
-        Shown("E(δ_α) = ½ exp(a α²)", r"E(\delta_\alpha) = \tfrac12 e^{a\alpha^2}"),
-        sp.limit(E1, sv, 0, "+"), HALF * sp.exp(a * al ** 2), r"SymPy's limit of the closed form; the same $\tfrac{1}{2}$ as "
-        r"$E_n(0) = \tfrac{1}{2}$ above", where))
+        Shown("½ exp(a α²)", r"\tfrac12 e^{a\alpha^2}"),
+        sp.limit(E1, sv, 0, "+"), HALF * sp.exp(a * al ** 2), r"SymPy's limit of the closed form; the right side is "
+        r"$E(\delta_\alpha)$, the same $\tfrac{1}{2}$ as $E_n(0) = \tfrac{1}{2}$ above", where))
     return out
+
+
+def _finite_check(a, s, bound=1):
+    """``E(N(α, s)) < ∞ ⇔ |a| s < 1``: the quadratic form of the exponent in ``(x, y)`` is ``-½ zᵀPz`` with
+    ``P = [[1/s, -a], [-a, 1/s]]`` (read off here from the exponent by SymPy's Hessian, not written by hand);
+    ``tr P = 2/s > 0``, so ``P ≻ 0`` iff ``det P > 0``; SymPy solves ``det P > 0`` and ``|a| s < 1`` in ``a``
+    and the two solution sets must be the same interval."""
+    x, y, al = sp.symbols("x y alpha", real=True)
+    expo = a * x * y - (x - al) ** 2 / (2 * s) - (y - al) ** 2 / (2 * s)
+    P = -sp.hessian(expo, (x, y))
+    tr, det = sp.simplify(P.trace()), sp.factor(P.det())
+    if not tr.is_positive:
+        return False, "the trace of P is not positive", ""
+    if sp.expand(det * s ** 2 - (1 - a ** 2 * s ** 2)) != 0:
+        return False, "the determinant of P is not (1 - a^2 s^2)/s^2", ""
+    sol_det = sp.solve_univariate_inequality(det > 0, a, relational=False)
+    sol_abs = sp.solve_univariate_inequality(sp.Abs(a) * s < bound, a, relational=False)
+    ok = sol_det == sol_abs
+    return ok, (r"$P = -\nabla^2_{(x,y)}$ of the exponent has trace $2/s > 0$ and determinant "
+                r"$(1 - a^2s^2)/s^2$, so $P \succ 0$ iff the determinant is positive; SymPy solves it and "
+                r"$|a|\,s < 1$ in $a$ to the same interval $-1/s < a < 1/s$" if ok else
+                "the two solution sets in $a$ differ"), "symbolic a, s"
 
 
 def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Step]:
@@ -310,19 +357,20 @@ def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Ste
     uc = sp.Matrix(u)
     D2 = (uc.T * ph_pt.D2E.subs(at) * uc)[0, 0]
     hess_pt = (uc.T * ph_pt.H.subs(at) * uc)[0, 0]       # = ph_pt.form(U) at the point, substituted first
-    pt_words = f"X = {P.tolist()}" + (f", A = {A_pt.tolist()}" if symbolic_A else "")
     pt = f"$X = {_fmt(P)}$" + (f", $A = {_fmt(A_pt)}$" if symbolic_A else "")
+    hess_def = (Shown("Hess E(U, U)", r"\operatorname{Hess}E(U,U)"),
+                Shown("D²E(U, U) - K^k_ij U^i U^j ∂_k E", r"D^2E(U,U) - K^k_{ij}U^iU^j\partial_k E"))
     out = [checked_step(
         "Second variation at a point: Christoffel symbols against the geodesic equation",
-        Shown("Hess E(U, U) = D²E(U, U) - Γ^k_ij U^i U^j ∂_k E at " + pt_words,
-           r"\operatorname{Hess}E(U,U) = D^2E(U,U) - \Gamma^k_{ij}U^iU^j\partial_k E"),
-        Shown("D²E(U, U) + ∂E · a, g a = ½ ∇(Uᵀ g U) - (Dg[U]) U", r"D^2E(U,U) + \partial E\cdot a,\ "
-           r"g\,a = \tfrac12\nabla(U^\top g U) - (Dg[U])\,U"),
+        Shown("Hess E(U, U)", r"\operatorname{Hess}E(U,U)"),
+        Shown("D²E(U, U) + ∂E · a", r"D^2E(U,U) + \partial E\cdot a"),
         hess_pt, D2 + (dE.T * acc)[0, 0],
-        r"$a$ is the acceleration of the geodesic with velocity $U$ (Euler-Lagrange equation of $\tfrac{1}{2}"
-        r"\dot x^{\top} g \dot x$); the left side is the package's particle Hessian (Christoffel symbols of $g_X$), "
-        "with $U$ as symbols",
-        where.replace(", symbolic symmetric $A$", "") + f", at the rational point {pt}")]
+        r"$K^k_{ij}$ are the Christoffel symbols of $g_X$ (the left side is the particle Hessian as implemented "
+        r"from them, with $U$ as symbols); $a$ is the acceleration of the geodesic with velocity $U$, from the "
+        r"Euler-Lagrange equation of $\tfrac{1}{2}\dot x^{\top} g \dot x$ with no Christoffel symbol",
+        where.replace(", symbolic symmetric $A$", "") + f", at the rational point {pt}",
+        defs=(hess_def, (Shown("a", "a"), Shown("g⁻¹ (½ ∇(Uᵀ g U) - (Dg[U]) U)",
+                                                 r"g^{-1}\big(\tfrac12\nabla(U^\top g U) - (Dg[U])\,U\big)"))))]
     pe = ph.pe
     zero = {x: 0 for x in c}
     hess_0 = (uc.T * ph.H.subs(zero) * uc)[0, 0]
@@ -330,14 +378,14 @@ def _second_variation_steps(n: int, d: int, A, V, point, where: str) -> list[Ste
     closed = (s_sum.T * A * s_sum)[0, 0] / n ** 2
     out.append(checked_step(
         "Second variation at the critical point $X = 0$",
-        Shown("Hess E(U, U) at X = 0", r"\operatorname{Hess}E(U,U)\big|_{X=0}"),
+        Shown("Hess E(U, U)|_{X=0}", r"\operatorname{Hess}E(U,U)\big|_{X=0}"),
         Shown("(1/n²) (Σ_i u_i)ᵀ A (Σ_i u_i)", r"\frac{1}{n^2}\Big(\sum_i u_i\Big)^\top A\Big(\sum_i u_i\Big)"),
         hess_0, closed, r"$\partial E = 0$ at $X = 0$, so the Christoffel term vanishes", where))
     total, _, _ = curve_second_derivative(pe.E, c, zero, u, [0] * N, simplify=False)
     out.append(checked_step(
         "At a critical point the second variation is intrinsic",
-        Shown("d²/ds² E_n(sU) at s = 0", r"\frac{d^2}{ds^2}E_n(sU)\big|_{s=0}"),
-        Shown("Hess E(U, U) at X = 0", r"\operatorname{Hess}E(U,U)\big|_{X=0}"), total, hess_0,
-        r"along the straight line, not a geodesic (the package's curve second derivative); for $A = -I$ and "
+        Shown("d²/ds² E_n(sU)|_{s=0}", r"\frac{d^2}{ds^2}E_n(sU)\big|_{s=0}"),
+        Shown("Hess E(U, U)|_{X=0}", r"\operatorname{Hess}E(U,U)\big|_{X=0}"), total, hess_0,
+        r"along the straight line, not a geodesic (the curve second derivative as implemented); for $A = -I$ and "
         r"$u_i = v$: $-|v|^{2}$, $E(\delta_{sv}) = \tfrac{1}{2}e^{-s^{2}|v|^{2}}$", where))
     return out

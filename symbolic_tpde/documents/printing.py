@@ -297,7 +297,8 @@ _TEX_TEXT = [(r"\mathcal{N}", "N"), (r"\mathbb{R}", "ℝ"), (r"\mathbb{E}", "E")
              (r"\mu", "μ"), (r"\pi", "π"), (r"\rho", "ρ"), (r"\theta", "θ"), (r"\phi", "φ"), (r"\ell", "ℓ"),
              (r"\det", "det"), (r"\dim", "dim "), (r"\ker", "ker "), (r"\log", "log"), (r"\exp", "exp"), (r"\max", "max"), (r"\min", "min"),
              (r"\operatorname{tr}", "tr"), (r"\quad", "  "), (r"\,", " "), (r"\ ", " "), (r"\{", "{"),
-             (r"\}", "}"), (r"\left", ""), (r"\right", ""), (r"\big", ""), (r"\infty", "∞"),
+             (r"\}", "}"), (r"\left", ""), (r"\right", ""), (r"\big", ""), (r"\infty", "∞"), (r"\approx", "≈"), (r"\mathbf{1}", "1"), (r"\pm", "±"),
+             (r"\dot r", "ṙ"), (r"\dot\rho", "ρ̇"),
              (r"\times", "×"), (r"\le", "≤"), (r"\ge", "≥"), (r"\neq", "≠"), (r"\in", "∈")]
 _TEX_FRAC = re.compile(r"\\[td]?frac\{([^{}]*)\}\{([^{}]*)\}")
 
@@ -305,6 +306,8 @@ _TEX_FRAC = re.compile(r"\\[td]?frac\{([^{}]*)\}\{([^{}]*)\}")
 def tex_to_text(m: str) -> str:
     """The Unicode reading of an inline LaTeX formula of a sentence (:data:`_TEX_TEXT`)."""
     m = re.sub(r"\\operatorname\{([^{}]*)\}", r"\1 ", m)
+    m = re.sub(r"\\left\(\\begin\{smallmatrix\}(.*?)\\end\{smallmatrix\}\\right\)",
+               lambda g: "(" + "; ".join(r.replace(" & ", ", ").strip() for r in g.group(1).split(r"\\")) + ")", m)
     m = re.sub(r"\\(?:text|mathrm)\{([^{}]*)\}", r"\1", m)
     for a, b in _TEX_TEXT:
         m = re.sub(re.escape(a) + (r"(?![A-Za-z])" if a[-1].isalpha() else ""), lambda _: b, m)
@@ -582,12 +585,12 @@ def render_witness(w, fmt: str = "text", standalone: bool = False) -> str:
         # the point's values are numbers set by the witness code (int / Rational), never user strings
         point = ", ".join(f"{tex(sp.Symbol(k))} = {tex(sp.S(v))}" for k, v in w.point.items())
         rows = [_latex_row(r"\Gamma(x)", w.field_expr, tex)[0]]
-        q_row, q_width = _latex_row(r"\frac{\partial^2 \Gamma}{\partial x^2}", w.quantity, tex)
+        q_row, q_width = _latex_row(w.label(), w.quantity, tex)
         if len(sp.sstr(w.quantity)) < 400 and q_width <= LATEX_LINE_WIDTH:   # else: the value only
             rows.append(q_row)
             rows.append(f"&= {w.value:.15g} \\quad \\text{{at }} " + point)
         else:
-            rows.append(r"\frac{\partial^2 \Gamma}{\partial x^2} &= " + f"{w.value:.15g}"
+            rows.append(w.label() + " &= " + f"{w.value:.15g}"
                         + r" \quad \text{at } " + point)
         body = "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
         if standalone:

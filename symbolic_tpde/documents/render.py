@@ -15,7 +15,7 @@ import re
 import sympy as sp
 
 from .printing import readable, words_tex, words_text
-from .equation import RELATIONS, json_side, tex, text
+from .equation import RELATIONS, json_side, refuse_chained, tex, text
 
 __all__ = ["render", "to_text", "to_json", "to_latex", "standalone", "beamer", "tex", "text", "readable"]
 
@@ -33,7 +33,7 @@ def _model_tex(m: str) -> str:
 
 
 def _where_text(eq) -> str:
-    return ("where " + ", ".join(f"{text(k)} = {text(v)}" for k, v in eq.where)) if eq.where else ""
+    return ("where " + ", ".join(f"{text(k)} := {text(v)}" for k, v in eq.where)) if eq.where else ""
 
 
 def _free_text(eq) -> str:
@@ -58,6 +58,7 @@ def _plain(s: str) -> str:
 
 
 def to_json(dv) -> dict:
+    refuse_chained(dv)
     return {"title": _plain(dv.title), "model": [_plain(m) for m in dv.model],
             "assumptions": [_plain(a) for a in dv.assumptions], "conclusions": [_plain(c) for c in dv.conclusions],
             "all_checked": dv.all_checked, "summary": _plain(dv.summary()), "expr_format": "sympy-str",
@@ -74,6 +75,7 @@ def _step_json(s) -> dict:
 
 
 def to_text(dv) -> str:
+    refuse_chained(dv)
     lines = [words_text(dv.title), "", words_text(dv.summary()), ""]
     if dv.model:
         lines += ["The model:"] + [f"  {words_text(m)}" for m in dv.model] + [""]
@@ -83,8 +85,9 @@ def to_text(dv) -> str:
     lines += ["Assumptions:"] + [f"  - {words_text(a)}" for a in dv.assumptions] + [""]
     lines += _steps_text(dv.steps, "Step")
     if dv.boxed:
-        lines += ["", "Result:"] + [f"  {text(a)} = {text(b)}" for a, b in dv.boxed]
-    lines += ["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]
+        lines += ["", "Result:"] + [f"  {text(b[0])} = {text(b[1])}" + (f"  ({b[2]})" if len(b) > 2 else "")
+                                    for b in dv.boxed]
+    lines += (["", "Conclusions:"] + [f"  - {words_text(c)}" for c in dv.conclusions]) if dv.conclusions else []
     lines += (["", "Exercises (the hint, then the solution):"] + _steps_text(dv.exercises, "Exercise")
               if dv.exercises else [])
     lines += ([""] + [f"Note: {words_text(n)}" for n in dv.notes]) if dv.notes else []
@@ -120,7 +123,11 @@ def _where_tex(eq) -> str:
     """The named blocks of the equation, as a sentence under it (what the check substituted)."""
     if not eq.where:
         return ""
-    return "where " + ", ".join(f"${tex(k)} = {tex(v)}$" for k, v in eq.where) + ".\\\n"
+    def one(k, v):      # an explicit matrix at display size (inline, its fractions print at script size)
+        style = r"\displaystyle " if isinstance(v, sp.MatrixBase) or (isinstance(v, sp.Basic) and v.has(sp.Integral)) \
+            else ""
+        return f"${style}{tex(k)} := {tex(v)}$"
+    return "where " + ", ".join(one(k, v) for k, v in eq.where) + ".\\\n"
 
 
 def _eq(s) -> str:
@@ -201,7 +208,9 @@ def _boxed_tex(dv) -> list:
     if not dv.boxed:
         return []
     out = ["\\paragraph{Result.} Derived and checked in the steps above:"]
-    for lhs, rhs in dv.boxed:
+    for lhs, rhs, *cond in dv.boxed:
+        if cond:
+            out.append(words_tex(cond[0][:1].upper() + cond[0][1:]) + ":")
         body = tex(lhs) + " = " + tex(rhs)
         if latex_width(body) <= EQ_ONE_LINE - 4:
             out.append("\\[\n\\boxed{" + body + "}\n\\]")
@@ -238,14 +247,20 @@ def _steps_tex(steps, hint: str = "") -> list:
     return out + ["\\end{enumerate}"]
 
 
+def _listed(name: str, items) -> list:
+    """A titled list of sentences, nothing when there are none (an empty ``itemize`` does not compile)."""
+    if not items:
+        return []
+    return [f"\\paragraph{{{name}.}}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in items] + ["\\end{itemize}"]
+
+
 def to_latex(dv) -> str:
     """A LaTeX fragment: assumptions, numbered steps (each: title, equation, note, check), conclusions."""
+    refuse_chained(dv)
     out = ["\\paragraph{The model.}", " ".join(_model_tex(m) for m in dv.model)] if dv.model else []
     out += _data_tex(dv)
-    out += ["\\paragraph{Assumptions.}", "\\begin{itemize}"] + [f"\\item {words_tex(a)}" for a in dv.assumptions]
-    out += ["\\end{itemize}", "\\paragraph{Derivation.}"] + _steps_tex(dv.steps)
-    out += _boxed_tex(dv) + ["\\paragraph{Conclusions.}", "\\begin{itemize}"]
-    out += [f"\\item {words_tex(c)}" for c in dv.conclusions] + ["\\end{itemize}"]
+    out += _listed("Assumptions", dv.assumptions) + ["\\paragraph{Derivation.}"] + _steps_tex(dv.steps)
+    out += _boxed_tex(dv) + _listed("Conclusions", dv.conclusions)
     out += (["\\paragraph{Exercises.} Each with a hint, then the solution SymPy derived and how it was checked."]
             + _steps_tex(dv.exercises, "Hint: ") if dv.exercises else [])
     out += [f"\\paragraph{{Note.}} {words_tex(n)}" for n in dv.notes]
@@ -295,6 +310,7 @@ def _eq_beamer(s) -> str:
 def beamer(dv) -> str:
     """Beamer slides: assumptions, one frame per step (``allowframebreaks``: a long step continues on the next
     slide), conclusions; no equation wider than the slide (:func:`_eq_beamer`)."""
+    refuse_chained(dv)
     fr = ["\\begin{frame}[allowframebreaks]{The model, and what was checked}\n"
           + " ".join(_model_tex(m) for m in dv.model) + "\n\n" + words_tex(dv.summary()) + "\n\\end{frame}"]
     fr += ["\\begin{frame}[allowframebreaks]{The data}\n" + "\n".join(_data_tex(dv)[1:]).replace(
@@ -304,9 +320,11 @@ def beamer(dv) -> str:
     for k, s in enumerate(dv.steps, 1):
         fr.append(f"\\begin{{frame}}[allowframebreaks]{{Step {k}}}\n\\textbf{{{words_tex(s.title)}}}\n{_eq_beamer(s)}\n"
                   + _where_tex(s.eq) + (words_tex(s.note) + "\\\\[1ex]\n" if s.note else "") + _check_line(s) + "\n\\end{frame}")
-    fr.append("\\begin{frame}[allowframebreaks]{Conclusions}\n\\begin{itemize}\n"
-              + "\n".join(f"\\item {words_tex(c)}" for c in dv.conclusions + dv.notes)
-              + "\n\\end{itemize}\n\\end{frame}")
+    fr += ["\\begin{frame}[allowframebreaks]{Result}\n" + "\n".join(_boxed_tex(dv)[1:]).replace(
+        "\\boxed{", "\\tpdefit{\\boxed{").replace("}\n\\]", "}}\n\\]") + "\n\\end{frame}"] if dv.boxed else []
+    fr += ["\\begin{frame}[allowframebreaks]{Conclusions}\n\\begin{itemize}\n"
+           + "\n".join(f"\\item {words_tex(c)}" for c in dv.conclusions + dv.notes)
+           + "\n\\end{itemize}\n\\end{frame}"] if dv.conclusions + dv.notes else []
     return ("\\documentclass[aspectratio=169]{beamer}\n" + _PREAMBLE + "\\allowdisplaybreaks\n" + _FIT
             + "\\setbeamertemplate{frametitle continuation}[from second][(cont.)]\n"
             + "\\title{" + words_tex(dv.title) + "}\n"

@@ -112,9 +112,11 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
         return True, (f"substituted back: dSigma(t)/dt - Sigma(t) M Sigma(t) cancels to 0 as a rational function of "
                       f"t, and Sigma(0) = Sigma_0, at {points} seeded random rational weights and Sigma_0 for d = 2 "
                       "(exact arithmetic)"), "d = 2"
-    out.append(step("closed-form solution (integrate the precision equation)", Notation("Sigma(t)", r"\Sigma(t)"),
-                    (S0.I - t * Mn).I, r"valid while $\Sigma_0^{-1} - tM \succ 0$", how=ode_check,
-                    where=where))
+    out.append(step("closed-form solution for constant weights (integrate the precision equation)",
+                    Notation("Σ(t)", r"\Sigma(t)"), (S0.I - t * Mn).I,
+                    r"the weights constant in $t$, so $M$ is; valid while $\Sigma_0^{-1} - tM \succ 0$",
+                    how=ode_check, where=where))
+    out.append(_time_dependent_step(Notation))
     lam = sp.Symbol("lambda_max", positive=True)
 
     def blowup_check(eq, points: int = 3, seed: int = 0):
@@ -137,11 +139,57 @@ def specialise(mf, kinds_: tuple, V_identity: bool, A_symmetric: bool) -> list:
                               "det(Sigma_0^-1 - t M) vanishes at t = T* (50 digits, < 1e-40) and is positive at "
                               "t = k T*/8, k = 0..7"), "d = 2"
         return False, "no random point with a positive eigenvalue", ""
-    out.append(step(r"blow-up time (the first $t$ where $\Sigma_0^{-1} - tM$ is singular)", Notation("T*", r"T^{*}"),
+    out.append(step(r"blow-up time for constant weights (the first $t$ where $\Sigma_0^{-1} - tM$ is singular)",
+                    Notation("T*", r"T^{*}"),
                     1 / lam, r"$\lambda_{\max}$: the largest eigenvalue of $\Sigma_0 M$ (equivalently of "
-                    r"$\Sigma_0^{1/2} M \Sigma_0^{1/2}$); finite-time blow-up iff $\lambda_{\max} > 0$",
+                    r"$\Sigma_0^{1/2} M \Sigma_0^{1/2}$); finite-time blow-up iff $\lambda_{\max} > 0$. With "
+                    r"time-dependent weights $T^{*}$ is instead the first zero of $\det(\Sigma_0^{-1} - \int_0^t M)$, "
+                    r"not $1/\lambda_{\max}$",
                     how=blowup_check, where=where))
     return out
+
+
+def _precision_integral(S0, Mt, tau, t):
+    """``(Σ₀⁻¹ - ∫₀ᵗ M(τ) dτ)⁻¹``, the integral by ``sympy.integrate`` (the instance of the displayed formula)."""
+    return (S0.inv() - Mt.applyfunc(lambda e: sp.integrate(e, (tau, 0, t)))).inv()
+
+
+def time_dependent_check(eq, points: int = 3, seed: int = 2):
+    """The equation's instance ``Σ(t) = build(Σ₀, M(τ), τ, t)`` solves ``dΣ/dt = Σ M(t) Σ``, ``Σ(0) = Σ₀`` at
+    ``d = 2`` for ``M(τ) = M₀ + τM₁ + τ²M₂`` (random rational symmetric) and a random SPD ``Σ₀``."""
+    build = eq.instance[0]
+    t, tau = sp.Symbol("t", real=True), sp.Symbol("tau", real=True)
+    rng = random.Random(seed)
+    for _ in range(points):
+        Ms = [_rand_sym(rng) for _ in range(3)]
+        Mt = Ms[0] + tau * Ms[1] + tau ** 2 * Ms[2]
+        S0 = _rand_sym(rng)
+        S0 = S0 * S0.T + sp.eye(2)
+        St = build(S0, Mt, tau, t)
+        r = (sp.diff(St, t) - St * Mt.subs(tau, t) * St).applyfunc(lambda e: sp.cancel(sp.together(e)))
+        if not (r.is_zero_matrix and (St.subs(t, 0) - S0).is_zero_matrix):
+            return False, "the right side does not solve dSigma/dt = Sigma M(t) Sigma with Sigma(0) = Sigma_0", ""
+    return True, (f"at {points} seeded random rational M(tau) = M_0 + tau M_1 + tau^2 M_2 (symmetric) and SPD "
+                  "Sigma_0 at d = 2: the integral by SymPy, the result substituted back into dSigma/dt = "
+                  "Sigma M(t) Sigma, cancelled to 0 exactly, and Sigma(0) = Sigma_0"), "d = 2"
+
+
+def _time_dependent_step(Notation):
+    """``Σ(t) = (Σ₀⁻¹ - ∫₀ᵗ M(τ) dτ)⁻¹`` when the weights, hence ``M``, depend on ``t`` (:func:`time_dependent_check`
+    on the equation's instance :func:`_precision_integral`)."""
+    from .equation import Equation, Step
+
+    eq = Equation(Notation("Σ(t)", r"\Sigma(t)"),
+                  Notation("(Σ₀⁻¹ - ∫₀ᵗ M(τ) dτ)⁻¹", r"\Big(\Sigma_0^{-1} - \int_0^t M(\tau)\, d\tau\Big)^{-1}"),
+                  instance=(_precision_integral,))
+    return Step("with time-dependent weights (M depends on t through them)", eq,
+                r"the precision equation $d\Sigma^{-1}/dt = -M(t)$ integrated; valid while the bracket is positive "
+                r"definite", how=time_dependent_check).check()
+
+
+def _rand_sym(rng) -> sp.Matrix:
+    a, b, c = (sp.Rational(rng.randint(-9, 9), rng.randint(1, 5)) for _ in range(3))
+    return sp.Matrix([[a, b], [b, c]])
 
 
 def model_statement(kinds_: tuple, ffn: bool = False) -> tuple:
@@ -194,14 +242,17 @@ def assumptions_in_words(kinds_: tuple, V_identity: bool = False, A_symmetric: b
         ass.append(r"Structure given by the user: $A = A^{\top}$.")
     concl = [EXACT_WORDS]
     from ..registry.theorems import for_kinds, hypotheses_for
+    from .known_results import known_result
 
-    concl += [f"Known result (a theorem, proved in its source, not checked in this document): if "
-              f"{hypotheses_for(t, tuple(kinds_))}, "
-              f"then {t.statement}. Why: {t.reason}. Source: {t.source}." for t in for_kinds(tuple(kinds_))]
+    concl += [known_result(t, tuple(kinds_), hypotheses_for(t, tuple(kinds_)), V_identity)
+              for t in for_kinds(tuple(kinds_))]
     if rate is not None:
         Mt = tex(rate)
-        concl.append(rf"With this structure the precision decreases linearly, $\Sigma(t)^{{-1}} = \Sigma_0^{{-1}} - "
-                     rf"tM$ with $M = {Mt}$: the covariance blows up in finite time $T^{{*}} = 1/\lambda_{{\max}}$, "
+        ass.append(r"For the closed form and the blow-up time: the weights are constant in $t$. With time-dependent "
+                   r"weights the precision is $\Sigma(t)^{-1} = \Sigma_0^{-1} - \int_0^t M(\tau)\, d\tau$ and the "
+                   r"blow-up time is the first zero of $\det(\Sigma_0^{-1} - \int_0^t M)$.")
+        concl.append(rf"With this structure and constant weights the precision decreases linearly, "
+                     rf"$\Sigma(t)^{{-1}} = \Sigma_0^{{-1}} - tM$ with $M = {Mt}$: the covariance blows up in finite time $T^{{*}} = 1/\lambda_{{\max}}$, "
                      rf"$\lambda_{{\max}}$ the largest eigenvalue of $\Sigma_0 M$, iff $M$ has a positive eigenvalue "
                      rf"($\Sigma_0 M$ is similar to $\Sigma_0^{{1/2}} M \Sigma_0^{{1/2}}$, which by Sylvester's law of "
                      rf"inertia has as many positive eigenvalues as $M$).")

@@ -236,8 +236,15 @@ def kind_derivation(kinds_: tuple = ("softmax",), ffn: bool = False, V_identity:
     boxed = ((d_alpha, mf_a), (d_Sigma, mf_S))
     if special:         # the specialised equations, and the closed form and blow-up time if any
         boxed = ((d_alpha, special[0].rhs), (d_Sigma, special[1].rhs),
-                 *((s.eq.lhs, s.eq.substituted(s.eq.rhs)) for s in special[3:]))
+                 *((s.eq.lhs, s.eq.substituted(s.eq.rhs), "for constant weights" if "constant weights" in s.title
+                    else "for time-dependent weights") for s in special[3:]))
     return Derivation(title, tuple(steps), ass, concl, model=model_statement(tuple(kinds_), ffn), boxed=boxed)
+
+
+def _tidy(M) -> sp.ImmutableMatrix:
+    """A read-off block for display, each entry as one factored fraction (``-e^t(a₀₀u₀ + a₀₁u₁)/(t + 2)``, not
+    the expanded sum); the displayed block is the one the check substitutes."""
+    return sp.ImmutableMatrix(M.applyfunc(lambda e: sp.factor(sp.cancel(sp.together(e)))))
 
 
 # ------------------------------------------------------------------------------------ entrywise systems
@@ -255,8 +262,8 @@ def user_kernel_derivation(ell, form, V, x, y, system) -> Derivation:
     xm, ym = sp.MatrixSymbol("x", d, 1), sp.MatrixSymbol("y", d, 1)
     Rd, Bd, rd, Vd = (sp.MatrixSymbol(n, d, k) for n, k in (("R", d), ("B", d), ("r", 1), ("V", d)))
     zero_R, zero_r, eye_V = form.R.is_zero_matrix, form.r.is_zero_matrix, V == sp.eye(d)
-    blocks = ((Bd, sp.ImmutableMatrix(form.B)),) + (() if zero_R else ((Rd, sp.ImmutableMatrix(form.R)),)) \
-        + (() if zero_r else ((rd, sp.ImmutableMatrix(form.r)),))
+    blocks = ((Bd, _tidy(form.B)),) + (() if zero_R else ((Rd, _tidy(form.R)),)) \
+        + (() if zero_r else ((rd, _tidy(form.r)),))
     lin = _ma(Bd.T * xm, None if zero_r else rd)
     cx = sp.MatrixSymbol("c(x)", 1, 1)      # the terms free of y, shown by name
     read = _ma(None if form.dropped.is_zero else cx, None if zero_R else _mm(ym.T, Rd, ym), _mm(sp.Transpose(lin), ym))
@@ -265,10 +272,15 @@ def user_kernel_derivation(ell, form, V, x, y, system) -> Derivation:
     def read_off(eq):       # the user's kernel against the read-off blocks, c(x) its terms free of y
         env = {"x": xs, "y": ys, cx.name: sp.zeros(1, 1), **{k.name: v for k, v in eq.where}}
         rhs = explicit(eq.rhs, env, {"d": d})
-        rest = sp.expand(eq.lhs - rhs[0, 0])
-        ok = not rest.has(*y)
-        return ok, ("$\\log k(x, y)$ minus the right side without $c(x)$, expanded exactly, is free of $y$ (it is "
-                    "$c(x)$)" if ok else "the difference depends on $y$"), f"d = {d}"
+        rest = eq.lhs - rhs[0, 0]
+        # free of y: every y-derivative of the difference brought to one fraction (cancel after together), so
+        # that time-dependent coefficients written differently (1 + 1/(1+t) and (t+2)/(t+1)) cancel
+        bad = [yi for yi in y if sp.cancel(sp.together(sp.expand(sp.diff(rest, yi)))) != 0]
+        ok = not bad
+        return ok, ("every $y$-derivative of $\\log k(x, y)$ minus the right side without $c(x)$ cancels exactly "
+                    "to $0$: the difference is free of $y$ (it is $c(x)$)" if ok else
+                    "the difference depends on $y$ (its derivative in " + ", ".join(f"${tex(v)}$" for v in bad)
+                    + " does not cancel)"), f"d = {d}"
     steps = [Step(rf"the kernel as given, read as a quadratic in the key $y$ ($d = {d}$)",
                   Equation(ell, read, where=blocks), "the terms free of $y$ form $c(x)$; they cancel when the tilted "
                   "measure is normalised", how=read_off).check()]

@@ -178,20 +178,19 @@ def cloud_and_ode(schedule, alpha0, Sigma0, times, n: int, seed: int, steps_per_
     ``(t, X, mean_emp, Σ_emp, α_ode, Σ_ode)``.
 
     ``n`` tokens are drawn from ``N(alpha0, Sigma0)`` (``default_rng(seed)``) and evolved by
-    :func:`symbolic_tpde.numerics.particles.simulate.simulate` (RK4, ``steps_per_unit`` steps per unit time, saved at
-    ``times``).  The ODE (``ode``: a :class:`~symbolic_tpde.gaussian.GaussianODE`, or ``None`` for a kind that
+    :func:`symbolic_tpde.particles` (RK4, ``steps_per_unit`` steps per unit time, ``t_eval=times``).  The ODE (``ode``: a :class:`~symbolic_tpde.gaussian.GaussianODE`, or ``None`` for a kind that
     does not preserve Gaussians) starts from the cloud's *sample* mean and covariance (``1/n``), so at ``t = 0``
     both ellipses coincide and any later gap is the dynamics' (finite-``n`` sampling of the attention), not the
     ``O(n^{-1/2})`` error of the initial draw (README Mathematics §6)."""
+    from ..api import particles
     from ..numerics.measures.estimators import moments
-    from ..numerics.particles.simulate import simulate
 
     times = np.asarray(times, float)
     k = len(times) - 1
     per = max(10, int(np.ceil(times[-1] / k * steps_per_unit)))
     rng = np.random.default_rng(seed)
     X0 = rng.multivariate_normal(np.asarray(alpha0, float), np.asarray(Sigma0, float), size=n, method="cholesky")
-    run = simulate(X0, schedule, float(times[-1]), steps=per * k, save_every=per, progress=False)
+    run = particles(schedule, X0, float(times[-1]), t_eval=times, method="rk4", steps=per * k)
     frames = run.trajectory
     m0, S0 = moments(X0)
     sol = None

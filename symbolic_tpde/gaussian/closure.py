@@ -202,10 +202,6 @@ class ClosureError:
     label: str = LABEL
 
 
-def _moments(X, d):
-    return layout.pack(X.mean(0), np.cov(X.T, bias=True).reshape(d, d))
-
-
 def closure_vs_particles(weights: Weights, alpha0, Sigma0, T: float, *, n: int = 1000, runs: int = 6,
                          seed: int = 0, steps: int = 20, n_outer: int = 16, n_inner: int = 32) -> ClosureError:
     """Measure the closure error against ``runs`` particle clouds of ``n`` tokens.
@@ -215,31 +211,17 @@ def closure_vs_particles(weights: Weights, alpha0, Sigma0, T: float, *, n: int =
     and the difference keeps only the closure error, an ``O(1/n)`` finite-``n`` bias and a much smaller
     ``O(n^{-1/2})`` noise (from the cloud's higher moments), whose size ``se`` is measured over the runs.
     Particles: fixed-step RK4 with ``steps`` steps (step error ``O(h⁴)``; ``steps`` is checked by the caller
-    against a doubled run).  Sigmoid quadrature: ``n_outer``, ``n_inner`` nodes (its estimate is returned)."""
-    from ..numerics.particles.simulate import simulate
+    against a doubled run).  Sigmoid quadrature: ``n_outer``, ``n_inner`` nodes (its estimate is returned).
+    The runs (``default_rng([seed, r])``), the paired deviations and their standard error are
+    :func:`symbolic_tpde.compare`'s (``paired=True``, this closure as its ``ode``)."""
+    from ..api import compare
 
     d = weights.d
     alpha0, Sigma0 = check_gaussian(alpha0, Sigma0, d)
     ode = ClosureODE(weights, n_outer=n_outer, n_inner=n_inner)
-    ref = ode.integrate(alpha0, Sigma0, T, t_eval=[float(T)], rtol=1e-9)
-    if ref.status != "ok":
-        raise InputError("T", f"the closure stopped before T: {ref.message}")
-    c = layout.pack(ref.alpha[-1], ref.Sigma[-1])
-    L = np.linalg.cholesky(Sigma0)
-    parts, diffs = [], []
-    for r in range(runs):
-        rng = np.random.default_rng([seed, r])
-        X0 = alpha0 + rng.standard_normal((n, d)) @ L.T
-        a_hat, S_hat = layout.unpack(_moments(X0, d), d)
-        X = np.asarray(simulate(X0, weights, T, steps=steps, method="rk4", progress=False).X, float)
-        cr = ode.integrate(a_hat, S_hat, T, t_eval=[float(T)], rtol=1e-9)
-        if cr.status != "ok":
-            raise InputError("T", f"the closure from run {r}'s initial moments stopped before T: {cr.message}")
-        parts.append(_moments(X, d))
-        diffs.append(parts[-1] - layout.pack(cr.alpha[-1], cr.Sigma[-1]))
-    D = np.array(diffs)
-    err, se = D.mean(0), D.std(0, ddof=1) / math.sqrt(runs)
-    y0 = layout.pack(alpha0, Sigma0)
-    return ClosureError(c, np.mean(parts, 0), se, err, float(np.abs(err).max() / np.abs(ref.Sigma[-1]).max()),
-                        float(np.max(np.abs(err) / se)), float(np.max(np.abs(c - y0) / se)),
-                        ode.quadrature_error(ref.alpha[-1], ref.Sigma[-1]), n, runs)
+    c = compare(weights, alpha0, Sigma0, T, n=n, runs=runs, seed=seed, paired=True, ode=ode,
+                ode_options={"rtol": 1e-9}, method="rk4", steps=steps)
+    err, se = c.deviation[-1], c.se[-1]
+    return ClosureError(layout.pack(c.alpha[-1], c.Sigma[-1]), layout.pack(c.mean[-1], c.cov[-1]), se, err,
+                        float(np.abs(err).max() / np.abs(c.Sigma[-1]).max()), float(np.max(np.abs(err) / se)),
+                        float(c.sensitivity[-1]), ode.quadrature_error(c.alpha[-1], c.Sigma[-1]), n, runs)

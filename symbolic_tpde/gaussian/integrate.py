@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..values import value_eq
 from ..numerics.ode.solve import BlowupMonitor, Event, Solution, Status, StopCondition
 from ..registry import layout
 from ..inputs.checks import positive_number
@@ -54,6 +55,8 @@ class GaussianSolution:
     events: list = field(default_factory=list)
     y: np.ndarray | None = None
     nfev: int = 0
+
+    __eq__ = value_eq          # by value, arrays entry by entry (symbolic_tpde.values)
 
 
 def gaussian_events(ode, blowup: bool = True) -> list:

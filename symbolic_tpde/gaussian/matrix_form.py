@@ -15,45 +15,72 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import layout
+from ..registry import kinds, layout
 
-__all__ = ["quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "tilt_margins"]
+__all__ = ["head_form", "quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "tilt_margins"]
+
+
+def head_form(head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(B, R, r)`` of a head whose kind is registered with a quadratic form and normalised (the Gaussian tilt
+    applies): ``log k(x, y) = xᵀBy + yᵀRy + rᵀy + (terms in x alone)`` (README Mathematics §2–3; the form is
+    the registry's, :attr:`symbolic_tpde.registry.kinds.KindSpec.quadratic`), zero blocks as zeros; ``None``
+    for other kinds."""
+    spec = kinds.get(head.kind)
+    if not spec.tilt:
+        return None
+    f = spec.form(head.effective)
+    B = np.asarray(f["B"], float)
+    d = B.shape[0]
+    R = np.zeros((d, d)) if f["R"] is None else np.asarray(f["R"], float)
+    r = np.zeros(d) if f["r"] is None else np.asarray(f["r"], float)
+    return B, R, r
 
 
 def quadratic_form(head) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(B, R)`` with ``log k(x, y) = xᵀBy + yᵀRy + (terms free of y or of x alone)`` for the kinds whose
-    log-kernel is such a quadratic form (README Mathematics §2–3), ``None`` otherwise: softmax ``B = Aᵀ``,
-    ``R = 0``; ℓ2 ``-‖Qx - Ky‖²/τ``: ``B = (2/τ)QᵀK``, ``R = -KᵀK/τ``; custom: its ``B`` and ``R``."""
-    e = head.effective
-    if head.kind == "softmax":
-        A = np.asarray(e["A"], float)
-        return A.T, np.zeros_like(A)
-    if head.kind == "l2":
-        Q, K, tau = np.asarray(e["Q"], float), np.asarray(e["K"], float), float(e["tau"])
-        return (2.0 / tau) * Q.T @ K, -(K.T @ K) / tau
-    if head.kind == "custom":
-        return np.asarray(e["B"], float), np.asarray(e["R"], float)
-    return None
+    """``(B, R)`` of :func:`head_form` (softmax ``B = Aᵀ``, ``R = 0``; ℓ2 ``B = (2/τ)QᵀK``, ``R = -KᵀK/τ``;
+    custom its ``B`` and ``R``), ``None`` for a kind without a normalised quadratic form."""
+    f = head_form(head)
+    return None if f is None else f[:2]
 
 
-def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray,
-                 sinkhorn_out: list | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+def _linear_affine(e, alpha, Sigma):
+    """Linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``."""
+    return np.zeros(len(alpha)), np.asarray(e["V"], float) @ (Sigma + np.outer(alpha, alpha)) @ np.asarray(e["A"], float)
+
+
+def _sinkhorn_affine(e, alpha, Sigma):
+    """Sinkhorn: ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``, ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)``."""
+    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
+
+    V = np.asarray(e["V"], float)
+    Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
+    try:
+        Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
+    except np.linalg.LinAlgError:
+        # a collapsed Σ (a Sinkhorn run going to rank one): Cᵀ = (2ΣA_εΣ^{1/2}(S + I)⁻¹)Σ^{1/2} ends in Σ^{1/2},
+        # so with the pseudo-inverse JΣ = VCᵀΣ⁺Σ = VCᵀ still holds: the velocity VCᵀ + CVᵀ stays exact
+        Jh = V @ Ct @ np.linalg.pinv(Sigma)
+    return V @ alpha - Jh @ alpha, Jh
+
+
+kinds.register("linear", "affine")(_linear_affine)
+kinds.register("sinkhorn", "affine")(_sinkhorn_affine)
+
+
+def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``(b, J)`` with ``Γ_{N(α, Σ)}(x) = b + Jx`` summed over heads (+ FFN ``Wx + c``), in matrix form without
     ``Σ⁻¹`` where it can be avoided (README Mathematics §3); ``None`` for a head of a kind that does not preserve
     Gaussians, or with an attention sink.
 
-    * ``log k = xᵀBy + yᵀRy + rᵀy + …`` (:func:`quadratic_form`: softmax, ℓ2, custom): the
-      tilt of ``N(α, Σ)`` has mean ``(Σ⁻¹ - R - Rᵀ)⁻¹(Σ⁻¹α + r + Bᵀx) = (I - Σ(R + Rᵀ))⁻¹(α + Σr + ΣBᵀx)``, so
+    * a normalised kind with a quadratic form ``log k = xᵀBy + yᵀRy + rᵀy + …`` (:func:`head_form`: softmax,
+      ℓ2, custom, any kind registered with a form): the tilt of ``N(α, Σ)`` has mean
+      ``(Σ⁻¹ - R - Rᵀ)⁻¹(Σ⁻¹α + r + Bᵀx) = (I - Σ(R + Rᵀ))⁻¹(α + Σr + ΣBᵀx)``, so
       ``b = V(I - ΣM)⁻¹(α + Σr)``, ``J = V(I - ΣM)⁻¹ΣBᵀ`` with ``M = R + Rᵀ`` (one backward-stable solve: it
       keeps its accuracy when ``Σ`` is ill-conditioned, where the entrywise cofactor form loses
       ``cond(Σ)·eps``);
-    * linear ``Γ(x) = V E[yyᵀ]Ax``: ``b = 0``, ``J = V(Σ + ααᵀ)A``;
-    * Sinkhorn: the plan is Gaussian with cross-covariance ``C``, ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``:
-      ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``); with a list ``sinkhorn_out``
-      these heads append ``VCᵀ`` to it and are left out of ``(b, J)`` (:func:`covariance_velocity`: no ``Σ⁻¹``,
-      so a collapsing ``Σ`` stays evaluable)."""
-    from ..numerics.ode.numeric_matrix import sinkhorn_cross_cov
-
+    * other affine kinds register their own ``affine`` part ``(params, α, Σ) -> (b, J)`` here: linear
+      ``b = 0``, ``J = V(Σ + ααᵀ)A``; Sinkhorn (the plan is Gaussian with cross-covariance ``C``,
+      ``E_π[y|x] = α + CᵀΣ⁻¹(x - α)``) ``J = VCᵀΣ⁻¹``, ``b = V(α - CᵀΣ⁻¹α)`` (``dΣ/dt = JΣ + ΣJᵀ = VCᵀ + CVᵀ``)."""
     if weights.sink is not None:
         return None
     alpha = np.asarray(alpha, float)
@@ -61,24 +88,16 @@ def affine_field(weights, alpha: np.ndarray, Sigma: np.ndarray,
     d = Sigma.shape[0]
     b, J = np.zeros(d), np.zeros((d, d))
     for h in weights.heads:
-        e = h.effective
-        V = np.asarray(e["V"], float)
-        if h.kind == "sinkhorn":
-            Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
-            if sinkhorn_out is not None:     # the caller wants VCᵀ itself (no Σ⁻¹: Σ may be singular)
-                sinkhorn_out.append(V @ Ct)
-                continue
-            Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
-            b, J = b + V @ alpha - Jh @ alpha, J + Jh
-            continue
-        if h.kind == "linear":
-            J = J + V @ (Sigma + np.outer(alpha, alpha)) @ np.asarray(e["A"], float)
-            continue
-        form = quadratic_form(h)
+        form = head_form(h)
         if form is None:
-            return None
-        B, R = form
-        r = np.asarray(e.get("r", np.zeros(d)), float) if h.kind == "custom" else np.zeros(d)
+            own = kinds.part(h.kind, "affine", None)
+            if own is None:
+                return None
+            bh, Jh = own(h.effective, alpha, Sigma)
+            b, J = b + bh, J + Jh
+            continue
+        B, R, r = form
+        V = np.asarray(h.effective["V"], float)
         G = np.eye(d) - Sigma @ (R + R.T)
         b = b + V @ np.linalg.solve(G, alpha + Sigma @ r)
         J = J + V @ np.linalg.solve(G, Sigma @ B.T)
@@ -92,12 +111,11 @@ def covariance_velocity(weights, Sigma: np.ndarray) -> np.ndarray | None:
     """``dΣ/dt = JΣ + ΣJᵀ`` with ``J`` of :func:`affine_field` (at ``α = 0``: the covariance equation of every
     kind here but linear attention does not involve ``α``); ``None`` where :func:`affine_field` is."""
     Sigma = np.asarray(Sigma, float)
-    sink: list = []
-    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma, sinkhorn_out=sink)
+    bJ = affine_field(weights, np.zeros(Sigma.shape[0]), Sigma)
     if bJ is None:
         return None
-    JS = bJ[1] @ Sigma + sum(sink, np.zeros_like(Sigma))
-    return JS + JS.T
+    J = bJ[1]
+    return J @ Sigma + Sigma @ J.T
 
 
 def matrix_rhs(weights, d: int):
@@ -110,14 +128,12 @@ def matrix_rhs(weights, d: int):
         return None
     heads = []
     for h in weights.heads:
-        form = quadratic_form(h)
+        form = head_form(h)
         if form is None:
             return None
-        e = h.effective
-        B, R = form
-        r = np.asarray(e.get("r", np.zeros(d)), float) if h.kind == "custom" else np.zeros(d)
+        B, R, r = form
         M = R + R.T
-        heads.append((np.asarray(e["V"], float), np.ascontiguousarray(B.T), M if np.abs(M).max() > 0 else None,
+        heads.append((np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T), M if np.abs(M).max() > 0 else None,
                       r if np.abs(r).max() > 0 else None))
     W = c = None
     if weights.ffn is not None:

@@ -30,7 +30,11 @@ from ..memo import Memo
 
 # ---------------------------------------------------------------------------------------------- packing
 def pack_state(alpha, Sigma) -> np.ndarray:
-    """``y = (alpha_0..alpha_{d-1}, Sigma_00, Sigma_01, .., Sigma_0{d-1}, Sigma_11, ..)`` (batched too)."""
+    """``y = (alpha_0..alpha_{d-1}, Sigma_00, Sigma_01, .., Sigma_0{d-1}, Sigma_11, ..)`` (batched too).
+
+    >>> pack_state([1.0, 2.0], [[3.0, 4.0], [4.0, 5.0]]).tolist()
+    [1.0, 2.0, 3.0, 4.0, 5.0]
+    """
     a = np.asarray(alpha, dtype=float)
     S = np.asarray(Sigma, dtype=float)
     d = a.shape[-1] if a.ndim else 1
@@ -40,7 +44,12 @@ def pack_state(alpha, Sigma) -> np.ndarray:
 
 
 def unpack_state(y, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse of :func:`pack_state`; works on a leading batch axis too (``y`` of shape ``(..., n)``)."""
+    """Inverse of :func:`pack_state`; works on a leading batch axis too (``y`` of shape ``(..., n)``).
+
+    >>> alpha, Sigma = unpack_state([1.0, 2.0, 3.0, 4.0, 5.0], 2)
+    >>> alpha.tolist(), Sigma.tolist()
+    ([1.0, 2.0], [[3.0, 4.0], [4.0, 5.0]])
+    """
     return layout.unpack(y, d)
 
 
@@ -74,42 +83,11 @@ def pack_params(system, weights: Weights) -> np.ndarray:
 
 
 def params_from_values(system, values) -> np.ndarray:
-    """Flat parameter vector from ``values``: each parameter symbol (or its name) -> a number; a SymPy
-    ``Matrix`` of parameter symbols may map to an array of the same shape.  Missing or extra names are an
-    :class:`InputError` naming them."""
-    import sympy as sp
+    """Flat parameter vector from ``values`` (:func:`symbolic_tpde.symbolic.user_kernel.params_from_values`,
+    imported on call: this module loads without SymPy)."""
+    from ..symbolic.user_kernel import params_from_values as flat
 
-    if not hasattr(values, "items"):
-        raise InputError("values", f"must map parameter symbols or names to numbers, got {type(values).__name__}")
-    by_name = {s.name: i for i, s in enumerate(system.params)}
-    p = np.full(system.n_params, np.nan)
-    extra: list[str] = []
-    for key, val in values.items():
-        if isinstance(key, sp.MatrixBase):
-            arr = np.asarray(val, dtype=float)
-            if arr.shape != key.shape:
-                raise InputError(str(key), f"expected an array of shape {key.shape}, got {arr.shape}")
-            pairs = list(zip(list(key), arr.reshape(-1)))
-        else:
-            pairs = [(key, val)]
-        for k, v in pairs:
-            name = k.name if isinstance(k, sp.Symbol) else str(k)
-            if name not in by_name:
-                extra.append(name)
-                continue
-            if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
-                raise InputError(name, f"must be a real number, got {v!r}")
-            fv = float(v)
-            if not math.isfinite(fv):
-                raise InputError(name, "must be finite")
-            p[by_name[name]] = fv
-    if extra:
-        raise InputError("values", f"unknown parameters {sorted(set(extra))}; the system's are "
-                         f"{[s.name for s in system.params]}")
-    missing = [s.name for s, v in zip(system.params, p) if np.isnan(v)]
-    if missing:
-        raise InputError("values", f"missing parameters {missing}")
-    return p
+    return flat(system, values)
 
 
 _MEMO = Memo("compiled right-hand sides by weights structure and backend")
@@ -177,6 +155,12 @@ class GaussianODE:
     ``condition_values(t, y)``, ``integrate(alpha0, Sigma0, T, ...)``.  ``backend``: ``"auto"``, ``"numpy"``
     or ``"c"`` for the generated code (``"numeric-matrix"`` when a Sinkhorn head at ``d >= 3`` is present);
     ``compiled``: the backend object (:func:`backend_for`).
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=np.zeros((1, 1)), V=-np.eye(1))]))
+    >>> ode.rhs(0.0, pack_state([1.0], [[1.0]])) + 0.0            # A = 0: α' = Vα, Σ' = 0
+    array([-1.,  0.])
     """
 
     def __init__(self, schedule: Schedule, backend: str = "auto"):
@@ -397,4 +381,35 @@ class GaussianODE:
 
     def __repr__(self) -> str:
         return f"GaussianODE(d={self.d}, backend={self.backend!r}, system={self._system or self.compiled!r})"
+
+    # -- travel: pickled as what it was built from, rebuilt (warm cache: no derivation) where it lands --------
+    def __reduce__(self):
+        backend = self.backend if self.backend in ("c", "numpy") else "auto"
+        if self._fixed_p is not None:
+            values = {p.name: float(v) for p, v in zip(self.system.params, self._fixed_p)}
+            return _from_system, (self.system, values, backend)
+        return _from_schedule, (self.schedule, backend, self.scenario)
+
+    def _key(self):
+        if self._fixed_p is None:
+            return self.schedule, self.scenario, self.backend
+        from ..codegen.compile import system_key
+
+        return system_key(self.system), self._fixed_p.tobytes(), self.backend
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+def _from_schedule(schedule, backend, scenario):
+    ode = GaussianODE(schedule, backend)
+    ode.scenario = scenario
+    return ode
+
+
+def _from_system(system, values, backend):
+    return GaussianODE.from_system(system, values, backend)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["finite_array", "check_shape", "positive_int", "positive_number", "spd", "read_json", "parse_json",
-           "number_tree", "field_name", "one_line", "strict_json", "horizon", "sweep_axis", "MAX_ENTRY", "T_MAX",
+           "number_tree", "read_input", "read_arrays", "writable_output", "field_name", "one_line", "strict_json", "horizon", "sweep_axis", "MAX_ENTRY", "T_MAX",
            "MAX_BYTES", "MAX_DEPTH", "MAX_DIM", "MAX_DIM_NUMERIC"]
 
 #: Largest magnitude of an entry of a user-given parameter or initial datum.  The moment right-hand sides are
@@ -224,40 +225,172 @@ def parse_json(data: bytes | str, field: str = "scenario", max_bytes: int = MAX_
         raise InputError(field, "nested too deeply") from None
 
 
-def read_json(path, field: str = "scenario", max_bytes: int = MAX_BYTES) -> Any:
-    """:func:`parse_json` of a file, read in binary and bounded by ``max_bytes`` before decoding."""
+#: How long an input given as an anonymous pipe (``--scenario <(cat f.json)``, ``/dev/stdin``) may take to
+#: deliver its data: a writer that produces nothing for this long is refused, never waited on forever.
+PIPE_WAIT_SECONDS = 10.0
+#: Largest array file (``.npy``/``.npz``: an empirical initial law, a model's weights, observations) read.
+MAX_ARRAY_BYTES = 2 ** 31
+_READ_CACHE: dict = {}
+
+
+def _anonymous_pipe(path: str) -> bool:
+    """Whether ``path`` names an anonymous pipe (``/dev/fd/N`` of a process substitution, ``/dev/stdin`` fed by
+    a pipe): it resolves to ``pipe:[inode]`` (Linux ``/proc``), whereas a named FIFO resolves to its own path."""
+    return os.path.basename(os.path.realpath(path)).startswith("pipe:[")
+
+
+def _read_pipe(path: str, field: str, max_bytes: int) -> bytes:
+    """Read an anonymous pipe to its end without ever blocking for more than :data:`PIPE_WAIT_SECONDS`."""
+    import select
+    import time
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks, size, deadline = [], 0, time.monotonic() + PIPE_WAIT_SECONDS
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise InputError(field, f"{path!r}: the pipe delivered no end of data within "
+                                 f"{PIPE_WAIT_SECONDS:g} s (give a regular file)")
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_input(path, field: str = "scenario", max_bytes: int = MAX_BYTES) -> bytes:
+    """The bytes of an input file (at most ``max_bytes + 1``, so that the caller can refuse a larger one): the
+    one reader of every user input file.
+
+    * read once per process: a second read of the same file (same device, inode, size and modification time)
+      or of the same anonymous pipe returns the same bytes, so ``--scenario <(cat f.json)`` works wherever a
+      command looks at its scenario more than once;
+    * a regular file or an anonymous pipe (process substitution, ``/dev/stdin``; read with a deadline,
+      :data:`PIPE_WAIT_SECONDS`); a named pipe (FIFO), a device, a socket or a directory is refused by name
+      before any open, so nothing ever blocks on a FIFO that has no writer.
+    """
+    import stat as st_
+
+    name = os.fspath(path)
+    shown = repr(str(name)[-80:])
+    try:
+        st = os.stat(name)
+    except (OSError, ValueError) as exc:
+        raise InputError(field, f"cannot read {shown}: {getattr(exc, 'strerror', None) or exc}"[:200]) from None
+    mode = st.st_mode
+    if st_.S_ISDIR(mode):
+        raise InputError(field, f"{shown} is a directory, not a file")
+    if st_.S_ISFIFO(mode):
+        if not _anonymous_pipe(name):
+            raise InputError(field, f"{shown} is a named pipe (FIFO), not a regular file (a FIFO blocks until "
+                             "a writer opens it; give a file, or <(cat FILE))")
+        key = ("pipe", st.st_dev, st.st_ino)
+    elif st_.S_ISREG(mode):
+        key = ("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    else:
+        what = ("a character device" if st_.S_ISCHR(mode) else "a block device" if st_.S_ISBLK(mode)
+                else "a socket" if st_.S_ISSOCK(mode) else "not a regular file")
+        raise InputError(field, f"{shown} is {what}, not a regular file")
+    if key in _READ_CACHE:
+        return _READ_CACHE[key]
+    try:
+        if key[0] == "pipe":
+            data = _read_pipe(name, field, max_bytes)
+        else:
+            with open(name, "rb") as fh:
+                data = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise InputError(field, f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
-    return parse_json(data, field, max_bytes)
+        raise InputError(field, f"cannot read {shown}: {exc.strerror or exc}"[:200]) from None
+    if len(_READ_CACHE) >= 8:         # a few inputs per command; bounded memory in long-lived processes
+        _READ_CACHE.pop(next(iter(_READ_CACHE)))
+    _READ_CACHE[key] = data
+    return data
+
+
+def read_json(path, field: str = "scenario", max_bytes: int = MAX_BYTES) -> Any:
+    """:func:`parse_json` of a file, read once by :func:`read_input` and bounded by ``max_bytes`` before
+    decoding."""
+    return parse_json(read_input(path, field, max_bytes), field, max_bytes)
 
 
 def read_arrays(path, field: str, suffix: str):
     """The arrays of a ``.npy`` (``suffix=".npy"``: one array) or ``.npz`` file (a ``dict``, read in full), never
     unpickling.  Every way the file can be bad is an InputError naming ``field``: unreadable, not numpy, pickled
     object arrays, a truncated archive or member, or the other format than its suffix (``np.load`` goes by the
-    content, so a ``.npz`` name may hold one array)."""
+    content, so a ``.npz`` name may hold one array).  Read by :func:`read_input` (FIFOs and devices refused)."""
+    import io
     import zipfile
     import zlib
 
+    raw = read_input(path, field, MAX_ARRAY_BYTES)
+    if len(raw) > MAX_ARRAY_BYTES:
+        raise InputError(field, f"larger than {MAX_ARRAY_BYTES} bytes")
     try:
-        data = np.load(path, allow_pickle=False)
+        data = np.load(io.BytesIO(raw), allow_pickle=False)
         if isinstance(data, np.ndarray):
             got = ".npy"
         else:
             got = ".npz"
             with data as z:
                 data = {k: np.asarray(z[k]) for k in z.files}
-    except OSError as exc:
-        raise InputError(field, f"cannot read {str(path)[-80:]!r}: {exc.strerror or exc}"[:200]) from None
-    except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as exc:
         raise InputError(field, f"not a readable {suffix} file without pickles ({str(exc)[:120]})") from None
     if got != suffix:
         held = "one array (.npy)" if got == ".npy" else "an archive (.npz)"
         raise InputError(field, f"expected a {suffix} file, but it holds {held}")
     return data
+
+
+def writable_output(path, field: str, *, suffixes: tuple = (), directory: bool = False) -> None:
+    """Check, before any work, that an output can be written: a non-empty name (``--save ''`` is refused, not
+    ignored), with one of ``suffixes`` when given, not an existing directory (``directory=False``), FIFO or
+    device, in a directory that exists or can be created and that accepts a new file (a real probe: ``os.access``
+    does not know read-only mounts).  ``directory=True``: ``path`` is an output directory (existing or
+    creatable)."""
+    import stat as st_
+    import tempfile
+    from pathlib import Path
+
+    name = os.fspath(path) if path is not None else ""
+    if not name or not name.strip():
+        raise InputError(field, "an empty file name (give a path, or omit the option)")
+    if "\x00" in name:
+        raise InputError(field, "a file name with a NUL character")
+    p = Path(name)
+    if not directory:
+        if name.endswith(os.sep) or p.name in ("", ".", ".."):
+            raise InputError(field, f"must name a file, got {name!r}"[:200])
+        if suffixes and not name.endswith(tuple(suffixes)):
+            raise InputError(field, f"expected a file name ending in {' or '.join(suffixes)}, got {name!r}"[:200])
+    try:
+        st = os.stat(name)
+    except OSError:
+        st = None
+    if st is not None:
+        if directory and not st_.S_ISDIR(st.st_mode):
+            raise InputError(field, f"{name!r} exists and is not a directory"[:200])
+        if not directory and st_.S_ISDIR(st.st_mode):
+            raise InputError(field, f"{name!r} is a directory"[:200])
+        if not directory and not st_.S_ISREG(st.st_mode):
+            raise InputError(field, f"{name!r} is not a regular file (a FIFO or a device)"[:200])
+    probe = p.resolve() if directory and st is not None else (p.parent.resolve() if str(p.parent) else Path.cwd())
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError(field, f"{probe} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise InputError(field, f"directory {probe} is not writable ({exc.strerror or exc})"[:200]) from None
 
 
 def horizon(value: Any, field: str = "T", allow_zero: bool = True) -> float:

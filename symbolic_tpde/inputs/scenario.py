@@ -82,15 +82,24 @@ def load_scenario(path: str | Path, *, need_T: bool = True, gaussian_data: bool 
     ``gaussian_data=True`` (commands built on the Gaussian moment ODE): a non-Gaussian ``init`` is refused
     (InputError naming ``init.type``); ``tpde particles`` and ``tpde pde`` pass ``False``.  Relative file paths
     inside ``init`` are read relative to the scenario file's directory."""
+    data, base_dir = read_scenario_file(path)
+    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=base_dir)
+
+
+def read_scenario_file(path: str | Path, geometries: tuple[str, ...] = ("R^d",)) -> tuple[dict[str, Any], Path]:
+    """The JSON object of a scenario file, or of a built-in scenario of one of ``geometries`` named ``path``,
+    read once by the strict reader, and the directory relative ``init`` paths are read from
+    (:func:`symbolic_tpde.load_scenario` dispatches on its ``"geometry"``)."""
     p = Path(path)
-    if not p.exists() and str(path) in builtin_scenarios():
+    if not p.exists() and any(str(path) in builtin_scenarios(g) for g in geometries):
         p = _BUILTIN_DIR / f"{path}.json"
     if p.is_dir():
         raise InputError("scenario", f"{str(p)!r} is a directory, not a scenario file")
     data = _checks.read_json(p, "scenario")
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")
-    return parse_scenario(data, need_T=need_T, gaussian_data=gaussian_data, base_dir=p.parent)
+    # relative paths inside init: from the scenario file's directory; a pipe (<(cat f.json)) has none: the cwd
+    return data, (p.parent if p.is_file() else Path.cwd())
 
 
 def _attention_of(data: dict[str, Any], field: str) -> str:
@@ -157,7 +166,13 @@ def parse_scenario(data: dict[str, Any], *, need_T: bool = True, gaussian_data: 
 
     With an ``init`` block, ``alpha0``/``Sigma0`` of the result are the exact mean and covariance of the initial
     law (empirical and grid data: of the file's measure) and ``Scenario.init`` is its :class:`InitSpec`;
-    ``gaussian_data``/``base_dir`` as in :func:`load_scenario`."""
+    ``gaussian_data``/``base_dir`` as in :func:`load_scenario`.
+
+    >>> scn = parse_scenario({"attention": "softmax", "A": [[0.0]], "V": [[-1.0]], "alpha0": [1.0],
+    ...                       "Sigma0": [[1.0]], "T": 1.0})
+    >>> scn.d, scn.T
+    (1, 1.0)
+    """
     head_keys, weight_keys, top_keys, layer_keys = _keys()
     if not isinstance(data, dict):
         raise InputError("scenario", f"expected a JSON object at top level, got {type(data).__name__}")

@@ -13,6 +13,18 @@ kind").  A :class:`KindSpec` is pure data, no numpy and no SymPy:
   ``"witness"`` when it is not (a symbolic witness is derived instead), see the paper (Castin, Ablin, Carrillo,
   Peyré, arXiv 2501.18322, §3 on Gaussian preservation).
 * ``field``: the field ``Γ_μ(x)`` in words, for help texts and documents.
+* ``quadratic``: ``params -> {"B": …, "R": …, "r": …}`` when the kernel is ``exp`` of a quadratic form,
+  ``log k(x, y) = xᵀBy + yᵀRy + rᵀy + (terms in x alone)`` (``x`` the query, ``y`` the key; softmax is
+  ``B = Aᵀ``); a missing key is a zero block.  Optional ``"P"``, ``"p"`` (``xᵀPx + pᵀx``) state the terms in x
+  alone for the documents; they cancel in every normalised field.  Written with ``@``, ``.T`` and scalar
+  products, so the one function serves numpy arrays (the particle field, the grid velocity, the closed forms,
+  the theorems' hypotheses) and SymPy matrices (the derivations).  With ``normalised`` the field is
+  ``V Σ_j k(x, x_j) x_j / Σ_j k(x, x_j)`` (the Gaussian tilt: the kind preserves Gaussians); without it
+  ``V (1/n) Σ_j k(x, x_j) x_j``.  A kind with a form needs no symbolic or particle part of its own
+  (:func:`part` builds them from the form); it may still register its own (e.g. its definition, shown and
+  checked against the form).
+* ``coupling``: the weights are a coupling of ``μ`` with itself (both marginals ``μ``: Sinkhorn), so
+  ``Γ = V E_π[y|x]`` and ``‖Cov_π(x, y)‖ ≤ ‖Σ‖`` (the growth theorem's hypothesis).
 
 The other parts of a kind live in the layer they belong to and are registered against this table with
 :func:`register`:
@@ -28,7 +40,15 @@ part            what                                            registered in
 ``claim``       (optional) the paper's closed form of ``(b, J)``  ``symbolic_tpde/validate/oracles.py``
                 exact (rational matrices) and in matrix form,
                 the claims the ``tpde verify`` rows check
+``affine``      (optional) numeric ``(b, J)`` on ``N(α, Σ)`` of   ``symbolic_tpde/gaussian/matrix_form.py``
+                an affine kind without a normalised form
+                (linear, Sinkhorn)
 ==============  ==============================================  =========================================
+
+A kind registered with a ``quadratic`` form needs neither a ``symbolic`` nor a ``particle`` part: :func:`part`
+builds them from the form (and the closed forms, the grid velocity and the theorems' hypotheses read the form
+directly).  Adding a key-biased softmax is one :func:`add` with its form, plus its independent ``oracle`` (and
+``claim``): ``docs/kind.md``.
 
 :func:`part` imports the owning module on first use, so this module stays at the bottom of the layering
 (spec ← symbolic ← codegen ← numerics ← model ← analysis ← validate ← cli) while every layer can find its
@@ -38,6 +58,10 @@ Structured heads (every kind whose parameters include ``A`` or ``V``): ``A`` may
 ``(k, d)`` with ``A = KᵀQ/√k`` (MATH convention ``<Ax, y>``, ``A`` plays ``KᵀQ/√d_head``), and ``V`` may be
 preceded by an output block ``WO`` of shape ``(d, v)``, ``V`` then of shape ``(v, d)`` and the effective value
 matrix ``WO V``.  Symbolically the factors stay factors (a low-rank head stays low rank).
+
+>>> from symbolic_tpde import kinds
+>>> "softmax" in kinds.kind_names(), kinds.get("softmax").preserves_gaussians
+(True, True)
 """
 
 from __future__ import annotations
@@ -154,6 +178,10 @@ class KindSpec:
     #: ``(A, I) -> parameters`` of a head whose kernel has the bilinear term ``<Ax, y>`` (``I`` the identity of
     #: the same type), the rest at :meth:`ParamSpec.neutral`; ``None``: no such head (``tpde sweep`` refuses it)
     interaction: Callable | None = field(default=None, compare=False, repr=False)
+    #: ``params -> {"B", "R", "r"[, "P", "p"]}`` (module docstring); ``None``: the kernel is not ``exp`` of a
+    #: quadratic form in ``(x, y)``
+    quadratic: Callable | None = field(default=None, compare=False, repr=False)
+    coupling: bool = False             # the weights are a self-coupling of μ (Sinkhorn plan)
     parts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def param(self, name: str) -> ParamSpec:
@@ -169,6 +197,24 @@ class KindSpec:
     @property
     def preserves_gaussians(self) -> bool:
         return self.gaussian == "affine"
+
+    @property
+    def tilt(self) -> bool:
+        """The field is the normalised exponential-quadratic one (a form and ``normalised``): on Gaussians it
+        is the Gaussian tilt's mean, affine in ``x``."""
+        return self.quadratic is not None and self.normalised
+
+    def form(self, params) -> dict | None:
+        """The quadratic form ``{"B", "R", "r"}`` at ``params`` (numpy arrays or SymPy matrices); ``None`` for a
+        kind without one.  ``R`` and ``r`` are ``None`` when the kind has no such block; ``P``, ``p`` are dropped
+        (terms in x alone)."""
+        if self.quadratic is None:
+            return None
+        q = self.quadratic(params)
+        unknown = set(q) - {"B", "R", "r", "P", "p"}
+        if "B" not in q or unknown:
+            raise ValueError(f"{self.name}: the quadratic form gives {sorted(q)}; expected B and any of R, r, P, p")
+        return {"B": q["B"], "R": q.get("R"), "r": q.get("r")}
 
 
 def _mat(name, latex, desc, default=None, shape=("d", "d"), example=("normal", 0.3, 0.0)):
@@ -206,12 +252,23 @@ def _with_a(A, I):
     return {"A": A}
 
 
+def _bilinear_form(p):
+    """``<Ax, y> = yᵀAx = xᵀAᵀy``: ``B = Aᵀ``."""
+    return {"B": p["A"].T}
+
+
+def _l2_form(p):
+    """``-|Qx - Ky|²/τ = (2/τ) xᵀQᵀK y - (1/τ) yᵀKᵀK y - (1/τ) xᵀQᵀQ x``."""
+    c = 1 / p["tau"]
+    return {"B": 2 * c * p["Q"].T @ p["K"], "R": -c * p["K"].T @ p["K"], "P": -c * p["Q"].T @ p["Q"]}
+
+
 add(KindSpec("softmax", (_A, _V), "affine", "V ∫ y e^{<Ax,y>} dμ(y) / ∫ e^{<Ax,y>} dμ(y)",
              assumption=r"Softmax: the kernel $e^{\langle Ax, y\rangle}$ has no key-quadratic part ($R = 0$), so "
                         r"the tilt exists for every symmetric positive definite $\Sigma$: the tilted precision is "
                         r"$\Lambda = \Sigma^{-1}$ itself.",
              field_tex=r"Softmax attention: $\Gamma_{\mu}(x) = V\int y\, e^{\langle Ax, y\rangle}\, d\mu(y) \big/ "
-                       r"\int e^{\langle Ax, y\rangle}\, d\mu(y)$", interaction=_with_a))
+                       r"\int e^{\langle Ax, y\rangle}\, d\mu(y)$", interaction=_with_a, quadratic=_bilinear_form))
 add(KindSpec("l2", (
     _mat("Q", "Q", "query projection", shape=("m", "d")),
     _mat("K", "K", "key projection", shape=("m", "d")),
@@ -224,7 +281,8 @@ add(KindSpec("l2", (
     field_tex=r"$\ell_2$ attention: $\Gamma_{\mu}(x) = V\int y\, k(x, y)\, d\mu(y) \big/ \int k(x, y)\, d\mu(y)$ "
               r"with the "
               r"kernel $k(x, y) = e^{-|Qx - Ky|^{2}/\tau}$",
-    interaction=lambda A, I: {"Q": A, "K": I, "tau": 2.0}))      # cross term (2/τ) KᵀQ = A
+    interaction=lambda A, I: {"Q": A, "K": I, "tau": 2.0},       # cross term (2/τ) KᵀQ = A
+    quadratic=_l2_form))
 add(KindSpec("sinkhorn", (_A, _V, ParamSpec("epsilon", (), 1.0, "positive", r"\varepsilon",
                                             "entropic regularisation")),
              "affine", "V ∫ y dπ_μ(y|x), π_μ the entropic self-transport plan for the cost -<Ax,y>",
@@ -234,7 +292,7 @@ add(KindSpec("sinkhorn", (_A, _V, ParamSpec("epsilon", (), 1.0, "positive", r"\v
                         r"definite $\Sigma$; regularisation $\varepsilon > 0$.",
              field_tex=r"Sinkhorn attention: $\Gamma_{\mu}(x) = V\int y\, d\pi_{\mu}(y \mid x)$, where $\pi_{\mu}$ is the entropic "
                        r"optimal transport plan from $\mu$ to itself for the cost $-\langle Ax, y\rangle$ with "
-                       r"regularisation $\varepsilon$", interaction=_with_a))
+                       r"regularisation $\varepsilon$", interaction=_with_a, coupling=True))
 add(KindSpec("sigmoid", (  # examples strong enough to leave Gaussians visibly
     _mat("A", "A", _A.description, example=("normal", 0.0, 3.0)), _mat("V", "V", _V.description,
                                                                         example=("normal", 0.0, 1.0)),
@@ -246,7 +304,7 @@ add(KindSpec("linear", (_A, _V), "affine", "V ∫ <Ax,y> y dμ(y)", normalised=F
              field_tex=r"Linear attention: $\Gamma_{\mu}(x) = V\int \langle Ax, y\rangle\, y\, d\mu(y)$ (no normalisation)",
              interaction=_with_a))
 add(KindSpec("softmax_unnormalized", (_A, _V), "witness", "V ∫ y e^{<Ax,y>} dμ(y) (no normalisation)",
-             normalised=False, interaction=_with_a))
+             normalised=False, interaction=_with_a, quadratic=_bilinear_form))
 add(KindSpec("masked", (_A, _V), "witness",
              "causal softmax: a query at position s attends to keys at positions s' <= s",
              notes="Gaussian-preserving only without a sink on position-independent data (MATH §3)",
@@ -264,13 +322,14 @@ add(KindSpec("custom", (
     field_tex=r"Custom kernel: $\Gamma_{\mu}(x) = V\int y\, k(x, y)\, d\mu(y) \big/ \int k(x, y)\, d\mu(y)$ "
               r"with "
               r"$\log k(x, y) = x^{\top}By + x^{\top}Px + y^{\top}Ry + p^{\top}x + r^{\top}y$",
-    interaction=lambda A, I: {"B": A.T}))                       # xᵀ B y = yᵀ A x
+    interaction=lambda A, I: {"B": A.T},                        # xᵀ B y = yᵀ A x
+    quadratic=lambda p: {k: p[k] for k in ("B", "R", "r", "P", "p")}))
 
 #: parts every kind must have, and the module that registers each
 PARTS = {"symbolic": "symbolic_tpde.symbolic.kind_parts", "particle": "symbolic_tpde.numerics.particles.fields",
          "oracle": "symbolic_tpde.validate.oracles"}
 #: parts a kind may have (``part(kind, name, None)`` when absent)
-OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles"}
+OPTIONAL_PARTS = {"claim": "symbolic_tpde.validate.oracles", "affine": "symbolic_tpde.gaussian.matrix_form"}
 _MISSING = object()
 
 # Normalised tokens (README "Sphere"): the attention vector A_i = Σ_j w_ij V θ_j at unit tokens θ_j, with
@@ -337,10 +396,18 @@ def register(kind: str, part_name: str) -> Callable:
 
 def part(kind: str, part_name: str, default=_MISSING):
     """The registered ``part_name`` of ``kind`` (importing the module that registers it on first use);
-    ``default`` when given and the kind has no such part."""
+    ``default`` when given and the kind has no such part.
+
+    A kind with a quadratic form and no registered part of that name gets the one its layer builds from the
+    form: the owning module's ``part_from_form(spec, part_name)`` (``None``: the layer builds none)."""
     spec = get(kind)
     if part_name not in spec.parts and part_name in _parts_of(spec.geometry):
-        import_module(_parts_of(spec.geometry)[part_name])
+        mod = import_module(_parts_of(spec.geometry)[part_name])
+        from_form = getattr(mod, "part_from_form", None)
+        if part_name not in spec.parts and spec.quadratic is not None and from_form is not None:
+            built = from_form(spec, part_name)       # the layer's part read off the quadratic form
+            if built is not None:
+                spec.parts[part_name] = built
     try:
         return spec.parts[part_name]
     except KeyError:

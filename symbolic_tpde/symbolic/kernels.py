@@ -5,7 +5,8 @@ in the query ``x`` and the key ``y`` (README, Mathematics §2-3)::
 
     log k(x, y) = xᵀ B y + xᵀ P x + yᵀ R y + pᵀ x + rᵀ y          (+ a constant, irrelevant after normalising)
 
-Instances of the three softmax-normalised kinds:
+The blocks of each kind are its registry entry's ``quadratic`` form (:mod:`symbolic_tpde.registry.kinds`, the one
+description of such a kind); for the built-in softmax-normalised kinds:
 
 * softmax, ``k = exp(<A x, y>) = exp(xᵀ Aᵀ y)``:  ``B = Aᵀ``, all other blocks zero;
 * ℓ2, ``k = exp(-|Q x - K y|² / τ)``:  ``B = (2/τ) QᵀK``, ``P = -(1/τ) QᵀQ``, ``R = -(1/τ) KᵀK``;
@@ -13,8 +14,8 @@ Instances of the three softmax-normalised kinds:
 
 The blocks are *not typed in* for ℓ2 in the entrywise form: :func:`kernel_from_log` reads them off any
 log-kernel expression by differentiation (``B_ij = ∂²/∂x_i∂y_j``, ``P_ij = ½∂²/∂x_i∂x_j``, ...) and checks that
-the expression is exactly quadratic.  The matrix (general-``d``) forms use the blocks above, and the tests
-check them against the entrywise read-off for ``d = 1, 2, 3``.
+the expression is exactly quadratic.  The matrix (general-``d``) forms use the registry's blocks, and the tests
+check them against the entrywise read-off of each kind's definition for ``d = 1, 2, 3``.
 
 Two representations share one class: explicit :class:`sympy.Matrix` blocks (entrywise form, concrete ``d``)
 and :class:`sympy.MatrixExpr` blocks built from ``MatrixSymbol``s (matrix form, general ``d``).
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import sympy as sp
+
+from ..registry import kinds
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,12 @@ class ExpQuadKernel:
     p: object = None
     r: object = None
     name: str = "custom"
+
+    @classmethod
+    def from_form(cls, form: dict, name: str = "custom") -> "ExpQuadKernel":
+        """The kernel of a registry quadratic form ``{"B", "R", "r"[, "P", "p"]}`` (:attr:`symbolic_tpde.registry.
+        kinds.KindSpec.quadratic`, evaluated at SymPy parameters); missing keys are zero blocks."""
+        return cls(B=form["B"], P=form.get("P"), R=form.get("R"), p=form.get("p"), r=form.get("r"), name=name)
 
     def log_kernel(self, x, y):
         """The log-kernel as a scalar (explicit) or 1x1 matrix expression (matrix form)."""
@@ -60,16 +69,15 @@ class ExpQuadKernel:
 
 
 def softmax_kernel(A) -> ExpQuadKernel:
-    """``<A x, y> = yᵀ A x = xᵀ Aᵀ y``, hence ``B = Aᵀ``."""
-    return ExpQuadKernel(B=A.T, name="softmax")
+    """``<A x, y> = yᵀ A x = xᵀ Aᵀ y``, hence ``B = Aᵀ`` (the registry's softmax form)."""
+    return ExpQuadKernel.from_form(kinds.get("softmax").quadratic({"A": A}), "softmax")
 
 
 def l2_kernel_matrix(Q, K, tau) -> ExpQuadKernel:
-    """Matrix-form ℓ2 kernel: ``-|Qx - Ky|²/τ = (2/τ) xᵀQᵀK y - (1/τ) xᵀQᵀQ x - (1/τ) yᵀKᵀK y``.
-
-    Checked against :func:`kernel_from_log` applied to the entrywise ``-|Qx-Ky|²/τ`` in the tests.
-    """
-    return ExpQuadKernel(B=(2 / tau) * Q.T * K, P=-(1 / tau) * Q.T * Q, R=-(1 / tau) * K.T * K, name="l2")
+    """Matrix-form ℓ2 kernel, the registry's form: ``-|Qx - Ky|²/τ = (2/τ) xᵀQᵀK y - (1/τ) xᵀQᵀQ x -
+    (1/τ) yᵀKᵀK y``.  Checked against :func:`kernel_from_log` applied to the entrywise ``-|Qx-Ky|²/τ`` in the
+    tests."""
+    return ExpQuadKernel.from_form(kinds.get("l2").quadratic({"Q": Q, "K": K, "tau": tau}), "l2")
 
 
 def l2_log_kernel_explicit(Q: sp.Matrix, K: sp.Matrix, tau, x: sp.Matrix, y: sp.Matrix) -> sp.Expr:

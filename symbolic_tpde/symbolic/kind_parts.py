@@ -4,7 +4,11 @@ A part is one of three things (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322
 
 * ``log_kernel(prm, x, y)``: a softmax-normalised kind *is* a user kernel with a name.  The moment ODE is
   derived from this expression by the same code path as :func:`symbolic_tpde.derive_kernel` (the tilt), and
-  ``tests/test_registry.py`` checks that both routes give the same right-hand side;
+  ``tests/test_registry.py`` checks that both routes give the same right-hand side.  A kind whose registry
+  entry has a ``quadratic`` form needs no part here: :func:`part_from_form` builds it (log-kernel and matrix
+  kernel from the form).  A built-in kind may give its *definition* instead (ℓ2: ``-|Qx - Ky|²/τ``; softmax:
+  ``<Ax, y>``): the engine reads the blocks off it, and ``tests/test_quadratic_form.py`` checks that they are
+  the registry's form;
 * ``field(prm, alpha, Sigma)``: an affine kind that is not a normalised kernel (linear, Sinkhorn) derives its
   :class:`~.moments.HeadField` directly;
 * ``witness(sink)``: a kind that does not preserve Gaussians returns its certified witness
@@ -21,9 +25,9 @@ from typing import Callable
 
 import sympy as sp
 
-from ..registry.kinds import register
+from ..registry.kinds import get, register
 from . import sinkhorn as sk
-from .kernels import ExpQuadKernel, l2_kernel_matrix, softmax_kernel
+from .kernels import ExpQuadKernel
 from .tilt import sym_vector
 
 
@@ -87,10 +91,30 @@ def _bilinear(A, x, y):
     return (y.T * A * x)[0, 0]
 
 
-register("softmax", "symbolic")(SymbolicPart(log_kernel=lambda p, x, y: _bilinear(p["A"], x, y),
-                                             matrix_kernel=lambda s: softmax_kernel(s["A"]),
-                                             steps=_kernel_steps,
-                                             matrix_definition=lambda s, x, y: y.T * s["A"] * x))
+def kernel_part(spec, log_kernel: Callable | None = None, matrix_definition: Callable | None = None) -> SymbolicPart:
+    """The symbolic part of a normalised kind with a quadratic form: the log-kernel (entrywise) and the matrix
+    kernel (general ``d``) from the form, the generic tilt chain as its steps.  ``log_kernel`` /
+    ``matrix_definition``: the kind's definition as written, used instead of the form's log-kernel entrywise
+    (the blocks are then read off it) and shown in the documents' first step (checked against the form)."""
+    def from_form(p, x, y):
+        return ExpQuadKernel.from_form(spec.quadratic(p), spec.name).log_kernel(x, y)
+
+    return SymbolicPart(log_kernel=log_kernel or from_form,
+                        matrix_kernel=lambda s: ExpQuadKernel.from_form(spec.quadratic(s), spec.name),
+                        steps=_kernel_steps, matrix_definition=matrix_definition)
+
+
+def part_from_form(spec, part_name: str) -> SymbolicPart | None:
+    """The ``symbolic`` part of a kind registered with a quadratic form and no symbolic part of its own
+    (:func:`symbolic_tpde.registry.kinds.part`): a normalised, Gaussian-preserving kind only (an unnormalised
+    kernel has no tilt: its part is a witness, registered by the kind)."""
+    if part_name != "symbolic" or not spec.tilt or not spec.preserves_gaussians:
+        return None
+    return kernel_part(spec)
+
+
+register("softmax", "symbolic")(kernel_part(get("softmax"), log_kernel=lambda p, x, y: _bilinear(p["A"], x, y),
+                                            matrix_definition=lambda s, x, y: y.T * s["A"] * x))
 
 
 def _l2_log_kernel(p, x, y):
@@ -105,21 +129,7 @@ def _l2_definition(s, x, y):
     return -v.T * v / s["tau"]
 
 
-register("l2", "symbolic")(SymbolicPart(log_kernel=_l2_log_kernel,
-                                        matrix_kernel=lambda s: l2_kernel_matrix(s["Q"], s["K"], s["tau"]),
-                                        steps=_kernel_steps, matrix_definition=_l2_definition))
-
-
-def _custom_log_kernel(p, x, y):
-    """``xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy``."""
-    return ((x.T * p["B"] * y)[0, 0] + (x.T * p["P"] * x)[0, 0] + (y.T * p["R"] * y)[0, 0]
-            + (p["p"].T * x)[0, 0] + (p["r"].T * y)[0, 0])
-
-
-register("custom", "symbolic")(SymbolicPart(
-    log_kernel=_custom_log_kernel,
-    matrix_kernel=lambda s: ExpQuadKernel(B=s["B"], P=s["P"], R=s["R"], p=s["p"], r=s["r"]),
-    steps=_kernel_steps))
+register("l2", "symbolic")(kernel_part(get("l2"), log_kernel=_l2_log_kernel, matrix_definition=_l2_definition))
 
 
 def _linear_field(p, alpha, Sigma):

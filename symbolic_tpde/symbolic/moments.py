@@ -219,6 +219,12 @@ def derive_gaussian_system(structure: Structure | tuple, d: int | None = None, m
     ``("ffn", "W")``, ``("ffn", "c")``.  Raises :class:`~symbolic_tpde.NotGaussianPreserving` for kinds whose
     registry entry is ``"witness"`` and :class:`~.sinkhorn.MatrixSqrtRequired` for Sinkhorn heads with
     ``d >= 3``.
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> w = make_weights([make_head("softmax", A=np.eye(2), V=np.eye(2))])
+    >>> derive_gaussian_system(w.structure()).n_states      # α (2) and the upper triangle of Σ (3)
+    5
     """
     return _derive(check_structure(structure, d), method)
 
@@ -312,7 +318,14 @@ def existence_conditions(system: OdeSystem) -> tuple:
 
 
 def derive_for_weights(weights) -> OdeSystem:
-    """:func:`derive_gaussian_system` for ``weights.structure()`` (a :class:`~symbolic_tpde.weights.Weights`)."""
+    """:func:`derive_gaussian_system` for ``weights.structure()`` (a :class:`~symbolic_tpde.weights.Weights`).
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> system = derive_for_weights(make_weights([make_head("softmax", A=np.eye(2), V=np.eye(2))]))
+    >>> system.n_states, system.n_params
+    (5, 8)
+    """
     return derive_gaussian_system(weights.structure())
 
 

@@ -54,10 +54,58 @@ rho, r, t, alpha = sp.Symbol("rho", real=True), sp.Symbol("r", positive=True), s
     sp.Symbol("alpha", positive=True)
 
 
+_S_DEF = (Notation("S", "S"), Notation("Σ_k θ_k", r"\sum_k \theta_k"))
+_RHO_DOT = Notation("ρ'", r"\dot\rho")
+#: how each left side is displayed: its text, its LaTeX and the definitions it uses (``where name := value``),
+#: so that no displayed side packs a definition and a claim (``<θ_i, S> = Σ_k <θ_i,θ_k>`` was one side)
+_DISPLAY = {
+    "<θ_i, S> = Σ_k <θ_i,θ_k>": ("⟨θ_i, S⟩", r"\langle\theta_i, S\rangle", (_S_DEF,)),
+    "<S, S> = Σ_k <θ_k, S>": ("⟨S, S⟩", r"\langle S, S\rangle", (_S_DEF,)),
+    "Z_i = Σ_k e^(β<θ_i,θ_k>)": ("Z_i", "Z_i", ((Notation("Z_i", "Z_i"), Notation(
+        "Σ_k e^(β⟨θ_i, θ_k⟩)", r"\sum_k e^{\beta\langle\theta_i,\theta_k\rangle}")),)),
+    "Z_i = n (unnormalised)": ("Z_i", "Z_i", ()),
+    "coefficients of A_i on (θ_i, S)": ("(coefficients of A_i on θ_i and S)",
+                                        r"\big(\text{coefficients of } A_i \text{ on } \theta_i \text{ and } S\big)",
+                                        (_S_DEF, (Notation("A_i", "A_i"), Notation(
+                                            "Σ_k w_ik θ_k", r"\sum_k w_{ik}\theta_k")))),
+    "coefficients of v_i on (θ_i, θ_j, S)": ("(coefficients of v_i on θ_i, θ_j and S)", r"\big(\text{coefficients "
+                                             r"of } v_i \text{ on } \theta_i, \theta_j \text{ and } S\big)", (_S_DEF,)),
+    "coefficients of v_j on (θ_i, θ_j, S)": ("(coefficients of v_j on θ_i, θ_j and S)", r"\big(\text{coefficients "
+                                             r"of } v_j \text{ on } \theta_i, \theta_j \text{ and } S\big)", (_S_DEF,)),
+    "rho' = <v_i, θ_j> + <θ_i, v_j>": ("ρ'", r"\dot\rho", ((_RHO_DOT, Notation(
+        "⟨v_i, θ_j⟩ + ⟨θ_i, v_j⟩", r"\langle v_i,\theta_j\rangle + \langle\theta_i, v_j\rangle")),)),
+    "rho' = (d<x_i,x_j>/dt - 2 r r' rho)/r^2": ("ρ'", r"\dot\rho", ((_RHO_DOT, Notation(
+        "(d⟨x_i, x_j⟩/dt - 2 r r' ρ)/r²", r"\big(\tfrac{d}{dt}\langle x_i, x_j\rangle - 2r\dot r\rho\big)/r^2")),)),
+    "r'": ("r'", r"\dot r", ()),
+    "r' = <v_i, x_i>/r": ("r'", r"\dot r", ((Notation("r'", r"\dot r"), Notation(
+        "⟨v_i, x_i⟩/r", r"\langle v_i, x_i\rangle / r")),)),
+    "n = 2: rho'": ("ρ'", r"\dot\rho", ()),
+    "n = 2: r'": ("r'", r"\dot r", ()),
+    "phi' = -rho'/sin(phi)": ("φ'", r"\dot\phi", ((Notation("φ'", r"\dot\phi"), Notation(
+        "-ρ'/sin φ", r"-\dot\rho/\sin\phi")),)),
+    "t = ∫_{rho0}^{rho} dσ/rho'(σ)": ("t", "t", ((Notation("t", "t"), Notation(
+        "∫_{ρ₀}^{ρ} dσ/ρ'(σ)", r"\int_{\rho_0}^{\rho} d\sigma/\dot\rho(\sigma)")),)),
+    "v_unif(x)": ("v_unif(x)", r"v_{\mathrm{unif}}(x)", ()),
+    "e^{-ikx} N_1(x + u)": ("e^(-ikx) N_1(x + u)", r"e^{-\mathrm{i}kx} N_1(x + u)", ()),
+    "Re(e^{-ikx} N_1(x + u))": ("Re(e^(-ikx) N_1(x + u))", r"\operatorname{Re}\big(e^{-\mathrm{i}kx} N_1(x + u)\big)", ()),
+    "∫_0^{2π} e^{β cos u} sin u e^{iku} du": ("∫_0^{2π} e^(β cos u) sin u e^(iku) du",
+                                             r"\int_0^{2\pi} e^{\beta\cos u}\sin u\, e^{\mathrm{i}ku}\, du", ()),
+    "(1/2π)∫ e^{β cos u} du": ("(1/2π)∫ e^(β cos u) du", r"\tfrac{1}{2\pi}\int_0^{2\pi} e^{\beta\cos u}\, du", ()),
+    "lambda_k": ("λ_k", r"\lambda_k", ()),
+    "(d/dx_a e^{beta<x,y>})/y_a": ("(∂e^(β⟨x, y⟩)/∂x_a)/y_a", r"\frac{\partial e^{\beta\langle x,y\rangle}/"
+                                   r"\partial x_a}{y_a}", ()),
+    "mu": ("μ", r"\mu", ()),
+    "c_ell": ("c_ℓ", r"c_\ell", ()),
+    "lambda_ell": ("λ_ℓ", r"\lambda_\ell", ()),
+}
+
+
 def _step(title: str, lhs: str, expr, how=None) -> Step:
-    """A step ``lhs = expr`` of the derivation machinery (:mod:`.steps_eq`): the displayed equation is the one
-    the procedure ``how`` checks (``how`` reads ``eq.rhs``); without ``how`` the step is NOT checked."""
-    return Step(title, Equation(Notation(lhs, lhs), expr), how=how).check()
+    """A step ``lhs = expr`` of the derivation machinery (:mod:`..documents.equation`): the displayed equation is
+    the one the procedure ``how`` checks (``how`` reads ``eq.rhs``); without ``how`` the step is NOT checked.
+    ``lhs`` is displayed as :data:`_DISPLAY` says (the key is kept as the step's plain name)."""
+    txt, tx, defs = _DISPLAY.get(lhs, (lhs, lhs, ()))
+    return Step(title, Equation(Notation(txt, tx), expr, where=tuple(defs)), how=how).check()
 
 
 # ---------------------------------------------------------------- explicit tokens: an independent route
@@ -379,7 +427,10 @@ def two_tokens(model: Model) -> dict:
     else:                    # separable: t = ∫_{ρ0}^{ρ} dσ / ρ'(σ), checked by differentiation
         F0 = sp.simplify(rho2.subs(beta, 0))
         rho0, sig = sp.Symbol("rho0", real=True), sp.Symbol("sigma", real=True)
-        G = sp.integrate(1 / F0.subs(rho, sig), (sig, rho0, rho))
+        # the real form: SymPy's integral is written with log(rho - 1), real only because i*pi cancels between the
+        # two ends; artanh is real on (-1, 1) and is checked by the same substitution as the integral
+        G = sp.atanh(rho) - sp.atanh(rho0) if sp.simplify(F0 - (1 - rho ** 2)) == 0 else \
+            sp.integrate(1 / F0.subs(rho, sig), (sig, rho0, rho))
         out["solution_beta0"] = sp.Eq(t, G)
 
         def solves(eq):

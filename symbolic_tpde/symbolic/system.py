@@ -56,6 +56,12 @@ class OdeSystem:
     Pickles and deep-copies (to a worker process, a Dask cluster) when ``derivation`` is a module-level
     function or a ``functools.partial`` of one, as the package's are; the copy is a new system (compared by
     identity) with the same content key (:func:`symbolic_tpde.codegen.compile.system_key`).
+
+    >>> import sympy as sp
+    >>> u, k = sp.symbols("u k")
+    >>> s = OdeSystem(states=(u,), params=(k,), rhs=(-k * u,))
+    >>> s.n_states, s.n_params, s == s
+    (1, 1, True)
     """
 
     states: tuple[sp.Symbol, ...]

@@ -25,6 +25,10 @@ definition of ``Γ`` and a central second difference in ``t``).
 
 Parameters of the returned system: every free symbol of ``log_kernel`` and ``value`` other than the entries of
 ``query`` and ``key`` and ``time``, **sorted by name** (documented order; ``system.params``).
+
+The returned system carries its quadratic form (``system.origin["quadratic"]``, a :class:`KernelForm`: ``B, R,
+r, V``), so the user's kernel, given numbers for its symbols, runs as particles and on the grid as a ``custom``
+head (:func:`kernel_schedule`), the same registry form the built-in kinds use.
 """
 
 from __future__ import annotations
@@ -40,12 +44,23 @@ from ..errors import InputError, NotGaussianPreserving
 from .kernels import TiltForm, analyse_log_kernel
 from .system import OdeSystem
 
-__all__ = ["derive_kernel", "KernelWitness", "analyse_log_kernel", "TiltForm"]
+__all__ = ["derive_kernel", "KernelWitness", "KernelForm", "kernel_form", "kernel_schedule", "analyse_log_kernel",
+           "TiltForm"]
 
 
 @dataclass(frozen=True)
 class KernelWitness:
-    """Evidence that a user kernel does not preserve Gaussians (see the module docstring)."""
+    """Evidence that a user kernel does not preserve Gaussians (see the module docstring).
+
+    >>> import sympy as sp
+    >>> from symbolic_tpde import NotGaussianPreserving
+    >>> x, y = sp.Matrix(sp.symbols("x0 x1")), sp.Matrix(sp.symbols("y0 y1"))
+    >>> try:
+    ...     derive_kernel((x.T * y)[0] ** 2, x, y)
+    ... except NotGaussianPreserving as exc:
+    ...     print(type(exc.witness).__name__, exc.witness.certified)
+    KernelWitness True
+    """
 
     reason: str
     log_kernel: sp.Expr
@@ -206,6 +221,12 @@ def derive_kernel(log_kernel, query, key, value=None, *, time=None, method: str 
     ``.conditions`` (tilt existence), ``.steps``, ``.jacobian()``, ``.latex()``.  Raises
     :class:`~symbolic_tpde.NotGaussianPreserving` (with a :class:`KernelWitness`) when the tilt is not Gaussian
     with an ``x``-affine mean, and :class:`~symbolic_tpde.InputError` for malformed input.
+
+    >>> import sympy as sp
+    >>> x, y = sp.Matrix(sp.symbols("x0 x1")), sp.Matrix(sp.symbols("y0 y1"))
+    >>> system = derive_kernel(sp.Symbol("a") * (x.T * y)[0], x, y)
+    >>> system.n_states, [p.name for p in system.params]
+    (5, ['a'])
     """
     from .moments import assemble_system, gaussian_symbols, tilt_head
 
@@ -245,8 +266,114 @@ def derive_kernel(log_kernel, query, key, value=None, *, time=None, method: str 
     return assemble_system(
         d, [hf], params=params, layout=(), time=time,
         origin={"variant": "user kernel", "d": d, "form": "entrywise", "method": method,
-                "log_kernel": sp.sstr(ell)[:400], "structure": None, "document": True},
+                "log_kernel": sp.sstr(ell)[:400], "structure": None, "document": True,
+                "quadratic": KernelForm(form.B, form.R, form.r, V)},
         derivation=partial(_kernel_steps, ell, form, V, x, y))
+
+
+@dataclass(frozen=True)
+class KernelForm:
+    """The quadratic form a user kernel was derived from: ``log k(x, y) = xᵀBy + yᵀRy + rᵀy + (terms in x
+    alone)`` and the value matrix ``V`` (SymPy, in the system's parameters and time), the registry's
+    description of an exponential-quadratic kind (:attr:`symbolic_tpde.registry.kinds.KindSpec.quadratic`):
+    with numbers for its symbols it is a ``custom`` head (``P = p = 0``), which runs as particles and on the
+    grid (:func:`kernel_schedule`)."""
+
+    B: sp.Matrix
+    R: sp.Matrix
+    r: sp.Matrix
+    V: sp.Matrix
+
+    def __repr__(self) -> str:                       # short: the system's origin is printed in generated code
+        return f"KernelForm(d={self.B.shape[0]})"
+
+
+def kernel_form(system) -> KernelForm:
+    """The :class:`KernelForm` carried by a system from :func:`derive_kernel`; :class:`~symbolic_tpde.InputError`
+    naming why there is none (a system derived otherwise: a built-in kind's system is run from its weights)."""
+    form = dict(getattr(system, "origin", {}) or {}).get("quadratic")
+    if not isinstance(form, KernelForm):
+        raise InputError("system", f"{type(system).__name__} of variant {dict(getattr(system, 'origin', {}) or {}).get('variant', '?')!r} "
+                         "carries no kernel form (only derive_kernel's systems do; a kernel that is not "
+                         "exp(xᵀBy + yᵀRy + rᵀy + terms in x alone) has no Gaussian tilt and no particle field "
+                         "from a form: derive_kernel raises NotGaussianPreserving with the reason)")
+    return form
+
+
+def params_from_values(system, values):
+    """Flat parameter vector (numpy, in ``system.params`` order) from ``values``: each parameter symbol (or its
+    name) -> a number; a SymPy ``Matrix`` of parameter symbols may map to an array of the same shape.  Missing
+    or extra names are an :class:`InputError` naming them (used by ``GaussianODE.from_system`` and
+    :func:`kernel_schedule`)."""
+    import math
+
+    import numpy as np
+
+    if not hasattr(values, "items"):
+        raise InputError("values", f"must map parameter symbols or names to numbers, got {type(values).__name__}")
+    by_name = {s.name: i for i, s in enumerate(system.params)}
+    p = np.full(system.n_params, np.nan)
+    extra: list[str] = []
+    for key, val in values.items():
+        if isinstance(key, sp.MatrixBase):
+            arr = np.asarray(val, dtype=float)
+            if arr.shape != key.shape:
+                raise InputError(str(key), f"expected an array of shape {key.shape}, got {arr.shape}")
+            pairs = list(zip(list(key), arr.reshape(-1)))
+        else:
+            pairs = [(key, val)]
+        for k, v in pairs:
+            name = k.name if isinstance(k, sp.Symbol) else str(k)
+            if name not in by_name:
+                extra.append(name)
+                continue
+            if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise InputError(name, f"must be a real number, got {v!r}")
+            fv = float(v)
+            if not math.isfinite(fv):
+                raise InputError(name, "must be finite")
+            p[by_name[name]] = fv
+    if extra:
+        raise InputError("values", f"unknown parameters {sorted(set(extra))}; the system's are "
+                         f"{[s.name for s in system.params]}")
+    missing = [s.name for s, v in zip(system.params, p) if np.isnan(v)]
+    if missing:
+        raise InputError("values", f"missing parameters {missing}")
+    return p
+
+
+def kernel_schedule(system, values):
+    """The weights of a :func:`derive_kernel` system at numbers ``values`` for its parameters (symbol or name
+    -> number), as a :class:`~symbolic_tpde.weights.Schedule` of one ``custom`` head ``B, R, r, V`` (constant,
+    or a callable of ``t`` when the kernel depends on the system's time): ready for the particle and grid
+    solvers (``simulate(X0, kernel_schedule(system, values), T)``), which then run the user's kernel through
+    the registry's quadratic form.  InputError when the system carries no form (:func:`kernel_form`).  The
+    schedule pickles (its callable is module-level and holds SymPy blocks, not a lambdified function)."""
+    from ..weights import Schedule
+
+    kf = kernel_form(system)
+    num = dict(zip(system.params, params_from_values(system, values).tolist()))
+    weights = _KernelWeights(tuple(m.xreplace(num) for m in (kf.B, kf.R, kf.r, kf.V)), system.time)
+    if any(m.has(system.time) for m in weights.blocks):
+        return Schedule.from_callable(weights)
+    return Schedule.constant(weights(0.0))
+
+
+@dataclass(frozen=True)
+class _KernelWeights:
+    """A user kernel's one ``custom`` head at time ``t`` (blocks ``B, R, r, V`` with numbers for every
+    parameter; only the system's time may remain)."""
+
+    blocks: tuple
+    time: Any
+
+    def __call__(self, t: float):
+        import numpy as np
+
+        from ..weights import make_head, make_weights
+
+        B, R, r, V = (np.array(m.xreplace({self.time: float(t)}).evalf(), dtype=float) for m in self.blocks)
+        return make_weights([make_head("custom", B=B, R=R, r=r.reshape(-1), V=V)])
 
 
 def _kernel_steps(ell, form, V, x, y, system, render: bool = False):
@@ -256,6 +383,13 @@ def _kernel_steps(ell, form, V, x, y, system, render: bool = False):
         from ..documents.render import standalone
 
         return standalone(system._memo["document"]) if system.steps else ""
+    import warnings
+
     from ..documents.steps import user_kernel_derivation
 
-    return user_kernel_derivation(ell, form, V, x, y, system)
+    dv = user_kernel_derivation(ell, form, V, x, y, system)
+    bad = [s.title for s in dv.steps if not s.checked]
+    if bad:
+        warnings.warn(f"derive_kernel: {len(bad)} derivation step(s) could not be checked ({'; '.join(bad)[:300]}); "
+                      "the system is derived, its document marks them NOT checked", stacklevel=3)
+    return dv

@@ -61,12 +61,21 @@ class Witness:
     discrepancy: float = 0.0     # |value - independent| computed at 30 digits
     notes: str = ""
     certificate: dict = field(default_factory=dict)   # a cumulant certificate (any d), when there is one
+    x0: Any = None               # the quantity is Γ''(x0) (free of x); None: it is Γ''(x), a function of x
+
+    def label(self, fmt: str = "latex") -> str:
+        """What ``quantity`` is: ``Γ''(0)`` when it was taken at a point (displaying it as ``∂²Γ/∂x²`` would
+        claim a function identity that holds at that point only), else ``∂²Γ/∂x²``."""
+        if self.x0 is not None:
+            return (r"\Gamma''(" + sp.latex(sp.S(self.x0)) + ")") if fmt == "latex" else f"Γ''({sp.S(self.x0)})"
+        return r"\frac{\partial^2 \Gamma}{\partial x^2}" if fmt == "latex" else "∂²Γ/∂x²"
 
     def conclusion(self) -> str:
         """Why the law leaves the Gaussian family, in words: the d = 1 lemma applied to the non-affine field,
         and the cumulant certificate when there is one."""
         sign = "certified non-zero" if self.certified else "NOT certified"
-        out = (f"The second derivative of the field is {sign} (${self.value:.6g}$; independent quadrature "
+        at = f" at $x = {sp.latex(sp.S(self.x0))}$, ${self.label()}$," if self.x0 is not None else ""
+        out = (f"The second derivative of the field{at} is {sign} (${self.value:.6g}$; independent quadrature "
                f"${self.independent:.6g}$), so $\\Gamma$ is not affine in $x$; in $d = 1$ this proves that "
                r"$\mathcal{N}(\alpha, s)$ leaves the Gaussian family at once (lemma below).")
         c = self.certificate
@@ -92,8 +101,7 @@ class Witness:
         q = self.quantity if len(sp.sstr(self.quantity)) < 400 else None
         if fmt == "latex":
             pt = ", ".join(f"${sp.latex(sp.Symbol(k))} = {sp.latex(sp.S(v))}$" for k, v in self.point.items())
-            w = (f"$\\frac{{d^2\\Gamma}}{{dx^2}} = {sp.latex(q)}$" if q is not None else
-                 "$\\frac{d^2\\Gamma}{dx^2}$ of the field above")
+            w = (f"${self.label()} = {sp.latex(q)}$" if q is not None else f"${self.label()}$ of the field above")
             return (f"{words_tex(self.variant)}: NOT Gaussian-preserving. {words_tex(self.description)} Witness "
                     f"{w}; at {pt}: {self.value:.15g}. {words_tex(self.conclusion())} "
                     f"{words_tex(self.notes)}").strip()
@@ -101,7 +109,7 @@ class Witness:
         pt = ", ".join(f"{k} = {v}" for k, v in self.point.items())
         w = conv(sp.sstr(q)) if q is not None else f"d^2/dx^2 [{conv(sp.sstr(self.field_expr))}]"
         return (f"{self.variant}: NOT Gaussian-preserving. {conv(self.description)} Witness "
-                f"{conv('d^2 Gamma/dx^2')} = {w} ; at {conv(pt)}: {self.value:.15g}. {conv(self.conclusion())} "
+                f"{self.label('text')} = {w} ; at {conv(pt)}: {self.value:.15g}. {conv(self.conclusion())} "
                 f"{conv(self.notes)}").strip()
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,8 +198,9 @@ def sigmoid_witness() -> Witness:
                    r"differentiating under the integral, $\Gamma''(0) = v a^{2} \sigma''(b)\, \mathbb{E}[y^{3}]$ with "
                    r"$\mathbb{E}[y^{3}] = \alpha^{3} + 3\alpha s$.",
                    field_expr, quantity, {str(k): v for k, v in point.items()}, val, ind, ok, discrepancy=gap,
-                   notes=r"$\Gamma''(0)$ vanishes only if $b = 0$ or $\alpha(\alpha^{2} + 3s) = 0$.",
-                   certificate=sigmoid_certificate())
+                   notes=r"$\Gamma''(0)$ vanishes only if $b = 0$ or $\alpha(\alpha^{2} + 3s) = 0$; it is the second "
+                   r"derivative at $x = 0$ only ($\Gamma''(x)$ depends on $x$).",
+                   certificate=sigmoid_certificate(), x0=0)
 
 
 def masked_witness() -> Witness:

@@ -72,19 +72,19 @@ def _variants() -> tuple[str, ...]:
 
 def tilt_strength(weights: Weights, alpha: np.ndarray, Sigma: np.ndarray) -> float:
     """``κ = max_heads E_x[(Bx + r)ᵀΣ(Bx + r)] = tr(BᵀΣBΣ) + (Bα + r)ᵀΣ(Bα + r)`` for ``x ~ N(α, Σ)``, where
-    ``yᵀ(Bx + r)`` is the part of the log-kernel linear in the key ``y`` (the oracle's ``query_key``: ``A``
+    ``yᵀ(Bx + r)`` is the part of the log-kernel linear in the key ``y`` (:func:`.oracles.key_linear`: ``A``
     for softmax, ``Bᵀ, r`` for custom, ``2KᵀQ/τ`` for ℓ2; a key bias enters as ``r``); kinds without an
     exponential kernel (linear) count 0.
     The log importance weights of the particle softmax have this variance, so particle moments approach the
     mean-field ODE at the n^{-1/2} rate with a small constant only when κ is O(1) or less."""
-    from ..registry import kinds
+    from .oracles import key_linear
 
     k = 0.0
     for h in weights.heads:
-        qk = kinds.part(h.kind, "oracle").query_key
+        qk = key_linear(h.kind, h.effective)
         if qk is None:
             continue
-        B, r = qk(h.effective)
+        B, r = qk
         m = B @ alpha + (0.0 if r is None else r)
         k = max(k, float(np.trace(B.T @ Sigma @ B @ Sigma) + m @ Sigma @ m))
     return k
@@ -148,13 +148,6 @@ def initial(d: int) -> tuple[np.ndarray, np.ndarray]:
     return alpha0, Sigma0
 
 
-def _deviation(X: np.ndarray, alpha: np.ndarray, Sigma: np.ndarray) -> np.ndarray:
-    m = X.mean(axis=0)
-    C = X - m
-    cov = C.T @ C / X.shape[0]
-    return layout.pack(m - alpha, cov - Sigma)
-
-
 @dataclass(frozen=True)
 class Comparison:
     t_stat: float        # max_k |mean_r v_rk| / SE_k
@@ -168,30 +161,23 @@ class Comparison:
 
 def particles_vs_ode(weights: Weights, n: int, runs: int, seed: int, T: float = T_DEFAULT,
                      alpha0=None, Sigma0=None) -> Comparison:
-    """Compare ``runs`` particle simulations of ``n`` particles with the Gaussian ODE at ``T``."""
+    """Compare ``runs`` particle simulations of ``n`` particles with the Gaussian ODE at ``T``: the runs (seeds
+    ``seed + r``, RK4 with ``dt <= DT``), deviations and standard errors are :func:`symbolic_tpde.compare`'s."""
+    from ..api import compare
     from ..gaussian import GaussianODE
-    from ..numerics.particles.simulate import simulate
 
     d = weights.d
     a0, S0 = initial(d) if alpha0 is None else (np.asarray(alpha0), np.asarray(Sigma0))
-    sol = GaussianODE.from_weights(weights).integrate(a0, S0, T, rtol=1e-10, atol=1e-12)
+    ode = GaussianODE.from_weights(weights)
+    sol = ode.integrate(a0, S0, T, rtol=1e-10, atol=1e-12)
     if sol.status != "ok":
         raise RuntimeError(f"ODE did not reach T: {sol.message}")
-    aT, ST = sol.alpha[-1], sol.Sigma[-1]
     kappa = max(tilt_strength(weights, a, S) for a, S in zip(sol.alpha, sol.Sigma))
-    L = np.linalg.cholesky(S0)
-    devs = []
-    for r in range(runs):
-        rng = np.random.default_rng(seed + r)
-        X0 = a0 + rng.standard_normal((n, d)) @ L.T
-        run = simulate(X0, weights, T, steps=max(1, math.ceil(T / DT)), method="rk4", progress=False)
-        devs.append(_deviation(np.asarray(run.X, dtype=float), aT, ST))
-    V = np.array(devs)
-    se = V.std(axis=0, ddof=1) / math.sqrt(runs)
-    moved = layout.pack(aT - a0, ST - S0)
-    return Comparison(float(np.max(np.abs(V.mean(axis=0)) / se)),
-                      float(np.sqrt(np.mean(np.sum(V ** 2, axis=1)))),
-                      float(np.max(np.abs(moved) / se)), se, n, runs, kappa)
+    c = compare(weights, a0, S0, T, n=n, seed=[seed + r for r in range(runs)], ode=ode, method="rk4",
+                steps=max(1, math.ceil(T / DT)))
+    se = c.se[-1]
+    return Comparison(float(np.max(np.abs(c.deviation[-1]) / se)), float(c.rms[-1]), float(c.sensitivity[-1]), se,
+                      n, runs, kappa)
 
 
 def sigmoid_witness(n: int, seed: int, T: float = 1.0, variant: str = "sigmoid") -> dict:

@@ -10,7 +10,10 @@ Each kind's ``oracle`` part (:mod:`symbolic_tpde.registry.kinds`) is an :class:`
   ``S = (Σ⁻¹ - R - Rᵀ)⁻¹``, ``m(x) = S(Σ⁻¹α + r + Bᵀx)``; linear ``J = V(Σ + ααᵀ)A``; Sinkhorn
   ``E[y|x] = α + CᵀΣ⁻¹(x - α)``), an independent route for the SymPy-derived moment ODEs;
 * ``query_key(prm) -> (B, r)``: the log-kernel's part linear in the key ``y`` is ``yᵀ(Bx + r)`` (``r`` may be
-  ``None``): the tilt strength of the moments rows (``None``: no exponential kernel).
+  ``None``): the tilt strength of the moments rows, for a kind with an exponential kernel and no quadratic
+  form in the registry (Sinkhorn, sigmoid, masked); a kind with a form has it from the form
+  (:func:`key_linear`).  The loops and ``affine`` never read the registry's form: they are the independent
+  route the form is checked against.
 
 Each affine kind's ``claim`` part is a :class:`Claim`: the closed forms as the paper states them, the claims
 the ``tpde verify`` rows check (never used by the engine):
@@ -50,6 +53,19 @@ class Claim:
     exact: Callable | None = None         # (prm, alpha, Sigma) -> (b, J), exact rational SymPy matrices
     matrix: Callable | None = None        # (head, alpha, Sigma) -> {"b", "J"} or {"alpha_dot", "Sigma_dot"}
     symmetric: tuple[str, ...] = ()       # parameters the claim takes symmetric
+
+
+def key_linear(kind: str, prm: dict):
+    """``(B, r)`` with the part of ``log k`` linear in the key ``y`` equal to ``yᵀ(Bx + r)`` (``r`` may be
+    ``None``): ``(Bᵀ, r)`` of the registry's quadratic form ``xᵀBy + yᵀRy + rᵀy`` when the kind has one, else the
+    oracle's ``query_key``; ``None`` for a kind without an exponential kernel (linear)."""
+    from ..registry import kinds
+
+    form = kinds.get(kind).form(prm)
+    if form is not None:
+        return np.asarray(form["B"], float).T, None if form["r"] is None else np.asarray(form["r"], float)
+    qk = kinds.part(kind, "oracle").query_key
+    return None if qk is None else qk(prm)
 
 
 def example_params(kind: str, d: int, rng: np.random.Generator, m: int | None = None) -> dict:
@@ -306,20 +322,16 @@ def _sinkhorn_matrix(h, alpha, Sigma):                 # dα/dt = Vα, dΣ/dt = 
     return {"alpha_dot": V * alpha, "Sigma_dot": V * C.T + C * V.T}
 
 
-register("softmax", "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"], p["V"]), _softmax_affine,
-                                     query_key=_A))
-register("l2", "oracle")(Oracle(lambda X, p, sink=None: ref_l2(X, p["Q"], p["K"], p["V"], p["tau"]), _l2_affine,
-                                query_key=lambda p: (2 * p["K"].T @ p["Q"] / p["tau"], None)))
+register("softmax", "oracle")(Oracle(lambda X, p, sink=None: ref_softmax(X, p["A"], p["V"]), _softmax_affine))
+register("l2", "oracle")(Oracle(lambda X, p, sink=None: ref_l2(X, p["Q"], p["K"], p["V"], p["tau"]), _l2_affine))
 register("sinkhorn", "oracle")(Oracle(lambda X, p, sink=None: ref_sinkhorn(X, p["A"], p["V"], p["epsilon"])[0],
                                       _sinkhorn_affine, query_key=_A))
 register("sigmoid", "oracle")(Oracle(lambda X, p, sink=None: ref_sigmoid(X, p["A"], p["V"], p["b"]), query_key=_A))
 register("linear", "oracle")(Oracle(lambda X, p, sink=None: ref_linear(X, p["A"], p["V"]), _linear_affine))
-register("softmax_unnormalized", "oracle")(Oracle(lambda X, p, sink=None: ref_unnormalized(X, p["A"], p["V"]),
-                                                  query_key=_A))
+register("softmax_unnormalized", "oracle")(Oracle(lambda X, p, sink=None: ref_unnormalized(X, p["A"], p["V"])))
 register("masked", "oracle")(Oracle(lambda X, p, sink=None: ref_masked(X, p["A"], p["V"], sink=sink), query_key=_A))
 register("custom", "oracle")(Oracle(lambda X, p, sink=None: ref_custom(X, p["B"], p["P"], p["R"], p["p"], p["r"],
-                                                                       p["V"]), _custom_affine,
-                                    query_key=lambda p: (p["B"].T, p["r"])))
+                                                                       p["V"]), _custom_affine))
 
 register("softmax", "claim")(Claim(_softmax_claim, _softmax_matrix))
 register("l2", "claim")(Claim(_l2_claim, _l2_matrix))

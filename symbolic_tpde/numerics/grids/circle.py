@@ -38,20 +38,20 @@ import numpy as np
 from ...errors import InputError
 
 __all__ = ["bessel_coefficients", "growth_rates", "circle_heads", "circle_weights", "circle_velocity",
-           "solve_circle", "initial_density", "trig_moments"]
+           "solve_circle", "initial_density", "project_initial", "resolution", "trig_moments"]
 
 KINDS = {"sphere_sa": "SA", "sphere_usa": "USA"}
 NORMS = ("post", "ngpt")
 
 
 def bessel_coefficients(beta: float, kmax: int, scaled: bool = False) -> np.ndarray:
-    """``I_k(β)`` for ``k = 0..kmax`` (mpmath, 30 digits, rounded to float); ``scaled``: ``e^{-β} I_k(β)``, finite
-    for every ``β`` (``I_k(β)`` overflows float64 from ``β ≈ 713``)."""
+    """``I_k(β)`` for ``k = 0..kmax`` (mpmath, 30 digits, rounded to float); ``scaled``: ``e^{-|β|} I_k(β)``, finite
+    for every ``β`` (``I_k(β)`` overflows float64 from ``|β| ≈ 713``)."""
     import mpmath
 
     with mpmath.workdps(30):
         b = mpmath.mpf(beta)
-        s = mpmath.exp(-b) if scaled else 1
+        s = mpmath.exp(-abs(b)) if scaled else 1      # |β|: I_k(-x) = (-1)^k I_k(x) is of size e^{|x|}
         return np.array([float(mpmath.besseli(k, b) * s) for k in range(kmax + 1)])
 
 
@@ -112,8 +112,8 @@ def circle_heads(weights) -> list[tuple[bool, complex, complex, float]]:
                                                       "(use tpde particles)")
         p = h.effective
         beta = float(p["beta"])
-        if not (math.isfinite(beta) and beta >= 0):
-            raise InputError(f"heads[{i}].beta", f"must be finite and >= 0, got {beta}")
+        if not math.isfinite(beta):       # β < 0 (repulsive) is valid, as in the schema and tpde particles
+            raise InputError(f"heads[{i}].beta", f"must be finite, got {beta}")
         out.append((h.kind == "sphere_sa", _as_complex(p["A"], f"heads[{i}].A"), _as_complex(p["V"], f"heads[{i}].V"),
                     beta))
     return out
@@ -141,8 +141,8 @@ class _Circle:
             I = bessel_coefficients(beta * abs(a), K + 1, scaled=normalised)
             if not np.all(np.isfinite(I)):
                 raise InputError("beta", f"the unnormalised kernel's coefficients I_k(β|a|) overflow float64 at "
-                                 f"β|a| = {beta * abs(a):g} (its field is of size e^(β|a|)): beyond the circle "
-                                 "solver's range (β|a| <= 700)")
+                                 f"β|a| = {beta * abs(a):g} (its field is of size e^(|β||a|)): beyond the circle "
+                                 "solver's range (|β||a| <= 700)")
             phase = np.angle(a) if a != 0 else 0.0
             kern = lambda kk: 2 * math.pi * I[np.abs(kk)] * np.exp(1j * kk * phase)   # noqa: E731
             # (e^{-iθ}N)^_k = 2π K̂_{k+1} ρ̂_k: the tangential frame folded into the kernel's coefficients
@@ -219,14 +219,23 @@ def circle_velocity(rho, weights, norm: str = "post", alpha: float = 1.0) -> np.
 
 
 def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 1.0, noise: float = 0.0,
-                 t_eval=None, rtol: float = 1e-10, max_seconds=None):
+                 t_eval=None, rtol: float = 1e-10, max_seconds=None, watch_resolution: bool = True):
     """Integrate the circle PDE from the density values ``rho0`` on ``M`` equispaced points (``M`` even ≥ 8) to
     ``T`` under the sphere-kind ``weights`` (d = 2; :func:`circle_weights` for one head with ``A = V = I``);
     returns the :class:`.solve.Solution` (rows of ``y``: densities at ``t``).  The state integrated is
     ``ρ - ρ̄`` (``ρ̄`` the mean of ``rho0``), so the relative error control applies to the deviation from the
     uniform state (a perturbation of 1e-8 is resolved to ``rtol`` of itself); the mass is its mode 0, which
     the right-hand side never changes.  A non-finite velocity (nGPT where ``A = 0``) raises
-    :class:`~symbolic_tpde.errors.BlowupError` with the last time reached."""
+    :class:`~symbolic_tpde.errors.BlowupError` with the last time reached.
+
+    ``watch_resolution``: the run stops (status ``EVENT``, event kind ``"under-resolved"``) at the first
+    accepted step where the density goes below ``-NEGATIVE_TOL ρ̄`` or its resolution measure exceeds
+    ``RESOLUTION_TOL`` (:func:`resolution`).  The spectral scheme is not positivity preserving (a
+    positivity limiter, e.g. Zhang-Shu scaling towards the mean, would clip the aliasing error it should
+    report and cost the spectral accuracy; it is not applied): this check is what keeps an under-resolved
+    density from being reported as a result.  A step-size collapse stops the run after 2000 evaluations
+    without progress (status ``STALLED``), and the evaluation budget is ``max(20000, 2e8 / (M log M))``,
+    derived from ``M`` (each evaluation costs a few FFTs of ``M`` points)."""
     from ...errors import BlowupError
     from ..ode.solve import integrate
 
@@ -246,40 +255,132 @@ def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 
             raise BlowupError(last[0], "circle velocity", "the attention vector vanished (nGPT divides by |A|)"
                               if norm == "ngpt" else "the velocity is not finite") from None
 
+    from ..ode.solve import StopCondition
+
+    M = len(rho0)
+    events = []
+    if watch_resolution:
+        def g(t, u):
+            return np.array([float(np.min(u)) + bar * (1 + NEGATIVE_TOL), RESOLUTION_TOL - resolution(bar + u)])
+
+        events = [StopCondition(g, "under-resolved", "the density is under-resolved at t = {t:.6g}")]
+    budget = max(20_000, int(2e8 / (M * math.log2(M))))
     sol = integrate(f, u0, (0.0, float(T)), method="dopri5", rtol=rtol, atol=atol, t_eval=t_eval,
-                    max_seconds=max_seconds, progress=lambda t, _T: last.__setitem__(0, t))
+                    max_seconds=max_seconds, progress=lambda t, _T: last.__setitem__(0, t), events=events,
+                    max_nfev=budget, stuck_evals=2000)
     sol.y = sol.y + bar
     if sol.y_end is not None:
         sol.y_end = sol.y_end + bar
     return sol
 
 
-def initial_density(init: dict, M: int) -> np.ndarray:
-    """Density values at the ``M`` points ``θ_j = 2πj/M`` of a sphere ``init`` block in d = 2 (the types of
-    :mod:`.init_data` that have a density): ``uniform_sphere`` (``1/2π``), ``vmf`` (von Mises,
-    ``e^{κ cos(θ - θ_μ)}/(2π I_0(κ))``) and ``circle_modes`` (``(1 + Σ a_j cos(k_j θ - φ_j))/2π``: a multi-mode
-    perturbation of the uniform state, e.g. for the cluster count).  ``frame`` and ``points`` are atoms: refused
-    (no density to resolve)."""
-    import mpmath
+#: Resolution measure of a density on ``M`` points: the relative size of its top third of modes,
+#: ``R(ρ) = (Σ_{M/3 <= |k| < M/2} |ρ̂_k|²)^{1/2} / ρ̂_0`` (ρ̂_0 the mean density).  A run whose density reaches
+#: ``R > RESOLUTION_TOL`` (the peaks are no longer resolved: aliasing fills the top modes) or goes below
+#: ``-NEGATIVE_TOL ρ̂_0`` stops with status ``"under-resolved"``; an initial law whose projection has
+#: ``R > RESOLUTION_TOL / 10`` or drops modes of total size above ``MAX_TRUNCATED`` of its peak is refused.
+RESOLUTION_TOL = 1e-2
+NEGATIVE_TOL = 1e-6
+MAX_TRUNCATED = 1e-6
 
+
+def resolution(rho) -> float:
+    """``R(ρ)`` of the module constants (relative size of the top third of the modes)."""
+    rho = np.asarray(rho, dtype=float)
+    M = len(rho)
+    r = np.fft.fft(rho) / M
+    k = np.abs(np.fft.fftfreq(M, 1.0 / M))
+    top = (k >= M / 3) & (k < M / 2)
+    return float(np.sqrt(np.sum(np.abs(r[top]) ** 2)) / max(abs(r[0].real), 1e-300))
+
+
+def _vmf_coefficients(kappa: float, kmax: int) -> np.ndarray:
+    """``I_k(κ)/I_0(κ)``, ``k = 0..kmax`` (the Fourier coefficients of the von Mises law times 2π; scipy's
+    exponentially scaled ``ive``, finite for every κ)."""
+    from scipy.special import ive
+
+    k = np.arange(kmax + 1)
+    return ive(k, kappa) / ive(0, kappa)
+
+
+def grid_needed(init: dict) -> int:
+    """The smallest even ``M`` (a power of two times 8, up to 65536) whose projection of ``init`` passes the
+    checks of :func:`project_initial`, or 0 if none does."""
+    M = 8
+    while M <= 1 << 16:
+        try:
+            project_initial(init, M)
+            return M
+        except InputError:
+            M *= 2
+    return 0
+
+
+def project_initial(init: dict, M: int) -> tuple[np.ndarray, float]:
+    """``(ρ, truncated)``: the projection of a sphere ``init`` law in d = 2 onto the ``M``-point spectral grid
+    (its Fourier modes ``|k| < M/2``, exact coefficients: mass exactly 1, trigonometric moments exact) and the
+    size of the dropped modes relative to the law's peak density (``Σ_{|k| >= M/2} 2|ρ̂_k| / max ρ``).  Types:
+    ``uniform_sphere`` (``1/2π``), ``vmf`` (von Mises, ``ρ̂_k = I_k(κ)/I_0(κ) e^{-ikθ_μ}/2π``) and
+    ``circle_modes`` (``(1 + Σ a_j cos(k_j θ - φ_j))/2π``, band-limited: a mode ``k_j >= M/2`` is refused);
+    ``frame`` and ``points`` are atoms: refused (no density to resolve).  Refused as well (InputError naming
+    ``grid``, with the grid that suffices): ``truncated > MAX_TRUNCATED``, a negative projected density or a
+    resolution measure above ``RESOLUTION_TOL / 10`` (:func:`resolution`)."""
     kind = init.get("type")
     theta = 2 * math.pi * np.arange(M) / M
+    K = M // 2 - 1
+    truncated = 0.0
     if kind == "uniform_sphere":
-        return np.full(M, 1 / (2 * math.pi))
-    if kind == "vmf":
+        rho = np.full(M, 1 / (2 * math.pi))
+    elif kind == "vmf":
         mu = np.asarray(init["mu"], dtype=float)
         kappa = float(init["kappa"])
-        with mpmath.workdps(30):
-            log_c = float(mpmath.log(2 * mpmath.pi * mpmath.besseli(0, kappa)) - kappa)
-        # e^{κ(cos - 1)} / (2π I_0(κ) e^{-κ}): no overflow for large κ
-        return np.exp(kappa * (np.cos(theta - math.atan2(mu[1], mu[0])) - 1) - log_c)
-    if kind == "circle_modes":
+        phi = math.atan2(mu[1], mu[0])
+        tail_k = max(4 * K, int(40 * math.sqrt(kappa + 1)) + 2 * K)
+        c = _vmf_coefficients(kappa, tail_k)
+        coef = np.zeros(M, complex)
+        kk = np.arange(-K, K + 1)
+        coef[np.mod(kk, M)] = c[np.abs(kk)] * np.exp(-1j * kk * phi) / (2 * math.pi)
+        rho = np.real(np.fft.ifft(coef) * M)
+        peak = float(np.sum(c[:tail_k + 1]) * 2 - 1) / (2 * math.pi)     # ρ(θ_μ) = (1 + 2 Σ_k≥1 I_k/I_0)/2π
+        truncated = float(2 * np.sum(c[K + 1:]) / (2 * math.pi)) / max(peak, 1e-300)
+    elif kind == "circle_modes":
         rho = np.ones(M)
-        for k, a, phi in init["modes"]:
-            rho += float(a) * np.cos(int(k) * theta - float(phi))
-        return rho / (2 * math.pi)
-    raise InputError("init.type", f"{kind!r} has no density on the circle (atoms); the spectral solver takes "
-                                  "uniform_sphere, vmf or circle_modes")
+        for k, a, ph in init["modes"]:
+            if int(k) > K:
+                raise InputError("grid", f"the initial mode k = {int(k)} is not resolved by {M} points (needs "
+                                 f"--grid >= {2 * int(k) + 2})")
+            rho += float(a) * np.cos(int(k) * theta - float(ph))
+        rho = rho / (2 * math.pi)
+    else:
+        raise InputError("init.type", f"{kind!r} has no density on the circle (atoms); the spectral solver takes "
+                                      "uniform_sphere, vmf or circle_modes")
+    if truncated > MAX_TRUNCATED:
+        raise InputError("grid", f"{M} points drop {truncated:.3g} of the initial law's peak density (above "
+                         f"{MAX_TRUNCATED:g}): raise --grid{_suggest(init, M)}")
+    if float(rho.min()) < -NEGATIVE_TOL / (2 * math.pi):
+        raise InputError("init", f"the initial density is negative (min {float(rho.min()):.3g})")
+    R = resolution(rho)
+    if R > RESOLUTION_TOL / 10:
+        raise InputError("grid", f"{M} points do not resolve the initial law (its top third of modes has relative "
+                         f"size {R:.3g} > {RESOLUTION_TOL / 10:g}): raise --grid{_suggest(init, M)}")
+    return rho, truncated
+
+
+def _suggest(init, M) -> str:
+    for m in (2 * M, 4 * M, 8 * M, 16 * M, 32 * M, 64 * M):
+        if m > 1 << 16:
+            break
+        try:
+            project_initial(init, m)
+            return f" to {m}"
+        except InputError:
+            continue
+    return " (beyond 65536 points: the law is too concentrated for the spectral solver)"
+
+
+def initial_density(init: dict, M: int) -> np.ndarray:
+    """The projected initial density values at the ``M`` points ``θ_j = 2πj/M`` (:func:`project_initial`)."""
+    return project_initial(init, M)[0]
 
 
 def trig_moments(rho, kmax: int) -> np.ndarray:

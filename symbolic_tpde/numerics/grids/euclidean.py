@@ -46,8 +46,9 @@ It follows the support: after every step, if the outer ``BAND`` cells on a side 
 reported as ``lost``.  The spacing never changes (the grid does not refine as the measure contracts: a run
 that concentrates into a few cells loses accuracy; ``GridRun.occupied`` reports how many cells hold 99 %).
 
-Kinds: every ℝᵈ kind whose field is a sum over the measure (softmax, ℓ2, custom, linear, sigmoid,
-softmax_unnormalized; multi-head sums; ``ffn`` added).  Refused with a one-line reason: ``sinkhorn`` (the
+Kinds: every ℝᵈ kind whose field is a sum over the measure: every kind registered with a quadratic form
+(softmax, ℓ2, custom, softmax_unnormalized, and a kind added with one: :func:`_form_field` reads the form),
+linear, sigmoid; multi-head sums; ``ffn`` added.  Refused with a one-line reason: ``sinkhorn`` (the
 plan's marginals would be the cell masses: the package's Sinkhorn solver has uniform marginals only) and
 ``masked`` (the position axis makes it a problem on [0,1] × ℝᵈ).
 """
@@ -61,8 +62,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import BlowupError, InputError
+from ...registry import kinds
 from ..ode import rk
 from ..particles.attend import attend
+from . import separable
 
 __all__ = ["weighted_field", "Grid", "GridRun", "solve_grid", "initial_grid", "SSPRK2", "SSPRK3", "MAX_CELLS"]
 
@@ -74,6 +77,17 @@ SPREAD = 8.5          # Gaussian tail beyond 8.5 sd: < 2e-17 per side and axis
 BAND, GROW_TOL, POS_TOL = 3, 1e-13, 1e-13
 SMOOTH = 0.25         # κ of the reconstruction's smoothness test (module docstring)
 MAX_CELLS = 1 << 16   # per run: the dense velocity evaluation is O(cells²)
+#: Largest fraction of the initial law's mass that its projection onto the cells may miss (mass outside the box
+#: plus the cell quadrature error); the projected masses are normalised to 1 and the miss is reported as
+#: ``truncated``.  Above it the grid does not resolve the law (too coarse, or ``--pad`` so wide that the law
+#: falls in a few cells): refused, never run with a wrong initial law.
+MAX_TRUNCATED = 1e-2
+#: Work budget of one run in cell-pair evaluations: each evaluation of a dense kind's field costs (cells next
+#: to the mass) x (cells with mass) pairs (``linear``: their sum, it is O(cells)); 2e10 is a few minutes of one
+#: core.  A run whose CFL step would need more (e.g. huge velocities in nearly empty far cells of an
+#: unnormalised kernel, or ``--cfl 1e-9``) stops with status ``"step-budget"`` at the time reached: the budget
+#: follows from the input (the cells and the kinds), unlike the wall-clock cap.
+WORK_BUDGET = 2e10
 
 
 # ---------------------------------------------------------------------------------- weighted attention field
@@ -82,25 +96,24 @@ def _log_mass(m):
         return np.log(m)
 
 
-def _softmax(Xq, Xk, m, p, thr):
-    return attend(Xq @ p["A"].T, Xk, Xk, key_bias=_log_mass(m), threads=thr) @ p["V"].T
-
-
-def _l2(Xq, Xk, m, p, thr):
-    k = Xk @ p["K"].T
-    bias = -np.einsum("ij,ij->i", k, k) / p["tau"] + _log_mass(m)
-    return attend((Xq @ p["Q"].T) * (2.0 / p["tau"]), k, Xk, key_bias=bias, threads=thr) @ p["V"].T
-
-
-def _custom(Xq, Xk, m, p, thr):
-    bias = np.einsum("ij,ij->i", Xk @ p["R"].T, Xk) + Xk @ p["r"] + _log_mass(m)
-    return attend(Xq @ p["B"], Xk, Xk, key_bias=bias, threads=thr) @ p["V"].T
-
-
-def _unnormalized(Xq, Xk, m, p, thr):
-    # mode "exp" is (1/n_k) Σ_j e^{q·k_j + β_j} v_j: β_j = log(n_k m_j) gives Σ_j m_j e^{q·k_j} v_j
-    with np.errstate(invalid="ignore", over="ignore"):
-        return attend(Xq @ p["A"].T, Xk, Xk, mode="exp", key_bias=_log_mass(m * len(m)), threads=thr) @ p["V"].T
+def _form_field(spec):
+    """The weighted field of a kind registered with a quadratic form ``log k = xᵀBy + yᵀRy + rᵀy + …``
+    (:attr:`symbolic_tpde.registry.kinds.KindSpec.quadratic`): the cell masses enter as one more key bias,
+    ``log m_j`` (normalised) or ``log(n m_j)`` (unnormalised: mode ``"exp"`` is ``(1/n) Σ_j e^{q·k_j + β_j} v_j``,
+    so this gives ``Σ_j m_j k(x, x_j) v_j``)."""
+    def weighted(Xq, Xk, m, p, thr):
+        f = spec.form(p)
+        bias = _log_mass(m) if spec.normalised else _log_mass(m * len(m))
+        if f["R"] is not None:
+            bias = bias + np.einsum("ij,ij->i", Xk @ np.asarray(f["R"], float).T, Xk)
+        if f["r"] is not None:
+            bias = bias + Xk @ np.asarray(f["r"], float)
+        q = Xq @ np.asarray(f["B"], float)
+        if spec.normalised:
+            return attend(q, Xk, Xk, key_bias=bias, threads=thr) @ p["V"].T
+        with np.errstate(invalid="ignore", over="ignore"):
+            return attend(q, Xk, Xk, mode="exp", key_bias=bias, threads=thr) @ p["V"].T
+    return weighted
 
 
 def _sigmoid(Xq, Xk, m, p, thr):
@@ -114,8 +127,8 @@ def _linear(Xq, Xk, m, p, thr):
     return Xq @ (p["V"] @ M @ p["A"]).T
 
 
-WEIGHTED = {"softmax": _softmax, "l2": _l2, "custom": _custom, "softmax_unnormalized": _unnormalized,
-            "sigmoid": _sigmoid, "linear": _linear}
+#: weighted fields of the kinds without a quadratic form (those with one use :func:`_form_field`)
+WEIGHTED = {"sigmoid": _sigmoid, "linear": _linear}
 REFUSED = {
     "sinkhorn": "sinkhorn attention is not in the grid solver: its plan would need the cell masses as marginals "
                 "and the package's Sinkhorn solver has uniform marginals only (use tpde particles)",
@@ -124,10 +137,16 @@ REFUSED = {
 }
 
 
+def _weighted(kind: str):
+    """The weighted field of ``kind``: its quadratic form's, else its entry of :data:`WEIGHTED`, else None."""
+    spec = kinds.get(kind)
+    return _form_field(spec) if spec.quadratic is not None else WEIGHTED.get(kind)
+
+
 def check_kinds(weights) -> None:
     """InputError (one line, the reason) for a head the grid solver does not take."""
     for i, head in enumerate(weights.heads):
-        if head.kind not in WEIGHTED:
+        if _weighted(head.kind) is None:
             raise InputError(f"heads[{i}].attention", REFUSED.get(
                 head.kind, f"{head.kind!r} has no weighted field in the grid solver"))
 
@@ -145,7 +164,7 @@ def weighted_field(Xq, Xk, m, weights, *, threads=None) -> np.ndarray:
         Xk, m = np.ascontiguousarray(Xk[keep]), np.ascontiguousarray(m[keep])
     out = np.zeros_like(Xq)
     for head in weights.heads:
-        out += WEIGHTED[head.kind](Xq, Xk, m, head.effective, threads)
+        out += _weighted(head.kind)(Xq, Xk, m, head.effective, threads)
     if weights.ffn is not None:
         out += Xq @ weights.ffn.W.T + weights.ffn.c
     return out
@@ -253,11 +272,19 @@ def _dilate(mask):
 
 
 def _sheppard(X, weights, h) -> np.ndarray:
-    """``Σ V H A x`` over the softmax and linear heads, ``H = diag(h²/12)`` (module docstring)."""
+    """``Σ V H (Bᵀx + r)`` over the normalised heads whose quadratic form has ``R = 0`` (softmax: ``V H A x``) and
+    ``Σ V H A x`` over the linear heads, ``H = diag(h²/12)`` (module docstring: the tilt of ``N(ȳ, Σ + H)``
+    moves the mean by ``(Σ + H)(Bᵀx + r)``)."""
     out = np.zeros_like(X)
     for head in weights.heads:
-        if head.kind in ("softmax", "linear"):
-            p = head.effective
+        spec, p = kinds.get(head.kind), head.effective
+        if spec.tilt:
+            f = spec.form(p)
+            if f["R"] is not None:
+                continue
+            lin = X @ np.asarray(f["B"], float) if f["r"] is None else X @ np.asarray(f["B"], float) + f["r"]
+            out += (lin * (h ** 2 / 12)) @ p["V"].T
+        elif head.kind == "linear":
             out += ((X @ p["A"].T) * (h ** 2 / 12)) @ p["V"].T
     return out
 
@@ -265,10 +292,13 @@ def _sheppard(X, weights, h) -> np.ndarray:
 class _Rhs:
     """``y = (masses.ravel(), lost)`` → ``dy/dt``; records the largest face speed per axis of the last call."""
 
-    def __init__(self, grid: Grid, schedule, muscl: bool, threads):
+    def __init__(self, grid: Grid, schedule, muscl: bool, threads, velocity_tol=None):
         self.grid, self.schedule, self.muscl, self.threads = grid, schedule, muscl, threads
+        self.velocity_tol = velocity_tol  # None: the direct sum; else the separable path where it applies
+        self.velocity_bound = 0.0         # largest error bound of a separable velocity so far
         self.C = grid.centres
         self.nfev = 0
+        self.work = 0.0                   # cell pairs evaluated (WORK_BUDGET)
         self.amax = np.zeros(grid.d)
 
     def velocity(self, t, m):
@@ -279,8 +309,15 @@ class _Rhs:
         u = np.zeros((m.size, self.grid.d))
         if keys.any():
             w = self.schedule(t)
-            u[query] = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads) \
-                - _sheppard(self.C[query], w, self.grid.h)
+            nq, nk = float(query.sum()), float(keys.sum())
+            if self.velocity_tol is not None and separable.covers(w, self.grid):  # sub-quadratic, bounded error
+                self.work += len(w.heads) * (nq + nk)
+                v, bound = separable.weighted_field(self.C[query], self.grid, m, w, self.velocity_tol)
+                self.velocity_bound = max(self.velocity_bound, float(bound.max()))
+            else:
+                self.work += sum(nq + nk if h.kind == "linear" else nq * nk for h in w.heads)
+                v = weighted_field(self.C[query], self.C[keys], m.ravel()[keys], w, threads=self.threads)
+            u[query] = v - _sheppard(self.C[query], w, self.grid.h)
         return u.reshape(m.shape + (self.grid.d,))
 
     def __call__(self, t, y):
@@ -308,10 +345,10 @@ class _NonFinite(ArithmeticError):
 @dataclass
 class GridRun:
     """Result of :func:`solve_grid`: final ``masses`` on ``grid``, time ``t``, ``lost`` (mass that left the
-    domain), ``status`` (``"ok"`` or ``"time-limit"``), counts, the largest ``mass_error`` (``|Σm + lost - M₀|``)
+    domain), ``status`` (``"ok"``, ``"time-limit"`` or ``"step-budget"``: :data:`WORK_BUDGET`), counts, the largest ``mass_error`` (``|Σm + lost - M₀|``)
     and most negative mass seen after any step, ``truncated = 1 - Σ m₀`` (the law's mass outside the initial
-    grid plus the quadrature error of the initial cell masses; the run conserves ``M₀ = Σ m₀``, it does not
-    renormalise), and the saved ``frames`` ``[(t, masses, lo)]``."""
+    grid plus the quadrature error of the initial cell masses, at most :data:`MAX_TRUNCATED` in size; the projected
+    masses are normalised to ``M₀ = 1``, which the run conserves), and the saved ``frames`` ``[(t, masses, lo)]``."""
 
     grid: Grid
     masses: np.ndarray
@@ -328,6 +365,7 @@ class GridRun:
     scheme: str
     seconds: float
     frames: list = field(default_factory=list, repr=False)
+    velocity_bound: float = 0.0   # largest bound on a separable velocity's error (0: direct sums only)
 
     @property
     def density(self) -> np.ndarray:
@@ -364,12 +402,15 @@ def _grow(grid: Grid, m: np.ndarray, limit: tuple, N0: tuple):
 
 def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: float = 0.8, pad: float = 0.25,
                max_growth: float = 4.0, method: str = "ssprk2", grid: Grid | None = None, save_every: float = 0.0,
-               threads=None, max_seconds=None, max_steps: int = 1_000_000) -> GridRun:
+               threads=None, max_seconds=None, max_steps: int = 1_000_000,
+               velocity_tol: float | None = separable.DEFAULT_TOL) -> GridRun:
     """Solve the PDE from the initial law ``spec`` (an :class:`~symbolic_tpde.inputs.scenario.InitSpec`) to ``T`` with
     ``N`` cells per axis (module docstring).  ``schedule``: a :class:`~symbolic_tpde.weights.Schedule` (weights
     read at each stage time).  ``grid``: use this grid instead of :func:`initial_grid` (convergence studies).
     ``save_every``: keep a frame at least this far apart in time (0: first and last only).  A non-finite
-    velocity raises :class:`~symbolic_tpde.errors.BlowupError` with the last time the state was finite."""
+    velocity raises :class:`~symbolic_tpde.errors.BlowupError` with the last time the state was finite.
+    ``velocity_tol``: relative tolerance of the separable velocity (:mod:`.separable`: 2-D softmax, ℓ2 and
+    custom heads from 32² cells on; its error bound is ``GridRun.velocity_bound``); None: the direct sum."""
     from ..measures.laws import cell_masses
     from ..ode.solve import Deadline
 
@@ -387,17 +428,32 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         raise InputError("grid", f"{int(np.prod(g.shape))} cells exceed the bound {MAX_CELLS} (the velocity "
                          "evaluation is quadratic in the cell count)")
     check_kinds(schedule(0.0))
+    if velocity_tol is not None:
+        separable.nodes_for(velocity_tol)  # InputError unless a positive number
+    vbound = 0.0
     m = np.asarray(cell_masses(spec, g.edges), dtype=float)
-    truncated = 1.0 - float(m.sum())
-    M0 = float(m.sum())
-    if not M0 > 0:
-        raise InputError("init", f"no mass of the initial law lands on the grid (cell masses sum to {M0!r}: the law is "
+    raw = float(m.sum())
+    truncated = 1.0 - raw
+    if not raw > 0:
+        raise InputError("init", f"no mass of the initial law lands on the grid (cell masses sum to {raw!r}: the law is "
                          "narrower than the grid resolves, e.g. than the float64 spacing at its centre)")
+    if not abs(truncated) <= MAX_TRUNCATED:
+        raise InputError("grid", f"the projection of the initial law onto the {'x'.join(map(str, g.shape))} cells "
+                         f"misses {abs(truncated):.3g} of its mass (more than {MAX_TRUNCATED:g}: the cells do not "
+                         "resolve it); raise --grid or lower --pad")
+    m = m / raw                 # the projected law, normalised: mass 1 (the miss is reported as truncated)
+    mean0, cov0 = grid_moments(g, m)
+    sd0 = np.sqrt(np.maximum(np.diag(cov0), 0.0))
+    if np.any(sd0 < 0.5 * g.h):      # one cell alone has sd h/√12 ≈ 0.29 h: the law must spread over cells
+        k = int(np.argmin(sd0 / g.h))
+        raise InputError("grid", f"the initial law spans less than two cells along axis {k} (standard deviation "
+                         f"{sd0[k]:.3g}, cell width {g.h[k]:.3g}): raise --grid or lower --pad")
+    M0 = 1.0
     N0 = g.shape
     limit = tuple(int(max_growth * n) for n in g.shape)
     nu = 2.0 if scheme == "muscl" else 1.0
     deadline = Deadline.of(max_seconds)
-    t, lost, steps, rejected, nfev, grown = 0.0, 0.0, 0, 0, 0, 0
+    t, lost, steps, rejected, nfev, grown, work = 0.0, 0.0, 0, 0, 0, 0, 0.0
     mass_err, min_mass = 0.0, float(m.min())
     frames = [(0.0, m.copy(), g.lo.copy())]
     last_frame = 0.0
@@ -409,7 +465,10 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             break
         if steps >= max_steps:
             raise InputError("grid", f"more than {max_steps} steps before T (the CFL step became too small)")
-        f = _Rhs(g, schedule, scheme == "muscl", threads)
+        if work >= WORK_BUDGET:
+            status = "step-budget"
+            break
+        f = _Rhs(g, schedule, scheme == "muscl", threads, velocity_tol)
         y = np.concatenate([m.ravel(), [lost]])
         try:
             f0 = f(t, y)
@@ -434,6 +493,8 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             rejected += 1
             dt /= 2
         nfev += f.nfev
+        work += f.work
+        vbound = max(vbound, f.velocity_bound)
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
         t = T if dt == T - t else t + dt
@@ -448,7 +509,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
     if frames[-1][0] != t:
         frames.append((t, m.copy(), g.lo.copy()))
     return GridRun(g, m, t, lost, status, steps, rejected, nfev, grown, mass_err, min_mass, truncated, scheme,
-                   time.perf_counter() - t_start, frames)
+                   time.perf_counter() - t_start, frames, vbound)
 
 
 # ----------------------------------------------------------------------------------------- grid measures

@@ -115,6 +115,9 @@ def wasserstein(X: Any, Y: Any, p: float = 2.0, a: Any = None, b: Any = None, *,
     ``"lp"`` (POT's ``ot.emd`` if installed, else SciPy HiGHS), ``"linprog"`` (force SciPy).  With
     ``return_plan=True`` returns ``(W, plan)`` where ``plan`` is the ``(n, m)`` coupling.
     Cost O(n³) (assignment) / network simplex: meant for n up to a few thousand.
+
+    >>> float(wasserstein([[0.0], [1.0]], [[1.0], [2.0]]))       # a shift by 1
+    1.0
     """
     p = _check_p(p)
     X = _points(X, "X")
@@ -444,6 +447,9 @@ def bures_wasserstein(m1: Any, S1: Any, m2: Any, S2: Any) -> float:
     nearby covariances give an accurate small distance (the trace form loses everything below
     ``sqrt(eps·tr S)``); the trace form is used when ``S1`` is (near) singular.  Both orders are computed
     and averaged, so the result is exactly symmetric.  Symmetric PSD inputs are required.
+
+    >>> round(bures_wasserstein([0.0], [[1.0]], [3.0], [[4.0]]) ** 2, 12)   # |m1 - m2|² + (σ1 - σ2)²
+    10.0
     """
     m1 = np.atleast_1d(np.asarray(m1, dtype=float))
     m2 = np.atleast_1d(np.asarray(m2, dtype=float))

@@ -30,13 +30,21 @@ from ..particles.attend import as_points
 
 
 def mean(X) -> np.ndarray:
-    """Empirical mean ``(1/n) Σ x_i`` (float64 accumulation)."""
+    """Empirical mean ``(1/n) Σ x_i`` (float64 accumulation).
+
+    >>> mean([[0.0, 1.0], [2.0, 3.0]]).tolist()
+    [1.0, 2.0]
+    """
     X = as_points(X)
     return X.mean(axis=0, dtype=np.float64)
 
 
 def covariance(X, ddof: int = 0) -> np.ndarray:
-    """Empirical covariance ``(1/(n - ddof)) Σ (x_i - x̄)(x_i - x̄)ᵀ``; ``ddof=0`` (default) is the covariance of μ_n."""
+    """Empirical covariance ``(1/(n - ddof)) Σ (x_i - x̄)(x_i - x̄)ᵀ``; ``ddof=0`` (default) is the covariance of μ_n.
+
+    >>> covariance([[0.0], [2.0]]).tolist(), covariance([[0.0], [2.0]], ddof=1).tolist()
+    ([[1.0]], [[2.0]])
+    """
     X = as_points(X)
     n = X.shape[0]
     if ddof not in (0, 1):
@@ -159,7 +167,13 @@ def projection_moments(X, directions=None) -> ProjectionMoments:
 
 def gaussianity_witness(X, directions=None, *, rng: np.random.Generator | None = None, n_random: int = 0,
                         level: float = 1e-3) -> dict:
-    """Summary: ``max_abs_z``, the Bonferroni threshold at ``level``, ``gaussian_rejected``, and the details."""
+    """Summary: ``max_abs_z``, the Bonferroni threshold at ``level``, ``gaussian_rejected``, and the details.
+
+    >>> import numpy as np
+    >>> out = gaussianity_witness(np.random.default_rng(0).normal(size=(2000, 2)))
+    >>> bool(out["gaussian_rejected"]), bool(out["max_abs_z"] < out["threshold"])
+    (False, True)
+    """
     dirs = directions if directions is not None else default_directions(X, rng, n_random)
     pm = projection_moments(X, dirs)
     thr = pm.gaussian_threshold(level)

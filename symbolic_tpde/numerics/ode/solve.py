@@ -60,6 +60,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ...values import value_eq
 from . import rk
 from .rk import Status
 
@@ -200,6 +201,8 @@ class Solution:
     t_end: float = 0.0
     y_end: np.ndarray | None = None
     samples: list = field(default_factory=list)
+
+    __eq__ = value_eq          # by value, arrays entry by entry (symbolic_tpde.values)
 
 
 def extrapolate(ts: Sequence[float], qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:

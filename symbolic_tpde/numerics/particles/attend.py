@@ -11,13 +11,15 @@ Everything here works on plain arrays.  The one primitive, :func:`attend`, evalu
 
 Three implementations, one semantics:
 
-* the fused C kernel of :mod:`.fused` (p < 32, d <= 64; all three modes, key bias, causal prefix, sink):
-  per query, row maximum then ``exp``-and-accumulate in one thread, queries spread over POSIX threads;
-  2-3x faster than the numpy path at d = 2 float64 (2.7-6x float32), 1.6-2x at d = 8, with 2 threads, on
-  an AVX-512 machine where numpy's exp is itself vectorised (``numerics/bench_fused.py``);
-* large feature dimension (p >= 32 or d > 64): the blocked path below with the logits from BLAS and the
-  row maximum, ``exp`` and row sums in one compiled pass (:mod:`.fused_rows`; the value-weighted sum again
-  BLAS): the matrix products are most of the time there, so the gain over the numpy path is modest;
+* the fused C kernel of :mod:`.fused` (all three modes, key bias, causal prefix, sink): per query, row maximum
+  then ``exp``-and-accumulate in one thread, queries spread over POSIX threads; it runs when the feature
+  dimension p and the value dimension d are both at most the crossover :data:`.fused.CROSSOVER` of the loops
+  this machine's build runs (AVX-512: 16, AVX2: 12, plain C: 8; measured by
+  ``numerics/bench_particles.py --crossover``, a fixed table: a call's path and bits depend on its shapes and
+  the machine, never on the load);
+* larger heads (either dimension above the crossover, factored trained-model heads with wide values): the
+  blocked path below with the logits from BLAS and the row maximum, ``exp`` and row sums in one compiled pass
+  (:mod:`.fused_rows`; the value-weighted sum again BLAS);
 * the blocked numpy path :func:`attend_numpy` (no compiler: announced once): row blocks of
   queries, memory ``O(block · n_k)``, never ``O(n_q · n_k)``; ``exp`` in place, the softmax row sums out of
   the same matrix product as the numerators (a column of ones appended to the values).
@@ -52,6 +54,15 @@ from ...inputs.checks import finite_array, positive_int
 #: Target number of logits per row block at feature dimension <= 8 (2^18: 2 MB in float64; cache-sized),
 #: scaled by p/8 above that so matrix products keep a good shape; see :func:`default_block`.
 BLOCK_ELEMENTS = 1 << 18
+
+#: The rows path's key tiles (issue 33): keys and values of one tile take about this many bytes, and a row block
+#: at most ``ROW_TILE_BYTES`` of the tile's logits, so a tile's keys, values and logits stay in L2 (1 MB per core
+#: on this kind of machine); used when the keys exceed two tiles and there is no causal prefix.  A fixed size:
+#: a call's bits depend on its shapes only.
+#: Measured at d = 64, n = 32 000, float64 (numerics/bench_particles.py conditions, load ~10): 1 MB / 2 MB 1.14x
+#: the untiled path, 256 KB / 512 KB and 512 KB / 1 MB level with it (docs/performance.md).
+KEY_TILE_BYTES = 1 << 20
+ROW_TILE_BYTES = 1 << 21
 
 #: Below this many pairs per call, everything runs in the calling thread (thread start-up would dominate).
 THREADS_MIN_PAIRS = 1 << 20
@@ -193,37 +204,36 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
     sink is given); ``sink_logit (n_q,)`` and ``sink_value (d,)`` add one extra key to every query
     (softmax mode only).  Returns ``(n_q, d)`` in the input dtype.
 
-    Runs the fused C kernel (:mod:`.fused`) when it covers the call (``p < 32``, ``d <= 64``) and can be
-    built; for larger p or d the blocked path with BLAS logits and the compiled row pass (:mod:`.fused_rows`);
-    else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to the blocked paths only).  Every
+    Runs the fused C kernel (:mod:`.fused`) when :func:`.fused.prefers` the shapes (p and d at most the
+    machine's crossover) and it can be built; else the blocked path with BLAS logits and the compiled row pass
+    (:mod:`.fused_rows`), or the fused kernel for a variant the row pass lacks; else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to the blocked paths only).  Every
     way the result is bitwise the same for every ``threads`` and from run to run.
     """
     block = _check_block(block, k.shape[0], q.shape[1])
     if USE_FUSED:
-        from .fused import attend_fused
+        from .fused import attend_fused, prefers
 
-        out = attend_fused(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
-                           sink_logit=sink_logit, sink_value=sink_value, threads=threads)
-        if out is not None:
-            return out
-        if _large(q, values) and q.dtype == k.dtype == values.dtype:  # BLAS logits, fused row pass
+        kw = dict(mode=mode, key_bias=key_bias, shift=shift, prefix=prefix, sink_logit=sink_logit,
+                  sink_value=sink_value)
+        same = q.dtype == k.dtype == values.dtype
+        fused_first = same and prefers(mode, q.shape[1], values.shape[1], values.dtype)
+        if fused_first:
+            out = attend_fused(q, k, values, threads=threads, **kw)
+            if out is not None:
+                return out
+        if same and values.dtype in (np.float32, np.float64):  # BLAS logits, fused row pass
             from .fused_rows import row_pass
 
             rows = row_pass(mode, values.dtype, key_bias=key_bias, shift=shift, prefix=prefix,
                             sink_logit=sink_logit, sink_value=sink_value)
             if rows is not None:
-                return attend_numpy(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
-                                    sink_logit=sink_logit, sink_value=sink_value, block=block, threads=threads,
-                                    rows=rows)
+                return attend_numpy(q, k, values, block=block, threads=threads, rows=rows, **kw)
+        if not fused_first:  # a variant the row pass does not cover (sigmoid with a bias, ...)
+            out = attend_fused(q, k, values, threads=threads, **kw)
+            if out is not None:
+                return out
     return attend_numpy(q, k, values, mode=mode, key_bias=key_bias, shift=shift, prefix=prefix,
                         sink_logit=sink_logit, sink_value=sink_value, block=block, threads=threads)
-
-
-def _large(q: np.ndarray, values: np.ndarray) -> bool:
-    """Sizes the fused kernel leaves to BLAS (``p ≥ fused.MAX_P`` or ``d > fused.MAX_D``)."""
-    from .fused import MAX_D, MAX_P
-
-    return q.shape[1] >= MAX_P or values.shape[1] > MAX_D
 
 
 def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "softmax",
@@ -252,6 +262,9 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
         kmax = n_k if prefix is None else int(prefix[lo:hi].max())
         if kmax == 0:  # only the sink is visible (masked attention with a sink)
             out[lo:hi] = sink_value
+            return
+        if rows is not None and prefix is None and n_k > 2 * key_tile:
+            tiled(lo, hi)
             return
         L = q[lo:hi] @ kT[:, :kmax]
         if rows is not None:
@@ -287,6 +300,39 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
         R = L @ vals[:kmax]
         finish(lo, hi, R[:, :d], m, R[:, d] if mode == "softmax" else None)
 
+    def tiled(lo: int, hi: int) -> None:
+        """Rows ``lo:hi`` over key tiles of ``key_tile`` keys (online softmax): per tile the logits by BLAS, the
+        row pass, the tile's value-weighted sums by BLAS, merged into float64 running sums rescaled to the
+        running row maximum; the tile's keys, values and logits stay in cache."""
+        acc = np.zeros((hi - lo, d))
+        den = np.zeros(hi - lo)
+        m_run = np.full(hi - lo, -np.inf)
+        for j0 in range(0, n_k, key_tile):
+            j1 = min(j0 + key_tile, n_k)
+            L = q[lo:hi] @ kT[:, j0:j1]
+            mt, dt_ = rows(L, lo, hi, j0)
+            R = L @ vals[j0:j1]
+            if mode == "sigmoid":
+                acc += R
+                continue
+            mt = mt.astype(np.float64)
+            empty = mt == -np.inf  # no visible key in this tile (biases -inf): its weights are NaN, not 0
+            if empty.any():
+                R[empty], dt_[empty] = 0, 0
+            m_new = np.maximum(m_run, mt)
+            live = m_new > -np.inf  # rows with a finite logit so far (else both scales are 0)
+            with np.errstate(invalid="ignore"):
+                a_old = np.where(live, np.exp(m_run - m_new), 0.0)
+                a_t = np.where(live, np.exp(mt - m_new), 0.0)
+            acc *= a_old[:, None]
+            acc += a_t[:, None] * R
+            den = den * a_old + dt_ * a_t
+            m_run = m_new
+        if mode == "sigmoid":
+            out[lo:hi] = acc / n_k
+            return
+        finish(lo, hi, acc, m_run, den)
+
     def finish(lo: int, hi: int, num, m, den) -> None:
         """Normalise the value-weighted sums ``num`` of rows ``lo:hi`` (row maxima ``m``, weight sums ``den``)."""
         if mode == "exp":  # e^{m - log n_k} * num formed in float64, like the fused kernel (templates/fused_attend.c)
@@ -306,6 +352,9 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
             den = den + ws
         out[lo:hi] = num / den[:, None]
 
+    key_tile = KEY_TILE_BYTES // (dt.itemsize * (q.shape[1] + d))
+    if rows is not None and prefix is None and n_k > 2 * key_tile:  # key tiles: row blocks that fill L2 with logits
+        block = max(16, min(256, ROW_TILE_BYTES // (dt.itemsize * key_tile)))
     starts = range(0, n_q, block)
     if threads is None:
         from ..threads import kernel_threads

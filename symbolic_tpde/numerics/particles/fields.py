@@ -7,7 +7,8 @@ log-sum-exp evaluated over row blocks of queries (memory ``O(n · block)``), see
 Each function accepts ``dtype`` (float32 or float64; all work is done in it; default: X's float dtype,
 else float64) and ``block`` (rows per block; default about 2^19 logits per block).
 
-Array-level fields:  :func:`softmax_field`, :func:`l2_field`, :func:`sinkhorn_field`, :func:`sigmoid_field`,
+Array-level fields:  :func:`form_field` (any kernel ``exp`` of a quadratic form: the particle part of every kind
+registered with one), :func:`softmax_field`, :func:`l2_field`, :func:`sinkhorn_field`, :func:`sigmoid_field`,
 :func:`linear_field`, :func:`softmax_unnormalized_field`, :func:`custom_field`, :func:`masked_field`.
 Dispatcher: :func:`field` (all heads of a :class:`~symbolic_tpde.weights.Weights` summed, plus ``W x + c``)
 and :func:`velocity` (weights of a schedule at time ``t``).
@@ -23,11 +24,11 @@ import numpy as np
 from ...errors import InputError
 from ...weights import Schedule, Sink, Weights
 from ...inputs.checks import positive_number
-from ...registry.kinds import part, register
+from ...registry.kinds import get, part, register
 from .attend import as_matrix, as_points, attend
 from .sinkhorn import SinkhornInfo, raise_if_not_converged, sinkhorn_potentials
 
-__all__ = ["softmax_field", "l2_field", "sinkhorn_field", "sigmoid_field", "linear_field",
+__all__ = ["form_field", "softmax_field", "l2_field", "sinkhorn_field", "sigmoid_field", "linear_field",
            "softmax_unnormalized_field", "custom_field", "masked_field", "field", "velocity", "as_schedule"]
 
 
@@ -46,26 +47,48 @@ def softmax_field(X, A, V, *, block=None, dtype=None, threads=None) -> np.ndarra
     return attend(X @ A.T, X, X, block=block, threads=threads) @ V.T
 
 
+def form_field(X, form: dict, V, *, normalised: bool = True, block=None, dtype=None, threads=None) -> np.ndarray:
+    """The field of a kernel ``log k(x, y) = xᵀBy + yᵀRy + rᵀy + (terms in x alone)``: ``form`` a registry
+    quadratic form ``{"B", "R", "r"}`` (:attr:`symbolic_tpde.registry.kinds.KindSpec.form`; ``R``, ``r`` may be
+    ``None``).  Normalised: ``dx_i/dt = V Σ_j w_ij x_j``, ``w_ij = k(x_i, x_j)/Σ_l k(x_i, x_l)``; otherwise
+    ``dx_i/dt = V (1/n) Σ_j k(x_i, x_j) x_j`` (entries ``inf`` only where the true value overflows).
+
+    Terms in the query alone cancel in the normalisation; the logits are ``(x_iᵀB)·x_j + β_j`` with the key
+    bias ``β_j = x_jᵀRx_j + rᵀx_j``, one call of :func:`.attend.attend` (stable log-sum-exp)."""
+    X = as_points(X, dtype)
+    d, dt = X.shape[1], X.dtype
+    B = as_matrix(form["B"], (d, d), dt, "B")
+    V = as_matrix(V, (d, d), dt, "V")
+    bias = None
+    if form.get("R") is not None:
+        R = as_matrix(form["R"], (d, d), dt, "R")
+        bias = np.einsum("ij,ij->i", X @ R.T, X)                      # x_jᵀ R x_j
+    if form.get("r") is not None:
+        r = as_matrix(form["r"], (d,), dt, "r")
+        bias = X @ r if bias is None else bias + X @ r
+    if normalised:
+        return attend(X @ B, X, X, key_bias=bias, block=block, threads=threads) @ V.T
+    with np.errstate(invalid="ignore", over="ignore"):
+        return attend(X @ B, X, X, mode="exp", key_bias=bias, block=block, threads=threads) @ V.T
+
+
 def l2_field(X, Q, K, V, tau, *, block=None, dtype=None, threads=None) -> np.ndarray:
     """ℓ2 attention: ``dx_i/dt = V Σ_j softmax_j(-|Q x_i - K x_j|² / τ) x_j``, ``Q, K (m, d)``, ``τ > 0``.
 
-    Expanded as ``-|Qx_i|²/τ + (2/τ)<Qx_i, Kx_j> - |Kx_j|²/τ``; the first term depends on ``i`` only and cancels
-    in the normalisation, so the logits are ``q_i·k_j + β_j`` with ``q = (2/τ) Q x``, ``k = K x``,
-    ``β_j = -|K x_j|²/τ``.  (Absolute logit round-off ~ eps·(|Qx|² + |Kx|²)/τ.)
+    The registry's form of ℓ2 (``B = (2/τ)QᵀK``, ``R = -KᵀK/τ``; the term ``-|Qx_i|²/τ`` depends on ``i``
+    only and cancels in the normalisation) evaluated by :func:`form_field`.  (Absolute logit round-off
+    ~ eps·(|Qx|² + |Kx|²)/τ.)
     """
     X = as_points(X, dtype)
-    n, d = X.shape
+    d = X.shape[1]
     Q = np.asarray(Q)
     if Q.ndim != 2 or Q.shape[1] != d:
         raise InputError("Q", f"expected shape (m, {d}), got {Q.shape}")
     Q = as_matrix(Q, (Q.shape[0], d), X.dtype, "Q")
     K = as_matrix(K, Q.shape, X.dtype, "K")
-    V = as_matrix(V, (d, d), X.dtype, "V")
     tau = positive_number(tau, "tau")
-    k = X @ K.T
-    bias = -np.einsum("ij,ij->i", k, k) / X.dtype.type(tau)
-    q = (X @ Q.T) * X.dtype.type(2.0 / tau)
-    return attend(q, k, X, key_bias=bias, block=block, threads=threads) @ V.T
+    form = get("l2").form({"Q": Q, "K": K, "tau": X.dtype.type(tau)})
+    return form_field(X, form, V, block=block, threads=threads)
 
 
 def sinkhorn_field(X, A, V, epsilon=1.0, *, tol=1e-9, max_iter=10_000, g0=None, return_info=False,
@@ -116,8 +139,7 @@ def softmax_unnormalized_field(X, A, V, *, block=None, dtype=None, threads=None)
     ``inf`` only when the true value overflows the dtype (the integrators report that as a blow-up).
     """
     X, A, V = _setup(X, dtype, A=A, V=V)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return attend(X @ A.T, X, X, mode="exp", block=block, threads=threads) @ V.T
+    return form_field(X, {"B": A.T}, V, normalised=False, block=block, threads=threads)
 
 
 def custom_field(X, B, P=None, R=None, p=None, r=None, V=None, *, block=None, dtype=None,
@@ -125,22 +147,18 @@ def custom_field(X, B, P=None, R=None, p=None, r=None, V=None, *, block=None, dt
     """Softmax with log-kernel ``log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy``: ``dx_i/dt = V Σ_j w_ij x_j``.
 
     ``w_ij = k(x_i, x_j) / Σ_l k(x_i, x_l)``.  Terms in the query ``x`` alone (``P``, ``p``) cancel in the
-    normalisation (they are validated, then drop out); the logits are ``(Bᵀx_i)·x_j + x_jᵀRx_j + rᵀx_j``.
+    normalisation (they are validated, then drop out); :func:`form_field` of the form ``(B, R, r)``.
     ``B = Aᵀ``, ``P = R = 0``, ``p = r = 0`` is softmax attention.  ``P, R, p, r`` default to zero.
     """
     if V is None:
         raise InputError("V", "missing parameter")
-    X, B, V = _setup(X, dtype, B=B, V=V)
-    n, d = X.shape
-    dt = X.dtype
-    R = np.zeros((d, d), dt) if R is None else as_matrix(R, (d, d), dt, "R")
+    X = as_points(X, dtype)
+    d, dt = X.shape[1], X.dtype
     if P is not None:
         as_matrix(P, (d, d), dt, "P")
     if p is not None:
         as_matrix(p, (d,), dt, "p")
-    r = np.zeros(d, dt) if r is None else as_matrix(r, (d,), dt, "r")
-    bias = np.einsum("ij,ij->i", X @ R.T, X) + X @ r  # x_jᵀ R x_j + rᵀ x_j
-    return attend(X @ B, X, X, key_bias=bias, block=block, threads=threads) @ V.T
+    return form_field(X, {"B": B, "R": R, "r": r}, V, block=block, threads=threads)
 
 
 def masked_field(X, A, V, *, sink: Sink | None = None, positions=None, block=None, dtype=None,
@@ -201,14 +219,22 @@ class _Ctx:
         self.sink, self.cache, self.idx, self.kw = sink, cache, idx, kw
 
 
-register("softmax", "particle")(lambda X, p, c: softmax_field(X, p["A"], p["V"], **c.kw))
-register("l2", "particle")(lambda X, p, c: l2_field(X, p["Q"], p["K"], p["V"], p["tau"], **c.kw))
 register("sigmoid", "particle")(lambda X, p, c: sigmoid_field(X, p["A"], p["V"], p["b"], **c.kw))
 register("linear", "particle")(lambda X, p, c: linear_field(X, p["A"], p["V"], **c.kw))
-register("softmax_unnormalized", "particle")(lambda X, p, c: softmax_unnormalized_field(X, p["A"], p["V"], **c.kw))
-register("custom", "particle")(lambda X, p, c: custom_field(X, p["B"], p["P"], p["R"], p["p"], p["r"], p["V"],
-                                                            **c.kw))
 register("masked", "particle")(lambda X, p, c: masked_field(X, p["A"], p["V"], sink=c.sink, **c.kw))
+
+
+def part_from_form(spec, part_name: str):
+    """The ``particle`` part of a kind registered with a quadratic form (softmax, ℓ2, custom, unnormalised
+    softmax, and any kind added with a form): :func:`form_field` of the form at the head's parameters
+    (:func:`symbolic_tpde.registry.kinds.part`)."""
+    if part_name != "particle":
+        return None
+
+    def particle(X, p, c):
+        return form_field(X, spec.form(p), p["V"], normalised=spec.normalised, **c.kw)
+
+    return particle
 
 
 @register("sinkhorn", "particle")
@@ -235,6 +261,12 @@ def field(X, weights: Weights, *, block=None, dtype=None, threads=None, cache: d
 
     The sink of ``weights`` (if any) applies to its masked heads.  ``cache`` (a dict owned by the caller,
     e.g. the integrator) carries Sinkhorn potentials from one call to the next as warm starts.
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> w = make_weights([make_head("softmax", A=np.zeros((2, 2)), V=np.eye(2))])
+    >>> field(np.array([[0.0, 0.0], [1.0, 0.0]]), w).tolist()      # A = 0: every token moves by V (mean)
+    [[0.5, 0.0], [0.5, 0.0]]
     """
     if not isinstance(weights, Weights):
         raise InputError("weights", f"expected Weights, got {type(weights).__name__}")
@@ -262,7 +294,14 @@ def as_schedule(obj: Schedule | Weights | Callable[[float], Weights]) -> Schedul
 
 
 def velocity(schedule, t: float, X, **kw) -> np.ndarray:
-    """``Γ_{μ_t}(x_i)`` with the weights of ``schedule`` (Schedule, Weights or callable) read at time ``t``."""
+    """``Γ_{μ_t}(x_i)`` with the weights of ``schedule`` (Schedule, Weights or callable) read at time ``t``.
+
+    >>> import numpy as np
+    >>> from symbolic_tpde import make_head, make_weights
+    >>> w = make_weights([make_head("softmax", A=np.zeros((2, 2)), V=np.eye(2))])
+    >>> velocity(w, 0.0, np.array([[0.0, 0.0], [1.0, 0.0]])).tolist()
+    [[0.5, 0.0], [0.5, 0.0]]
+    """
     return field(X, as_schedule(schedule)(t), **kw)
 
 

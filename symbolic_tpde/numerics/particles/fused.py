@@ -22,8 +22,11 @@ each taking chunks of 16 queries from an atomic counter.  float32 sums run in bl
 (vectorised), block totals in float64.
 
 On AVX-512 and on AVX2 with FMA (the compiler's ``__AVX512F__`` / ``__AVX2__``, i.e. ``-march=native`` on such
-a machine) the softmax and unnormalised loops for ``d ≤ 8`` are the hand-vectorised ones of :mod:`.fused_simd`:
-online over key blocks of 256 (float32: 512) keys, on AVX-512 with a table-driven ``exp``.
+a machine) the softmax and unnormalised loops for ``d ≤ 32`` (``fused_simd.MAX_D``) are the vector ones of :mod:`.fused_simd`:
+online over key blocks of 256 (float32: 512) keys, on AVX-512 with a table-driven ``exp``; when the keys
+exceed one superblock sized to L2 (:func:`.fused_simd.superblock`), a thread takes a larger chunk of queries
+(:func:`.fused_simd.query_chunk`) and sweeps each superblock with every tile of the chunk (tile states kept in
+memory between superblocks: bitwise the result of one pass), so a key is read from memory once per chunk.
 ``TPDE_FUSED_ISA`` (``avx2``, ``plain``; :data:`ISA_FLAGS`) builds the forms other machines run.  Every other
 machine and variant runs the plain-C loops.
 
@@ -76,7 +79,7 @@ from . import fused_simd
 from ..threads import kernel_threads
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
-           "simd_compiled", "work_entries", "isa_form", "cflags", "ISA_FLAGS", "tile_size", "MAX_P", "MAX_D",
+           "simd_compiled", "prefers", "CROSSOVER", "work_entries", "isa_form", "cflags", "ISA_FLAGS", "tile_size", "MAX_P", "MAX_D",
            "CFLAGS", "MODES", "module", "render", "ctype"]
 
 #: Feature dimensions from this size on take BLAS for the logits (a real matmul there) and the compiled row
@@ -84,6 +87,17 @@ __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "def
 MAX_P = 32
 #: Largest value dimension the kernel is generated for.
 MAX_D = 64
+#: Dispatch crossovers of :func:`symbolic_tpde.numerics.particles.attend.attend`, per loop form
+#: (:func:`simd_compiled`: ``"avx512"``, ``"avx2"``, ``""`` the plain-C loops): the largest feature dimension
+#: ``p`` and value dimension ``d`` at which this kernel runs; above either, BLAS logits and the compiled row pass
+#: (:mod:`.fused_rows`).  Measured, not timed at run time (a call's path, hence its bits, must not depend on the
+#: load): ``numerics/bench_particles.py --crossover`` times both paths at d = 8..32 in the same rounds
+#: (docs/performance.md).  AVX-512 (this kind of machine): the vector loops lead to d = 12 (1.1-1.4x), are level
+#: with the rows path at d = 16 (0.9-1.36x either way over five runs) and behind from d = 24 (0.68-0.87x float32,
+#: 0.72-1.28x float64); AVX2 form (built here with TPDE_FUSED_ISA=avx2): ahead at d = 12 (1.10-1.14x), behind
+#: at d = 16 (0.85-0.88x; the rows path's BLAS stayed this machine's AVX-512 one, load 8); the plain-C
+#: loops were 1.25-2.7x behind the rows path at every d > 8 (issue 33).  Sigmoid always runs the plain-C loops.
+CROSSOVER = {"avx512": 16, "avx2": 12, "": 8}
 #: Below this many pairs a call runs in one thread (thread start-up, ~20 µs, would dominate).
 THREADS_MIN_PAIRS = 1 << 16
 #: Compiler flags (part of the cache key, together with the CPU signature because of -march=native).
@@ -174,7 +188,8 @@ def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool 
         raise ValueError(f"tile must be in 1..{CHUNK}, got {tile}")
     return render("fused_attend.c", {
         "TPDE_FLOAT": int(T == "float"), "MODE": MODES.index(mode), "P": p, "D": d, "HAS_BIAS": int(bias),
-        "HAS_PREFIX": int(prefix), "HAS_SINK": int(sink), "CHUNK": CHUNK, "KB": fused_simd.KEY_BLOCK[T], **qt,
+        "HAS_PREFIX": int(prefix), "HAS_SINK": int(sink), "SIMD_COVERED": int(simd), "CHUNK": CHUNK, "KB": fused_simd.KEY_BLOCK[T], **qt,
+        "SB": fused_simd.superblock(T, p, d), "QCH": fused_simd.query_chunk(T, d),
         **fused_simd.exp_defines(T)})
 
 
@@ -187,8 +202,10 @@ def work_entries(mode: str, d: int, n_k: int, dtype=np.float64) -> int:
     """Entries of the work buffer one thread of the kernel allocates (softmax/exp: logits of a tile of
     queries; fused_simd's loops: one key block per query of the tile, else a whole row of ``n_k`` per query)."""
     form = simd_compiled(dtype) if fused_simd.covered(mode, d) else ""
-    if form:
-        return fused_simd.tile_size(d, form) * fused_simd.KEY_BLOCK[ctype(dtype)]
+    if form:  # a key block per query of a tile, and the tile states of a chunk of queries
+        T = ctype(dtype)
+        states = fused_simd.query_chunk(T, d) * (d + 1) * 64 * (2 if T == "float" else 1)
+        return fused_simd.tile_size(d, form) * fused_simd.KEY_BLOCK[T] + states // np.dtype(dtype).itemsize
     return (tile_size(d) if d <= 8 else 1) * max(1, n_k)
 
 
@@ -287,7 +304,7 @@ def kernel_exp(x: np.ndarray, loops: bool = False) -> np.ndarray | None:
     """The kernel's own ``exp`` applied to ``x`` (float32 or float64, entries ``≤ 0``); None if unavailable.
 
     ``loops=False``: the plain-C ``exp`` (sigmoid, ``d > 8``, a sink's weight, and everything on machines
-    with neither AVX-512 nor AVX2); ``loops=True``: the ``exp`` of the softmax/unnormalised loops for ``d ≤ 8``
+    with neither AVX-512 nor AVX2); ``loops=True``: the ``exp`` of the softmax/unnormalised loops for ``d ≤ 32``
     and of the rows pass, which is :mod:`.fused_simd`'s where the compiler targets AVX-512F or AVX2
     (:func:`simd_compiled`), else the same plain-C one.  For measuring their accuracy
     (tests/test_fused_kernel.py); the kernels call the same inline functions."""
@@ -313,6 +330,21 @@ def _probe_module(dtype):
     """The smallest softmax variant (p = d = 1, one query per pass): what :func:`kernel_exp` and
     :func:`simd_compiled` load to ask the build about its exp and its loops."""
     return module(("softmax", np.dtype(dtype).str, 1, 1, False, False, False, 1))
+
+
+def prefers(mode: str, p: int, d: int, dtype) -> bool:
+    """Whether :func:`~symbolic_tpde.numerics.particles.attend.attend` should run this kernel (rather than BLAS
+    logits and the row pass) for feature dimension ``p`` and value dimension ``d``: both at most the
+    :data:`CROSSOVER` of the loops this machine's build runs (sigmoid: the plain-C loops').  A fixed table, so
+    the path depends on the shapes, the machine and ``TPDE_FUSED_ISA`` only.  False when the kernel is
+    unavailable (the caller then tries the other paths)."""
+    if not (1 <= p < MAX_P and 1 <= d <= MAX_D):
+        return False
+    form = simd_compiled(dtype) if fused_simd.covered(mode, d) else ""
+    if form is None:
+        return False
+    limit = CROSSOVER[form]
+    return p <= limit and d <= limit
 
 
 def default_threads(pairs: int) -> int:

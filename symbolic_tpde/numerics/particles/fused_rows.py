@@ -75,12 +75,14 @@ def row_pass(mode: str, dtype, *, key_bias, shift, prefix, sink_logit, sink_valu
     pf = None if prefix is None else np.ascontiguousarray(prefix, dtype=np.int64).ravel()
     sl = None if sink_logit is None else np.ascontiguousarray(sink_logit, dtype=dt).ravel()
 
-    def run(L: np.ndarray, lo: int, hi: int):
-        assert L.flags.c_contiguous and L.dtype == dt and L.shape[0] == hi - lo
+    def run(L: np.ndarray, lo: int, hi: int, j0: int = 0):
+        """``L``: the logits of query rows ``lo:hi`` against keys ``j0 : j0 + L.shape[1]`` (``j0 > 0``: a key
+        tile, without a prefix)."""
+        assert L.flags.c_contiguous and L.dtype == dt and L.shape[0] == hi - lo and (j0 == 0 or pf is None)
         m = np.empty(hi - lo, dtype=dt)
         den = np.empty(hi - lo, dtype=np.float64)
         lib.tpde_rows(hi - lo, L.shape[1], ffi.from_buffer(T, L, require_writable=True),
-                      ffi.NULL if kb is None else ffi.from_buffer(T, kb),
+                      ffi.NULL if kb is None else ffi.from_buffer(T, kb[j0:j0 + L.shape[1]]),
                       ffi.NULL if pf is None else ffi.from_buffer("int64_t[]", pf[lo:hi]),
                       ffi.NULL if sl is None else ffi.from_buffer(T, sl[lo:hi]), float(shift),
                       ffi.from_buffer(T, m, require_writable=True),

@@ -1,4 +1,4 @@
-"""Hand-vectorised forms of the fused kernel's hot loops (softmax and unnormalised modes, ``d ≤ 8``; and the
+"""Hand-vectorised forms of the fused kernel's hot loops (softmax and unnormalised modes, ``d ≤ 32``; and the
 exp of :mod:`.fused_rows`' row pass), for AVX-512 and for AVX2 with FMA: the C is in ``templates/tpde_vec.h``
 (macros and the vector exp) and ``templates/fused_attend.c`` (the loops, under ``#if TPDE_SIMD``); this module
 derives the exp's constants and chooses the tile sizes.  Other machines compile the plain-C loops; the forms
@@ -52,15 +52,45 @@ import math
 
 import numpy as np
 
-__all__ = ["exp_defines", "covered", "tile_size", "KEY_BLOCK"]
+__all__ = ["exp_defines", "covered", "tile_size", "superblock", "query_chunk", "KEY_BLOCK", "MAX_D"]
 
 #: Keys per block (float32: at most 1024, so float32 partial sums stay as accurate as in :mod:`.fused`).
 KEY_BLOCK = {"double": 256, "float": 512}
 
 
+#: Largest value dimension the vector loops are generated for (their pass 2 keeps ``d + 1`` lane sums per query).
+MAX_D = 32
+
+
 def covered(mode: str, d: int) -> bool:
     """Whether this module has a hand-vectorised form of the variant (else the plain-C loops run)."""
-    return mode in ("softmax", "exp") and 1 <= d <= 8
+    return mode in ("softmax", "exp") and 1 <= d <= MAX_D
+
+
+#: Bytes of keys and values a superblock holds (half the 1 MB L2 per core of this kind of machine), and bytes
+#: of tile states a chunk of queries keeps (float64 lane sums, ``(d + 1)`` vectors per query): see
+#: :func:`superblock`, :func:`query_chunk`.
+L2_BYTES = 1 << 19
+STATE_BYTES = 1 << 17
+
+
+def superblock(T: str, p: int, d: int) -> int:
+    """Keys per superblock of the vector loops: a multiple of :data:`KEY_BLOCK` whose keys and values
+    (``(p + d)`` entries per key) fit in :data:`L2_BYTES`.  Every tile of a chunk of queries sweeps one
+    superblock while it is in L2 (so each key is read from memory once per chunk, not once per tile: the cost
+    per pair stays flat as n grows); the result does not depend on it (the key blocks and their order are
+    those of one pass)."""
+    size = 4 if T == "float" else 8
+    kb = KEY_BLOCK[T]
+    return max(kb, L2_BYTES // (size * (p + d)) // kb * kb)
+
+
+def query_chunk(T: str, d: int) -> int:
+    """Queries a thread takes at once when the keys exceed one superblock: as many as keep their states
+    (``(d + 1)`` lane-sum vectors of 64 bytes each, twice in float32) within :data:`STATE_BYTES`, a multiple
+    of 16 in 16..256."""
+    per_query = (d + 1) * 64 * (2 if T == "float" else 1)
+    return int(min(256, max(16, STATE_BYTES // per_query // 16 * 16)))
 
 
 def tile_size(d: int, isa: str = "avx512") -> int:

@@ -49,6 +49,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import BlowupError, InputError
+from ...values import value_eq
 from ...registry.kinds import register, scenario_geometry
 from ...weights import Schedule, Weights
 from ..ode import rk
@@ -171,6 +172,8 @@ class SphereRun:
     max_renorm: float
     status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T; "stalled": below
     detail: str = ""                   # why a run that is not "ok" stopped
+
+    __eq__ = value_eq                  # by value, arrays entry by entry (symbolic_tpde.values)
 
 
 def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *,
@@ -417,16 +420,11 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
 
 
 def load_sphere_scenario(path) -> SphereScenario:
-    """Read a sphere scenario file, or a built-in name (``symbolic_tpde/scenarios/sphere_*.json``)."""
-    from pathlib import Path
+    """Read a sphere scenario file, or a built-in name (``symbolic_tpde/scenarios/sphere_*.json``), with the input
+    layer's one reader (:func:`symbolic_tpde.inputs.scenario.read_scenario_file`)."""
+    from ...inputs.scenario import read_scenario_file
 
-    from ...inputs.scenario import _BUILTIN_DIR, builtin_scenarios
-    from ...inputs.checks import read_json
-
-    p = Path(path)
-    if not p.exists() and str(path) in builtin_scenarios("sphere"):
-        p = _BUILTIN_DIR / f"{path}.json"
-    return parse_sphere_scenario(read_json(p, "scenario"), p.parent)
+    return parse_sphere_scenario(*read_scenario_file(path, ("sphere",)))
 
 
 __all__ += ["SphereScenario", "parse_sphere_scenario", "load_sphere_scenario", "SPHERE_MAX_DIM"]

@@ -7,6 +7,7 @@
  *   MODE                0 softmax, 1 exp (unnormalised), 2 sigmoid
  *   P, D                feature and value dimension (1..31, 1..64), compile-time: loops unrolled
  *   HAS_BIAS, HAS_PREFIX, HAS_SINK   0 or 1
+ *   SIMD_COVERED        1: the vector loops exist for this variant (softmax / exp, D <= fused_simd.MAX_D)
  *   CHUNK               queries a thread takes at once; KB keys per block of the vector loops
  *   QT_PLAIN, QT_AVX512, QT_AVX2     queries per pass over the keys of each form (1..CHUNK; 1 with a prefix)
  *   TPDE_X512_*, TPDE_X2_*           the vector exp's constants (tpde_vec.h)
@@ -38,7 +39,7 @@ typedef struct {
     const T *sink_logit, *sink_value; double shift; T *out; long next; int failed;
 } tpde_args;
 
-#if MODE != 2 && D <= 8 && !defined(TPDE_NO_SIMD) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
+#if SIMD_COVERED && !defined(TPDE_NO_SIMD) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
 #include <immintrin.h>
 #include "tpde_vec.h"
 #if TPDE_SIMD == 1
@@ -158,25 +159,47 @@ typedef struct {
     TPDE_FOR_C(D, TPDE_VA_C, TPDE_VA_C, u) \
     TPDE_FINISH(u)
 
-static inline void tpde_body(const tpde_args *restrict a, const T *restrict qt, const T *restrict slt,
-                             T *restrict outt, T *restrict buf, const long kmax) {
+/* The running state of one tile: its maxima and float64 lane sums (kept in memory between key ranges, so
+ * a tile can be resumed: exact, hence bitwise the result of one uninterrupted pass over the keys). */
+typedef struct {
+#if TPDE_FLOAT
+    DV Sacc[QT][D + 1][2];
+#else
+    DV Sacc[QT][D + 1];
+#endif
+    T mrow[QT];
+} tpde_state;
+
+static inline void tpde_init(tpde_state *restrict st, const T *restrict slt) {
+    T *restrict mrow = st->mrow;
+    (void)slt;
+    TPDE_FOR_T(QT, TPDE_VM0, TPDE_VM0)
+    for (int t = 0; t < QT; ++t) for (int c = 0; c < D + 1; ++c) {
+#if TPDE_FLOAT
+        st->Sacc[t][c][0] = st->Sacc[t][c][1] = DZERO();
+#else
+        st->Sacc[t][c] = DZERO();
+#endif
+    }
+}
+
+/* Keys jstart .. jend - 1 (jstart a multiple of KB, so the key blocks are those of one pass from 0). */
+static inline void tpde_keys(const tpde_args *restrict a, const T *restrict qt, tpde_state *restrict st,
+                             T *restrict buf, const long jstart, const long jend) {
     const long nk = a->nk;
-    (void)slt; (void)nk;
+    (void)nk;
 #if HAS_BIAS
     const T *restrict bj = a->bias;
 #endif
     TPDE_FOR_T(QT, TPDE_VQ, TPDE_VQ)
-    T mrow[QT];
-    TPDE_FOR_T(QT, TPDE_VM0, TPDE_VM0)
+    T *restrict mrow = st->mrow;
 #if TPDE_FLOAT
-    DV Sacc[QT][D + 1][2];
-    for (int t = 0; t < QT; ++t) for (int c = 0; c < D + 1; ++c) Sacc[t][c][0] = Sacc[t][c][1] = DZERO();
+    DV (*restrict Sacc)[D + 1][2] = st->Sacc;
 #else
-    DV Sacc[QT][D + 1];
-    for (int t = 0; t < QT; ++t) for (int c = 0; c < D + 1; ++c) Sacc[t][c] = DZERO();
+    DV (*restrict Sacc)[D + 1] = st->Sacc;
 #endif
-    for (long jb = 0; jb < kmax; jb += KB) {
-        const long je = jb + KB < kmax ? jb + KB : kmax;
+    for (long jb = jstart; jb < jend; jb += KB) {
+        const long je = jb + KB < jend ? jb + KB : jend;
         TPDE_FOR_C(P, TPDE_VK, TPDE_VK, 0)
         TPDE_FOR_C(D, TPDE_VV, TPDE_VV, 0)
 #if HAS_BIAS
@@ -231,21 +254,20 @@ static inline void tpde_body(const tpde_args *restrict a, const T *restrict qt, 
             TPDE_FOR_C(D, TPDE_VSTORE_C, TPDE_VSTORE_C, 0)
         }
     }
-    TPDE_FOR_T(QT, TPDE_VFINISH, TPDE_VFINISH)
 }
 
-#if QT == 1
-static void tpde_row(const tpde_args *restrict a, long i, T *restrict buf) {
-    long kmax = a->nk;
-    if (a->prefix) { kmax = (long)a->prefix[i]; kmax = kmax < 0 ? 0 : (kmax > a->nk ? a->nk : kmax); }
-    tpde_body(a, a->q + i * P, a->sink_logit ? a->sink_logit + i : NULL, a->out + i * D, buf, kmax);
-}
+static inline void tpde_finish(const tpde_args *restrict a, tpde_state *restrict st, const T *restrict slt,
+                               T *restrict outt) {
+    const long nk = a->nk;
+    (void)nk; (void)slt;
+    const T *restrict mrow = st->mrow;
+#if TPDE_FLOAT
+    DV (*restrict Sacc)[D + 1][2] = st->Sacc;
 #else
-static void tpde_tile(const tpde_args *restrict a, const T *restrict qt, const T *restrict slt,
-                      T *restrict outt, T *restrict buf) {
-    tpde_body(a, qt, slt, outt, buf, a->nk);
-}
+    DV (*restrict Sacc)[D + 1] = st->Sacc;
 #endif
+    TPDE_FOR_T(QT, TPDE_VFINISH, TPDE_VFINISH)
+}
 
 #else
 /* ---- the plain-C loops, vectorised by the compiler (#pragma omp simd) --------------------------------------
@@ -401,15 +423,77 @@ static void tpde_tile(const tpde_args *restrict a, const T *restrict qt, const T
 }
 #endif
 
+#if TPDE_SIMD
+/* The vector loops' worker: a chunk of queries (16, or QCH when the keys exceed one superblock of SB keys)
+ * is cut into tiles of QT (the last one padded with copies of the chunk's last query); the keys are taken in
+ * superblocks of SB keys sized to L2 (fused_simd.superblock), each swept by every tile of the chunk while it
+ * is in cache, the tiles' states kept in memory between superblocks.  Each query sees the same key blocks in
+ * the same order whatever the chunk, superblock, tile or thread: bitwise the same result. */
+static void *tpde_worker(void *arg) {
+    tpde_args *a = (tpde_args *)arg;
+    const long qch = a->nk > SB ? QCH : CHUNK;
+    const long ntmax = (qch + QT - 1) / QT;
+    T *buf = (T *)malloc(sizeof(T) * (size_t)QT * KB);  /* one key block per query */
+    size_t sbytes = sizeof(tpde_state) * (size_t)ntmax;
+    sbytes = (sbytes + 63) / 64 * 64;
+    tpde_state *st = (tpde_state *)aligned_alloc(64, sbytes);
+    T *pad = (T *)malloc(sizeof(T) * (size_t)QT * (P + D + 1));  /* the padded last tile */
+    if (!buf || !st || !pad) {
+        __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED);
+        free(buf); free(st); free(pad);
+        return NULL;
+    }
+    T *qp = pad, *op = pad + QT * P, *sp = pad + QT * (P + D);
+    for (;;) {
+        const long lo = __atomic_fetch_add(&a->next, qch, __ATOMIC_RELAXED);
+        if (lo >= a->nq) break;
+        const long hi = lo + qch < a->nq ? lo + qch : a->nq;
+        const long nt = (hi - lo + QT - 1) / QT;
+        const int partial = lo + nt * QT > hi;
+        if (partial) {
+            const long i = lo + (nt - 1) * QT;
+            for (long t = 0; t < QT; ++t) {
+                const long r = i + t < hi ? i + t : hi - 1;
+                for (long c = 0; c < P; ++c) qp[t * P + c] = a->q[r * P + c];
+                sp[t] = HAS_SINK ? a->sink_logit[r] : 0;
+            }
+        }
+#define TPDE_TQ(t) (partial && (t) == nt - 1 ? qp : a->q + (lo + (t) * QT) * P)
+#define TPDE_TS(t) (!HAS_SINK ? NULL : (partial && (t) == nt - 1 ? sp : a->sink_logit + lo + (t) * QT))
+        long kmax = a->nk;
+        for (long t = 0; t < nt; ++t) tpde_init(st + t, TPDE_TS(t));
+        for (long ks = 0; ks < kmax; ks += SB) {
+            const long ke = ks + SB < kmax ? ks + SB : kmax;
+            for (long t = 0; t < nt; ++t) {
+                long kt = ke;
+#if HAS_PREFIX  /* QT == 1: the tile is query lo + t with its own key count */
+                kt = (long)a->prefix[lo + t];
+                kt = kt < 0 ? 0 : (kt > ke ? ke : kt);
+#endif
+                if (kt > ks) tpde_keys(a, TPDE_TQ(t), st + t, buf, ks, kt);
+            }
+        }
+        for (long t = 0; t < nt; ++t) {
+            if (partial && t == nt - 1) {
+                tpde_finish(a, st + t, TPDE_TS(t), op);
+                for (long u = 0; lo + t * QT + u < hi; ++u)
+                    for (long c = 0; c < D; ++c) a->out[(lo + t * QT + u) * D + c] = op[u * D + c];
+            } else {
+                tpde_finish(a, st + t, TPDE_TS(t), a->out + (lo + t * QT) * D);
+            }
+        }
+#undef TPDE_TQ
+#undef TPDE_TS
+    }
+    free(buf); free(st); free(pad);
+    return NULL;
+}
+#else
 static void *tpde_worker(void *arg) {
     tpde_args *a = (tpde_args *)arg;
     T *buf = NULL;
 #if !(MODE == 2 && FUSED)
-#if TPDE_SIMD
-    buf = (T *)malloc(sizeof(T) * (size_t)QT * KB);  /* one key block per query */
-#else
     buf = (T *)malloc(sizeof(T) * (size_t)QT * (size_t)(a->nk > 0 ? a->nk : 1));
-#endif
     if (!buf) { __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED); return NULL; }
 #endif
     for (;;) {
@@ -439,6 +523,8 @@ static void *tpde_worker(void *arg) {
     free(buf);
     return NULL;
 }
+
+#endif
 
 void tpde_exp_array(long n, const T *x, T *y) {  /* the plain-C exp, vectorised as in the loops */
     #pragma omp simd

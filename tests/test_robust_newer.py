@@ -1,0 +1,294 @@
+"""The newer commands at the standard of the older ones (issue 29; issue 30 item 4): one input reader, outputs
+checked before the work, projected and normalised grid initial laws, statuses that cannot say ok on a state
+that breaks an invariant, plain CSV tables, and a regression test for each internal error the issue lists."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from symbolic_tpde.cli import main
+from symbolic_tpde.errors import InputError
+
+SPHERE_QK = {"geometry": "sphere", "attention": "sphere_usa", "d": 3, "Q": [[1, 0, 0], [0, 1, 0]],
+             "K": [[1, 0, 0], [0, 1, 0]], "V": "identity", "init": {"type": "uniform_sphere"}, "T": 2}
+CIRCLE = {"geometry": "sphere", "attention": "sphere_sa", "d": 2, "beta": 4.0, "A": "identity", "V": "identity",
+          "init": {"type": "vmf", "mu": [1.0, 0.0], "kappa": 1000.0}, "T": 0.5}
+
+
+def _file(tmp_path, obj, name="s.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(obj))
+    return str(p)
+
+
+def _json(capsys):
+    out = capsys.readouterr()
+    return json.loads(out.out, parse_constant=lambda c: pytest.fail(f"bare {c}")), out.err
+
+
+def _pipe(data: bytes) -> str:
+    """An anonymous pipe holding ``data`` with its writer closed, as ``<(cat f)`` gives: ``/dev/fd/N``."""
+    r, w = os.pipe()
+    os.write(w, data)
+    os.close(w)
+    return f"/dev/fd/{r}"
+
+
+# ------------------------------------------------------------------------------------------- input reader
+@pytest.mark.skipif(not os.path.exists("/dev/fd"), reason="needs /dev/fd")
+@pytest.mark.parametrize("argv", [["particles", "--n", "5", "--seed", "0", "--steps", "2", "--T", "0.1"],
+                                  ["pde", "--grid", "12", "--T", "0.05"],
+                                  ["classify", "--T", "1", "--backend", "numpy"]])
+def test_a_scenario_from_a_pipe_is_read_once(argv, capsys):
+    """``--scenario <(cat f.json)``: the commands look at the scenario twice (geometry, then the load); a pipe
+    can be read once only, so the second read must come from the reader's memory (was "invalid JSON")."""
+    from symbolic_tpde.inputs.scenario import _BUILTIN_DIR
+
+    path = _pipe((_BUILTIN_DIR / "softmax_2d.json").read_bytes())
+    rc = main(argv[:1] + ["--scenario", path] + argv[1:] + ["--json"])
+    out, err = _json(capsys)
+    assert rc == 0 and err == "" and isinstance(out, dict), (rc, err)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_fifos_and_devices_are_refused_by_name_without_blocking(tmp_path, capsys):
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)        # no writer: opening it for reading would block forever
+    for path, what in ((str(fifo), "named pipe"), ("/dev/null", "character device"), (str(tmp_path), "directory")):
+        assert main(["pde", "--scenario", path, "--grid", "8"]) == 2
+        err = capsys.readouterr().err
+        assert what in err and err.count("\n") == 1, err
+    fit_like = tmp_path / "x.npz"
+    os.mkfifo(fit_like)
+    from symbolic_tpde.inputs.checks import read_arrays
+
+    with pytest.raises(InputError, match="named pipe"):
+        read_arrays(fit_like, "data", ".npz")
+
+
+def test_a_pipe_that_never_ends_is_refused_at_its_deadline(monkeypatch):
+    from symbolic_tpde.inputs import checks
+
+    monkeypatch.setattr(checks, "PIPE_WAIT_SECONDS", 0.2)
+    r, w = os.pipe()
+    try:
+        os.write(w, b'{"d": 1')
+        with pytest.raises(InputError, match="no end of data within 0.2 s"):
+            checks.read_input(f"/dev/fd/{r}", "scenario")
+    finally:
+        os.close(w)
+        os.close(r)
+
+
+# ---------------------------------------------------------------------------------- outputs before the work
+@pytest.mark.parametrize("argv", [["particles", "--scenario", "softmax_2d", "--n", "5", "--seed", "0", "--save", ""],
+                                  ["pde", "--scenario", "softmax_2d", "--grid", "12", "--save", ""],
+                                  ["pde", "--scenario", "softmax_2d", "--grid", "12", "--save", "{tmp}"],
+                                  ["plot", "--scenario", "softmax_2d", "--out", "{tmp}/no/such/x.txt"],
+                                  ["plot", "--scenario", "softmax_2d", "--out", "/proc/version.png"],
+                                  ["figures", "--out", "{tmp}/file", "--only", "collapse"]])
+def test_outputs_are_checked_before_any_work(argv, tmp_path, monkeypatch, capsys):
+    """A bad output path is refused first (exit 2, one line naming the option), not after minutes of work;
+    ``--save ''`` is refused, not silently ignored."""
+    from symbolic_tpde.experiments import figures_extra
+    from symbolic_tpde.numerics.grids import euclidean
+    from symbolic_tpde.numerics.particles import simulate
+
+    (tmp_path / "file").write_text("x")
+
+    def never(*a, **k):
+        raise AssertionError("the work ran before the output path was checked")
+
+    monkeypatch.setattr(euclidean, "solve_grid", never)
+    monkeypatch.setattr(simulate, "simulate", never)
+    monkeypatch.setattr(figures_extra, "make_scenario_figure", never)
+    monkeypatch.setattr("symbolic_tpde.commands.figures.make", never)
+    rc = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err
+    opt = "save" if "--save" in argv else "out"
+    assert rc == 2 and err.count("\n") == 1 and f"error: {opt}:" in err, err
+
+
+# ----------------------------------------------------------------------------------------- CSV outputs
+def _loads_plain(path):
+    arr = np.atleast_1d(np.genfromtxt(path, delimiter=",", names=True))
+    assert arr.dtype.names and len(arr) >= 1
+    pd = pytest.importorskip("pandas")
+    df = pd.read_csv(path)
+    assert list(df.columns) == list(arr.dtype.names) and len(df) == len(arr)
+    return df
+
+
+def test_sweep_csvs_load_without_options(tmp_path, capsys):
+    assert main(["sweep", "--n", "1", "--K", "1", "--T", "0.5", "--out", str(tmp_path / "r")]) == 0
+    df = _loads_plain(tmp_path / "r.csv")
+    assert {"s1", "s2", "phase"} <= set(df.columns)
+    meta = json.loads((tmp_path / "r.meta.json").read_text())
+    assert "spec" in meta and meta["columns"] == list(df.columns)
+    assert main(["sweep", "--kind", "sphere_sa", "--d", "2", "--tokens", "3", "--n", "1", "--K", "1", "--T", "0.3",
+                 "--out", str(tmp_path / "s")]) == 0
+    df = _loads_plain(tmp_path / "s.csv")
+    assert list(df.columns) == ["beta", "t", "prob_linked"]
+    assert json.loads((tmp_path / "s.meta.json").read_text())["kind"] == "sphere_sa"
+
+
+# --------------------------------------------------------------------------- internal errors of the issue
+def test_sphere_classify_with_q_k_heads(tmp_path, capsys):
+    """Was ``KeyError: 'A'``: the theorem check read ``params["A"]`` of a head given as Q/K."""
+    rc = main(["classify", "--scenario", _file(tmp_path, SPHERE_QK), "--n", "4", "--T", "2", "--json"])
+    out, _ = _json(capsys)
+    assert rc == 0 and out["outcome"] in ("one-cluster", "clusters")
+    assert any("A is not a multiple of the identity" in e for e in out["evidence"])   # KᵀQ/√2 = diag(.7, .7, 0)
+
+
+def test_sphere_classify_at_a_tiny_horizon(tmp_path, capsys):
+    """Was ``LinAlgError`` (the slopes fitted on times ~1e-300)."""
+    scn = dict(SPHERE_QK, attention="sphere_sa")
+    rc = main(["classify", "--scenario", _file(tmp_path, scn), "--n", "4", "--T", "1e-300", "--json"])
+    out, _ = _json(capsys)
+    assert rc == 0 and out["clusters"] == 4 and out["rate"] is None
+
+
+def test_sphere_sweep_at_large_beta(tmp_path, capsys):
+    """Was ``OverflowError`` in ``math.exp`` of the equiangular ODE at β = 710: softmax is a ratio, evaluated
+    with an unbounded exponent where float64 overflows; sphere_usa (no ratio, speed e^β) is refused there."""
+    from symbolic_tpde.analysis.sphere_verdict import _reduction
+
+    _, f_rho, _ = _reduction("post", "softmax")
+    # the equiangular softmax ODE at β = 800 against its closed form with e^{β(ρ-1)} (no overflow)
+    rho, n, beta = 0.3, 4, 800.0
+    e = math.exp(beta * (rho - 1))
+    assert f_rho(rho, 1.0, n, beta, 1.0) == pytest.approx(-2 * (rho - 1) * (n * rho - rho + 1) * e
+                                                          / (n * e + 1 - e), rel=1e-12)
+    argv = ["sweep", "--d", "2", "--tokens", "4", "--n", "2", "--K", "1", "--range", "710", "720", "--T", "1"]
+    assert main(argv + ["--kind", "sphere_sa", "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    assert main(argv + ["--kind", "sphere_usa", "--out", str(tmp_path / "b")]) == 2
+    assert "700" in capsys.readouterr().err
+
+
+def test_plot_negative_seed_is_refused(capsys, tmp_path):
+    assert main(["plot", "--scenario", "softmax_2d", "--out", str(tmp_path / "p.png"), "--seed", "-1"]) == 2
+    assert "seed" in capsys.readouterr().err
+
+
+def test_model_io_on_a_directory(tmp_path):
+    from symbolic_tpde.analysis.model_io import read_tensors
+
+    d = tmp_path / "w.safetensors"
+    d.mkdir()
+    with pytest.raises(InputError, match="directory"):
+        read_tensors(d)
+
+
+def test_energy_beyond_float64_is_reported_as_its_log(tmp_path, capsys):
+    """β = 800: the energy e^{β}/β leaves float64; it was ``"value": null`` in a status-ok JSON."""
+    import mpmath
+
+    from symbolic_tpde.analysis.sphere_clusters import energy, monitor_report
+
+    th = np.random.default_rng(0).normal(size=(5, 3))
+    th /= np.linalg.norm(th, axis=1, keepdims=True)
+    rep = monitor_report("energy", energy, th, 800.0)
+    G = th @ th.T
+    exact = mpmath.fsum(mpmath.expm1(800 * mpmath.mpf(float(g))) for g in G.ravel()) / (2 * 800 * 25)
+    assert rep["name"] == "log|energy|" and rep["sign"] == 1
+    assert rep["value"] == pytest.approx(float(mpmath.log(exact)), rel=1e-13)
+    assert monitor_report("energy", energy, th, 5.0) == {"name": "energy", "value": energy(th, 5.0)}
+    scn = {"geometry": "sphere", "attention": "sphere_sa", "d": 3, "beta": 800, "A": "identity", "V": "identity",
+           "init": {"type": "uniform_sphere"}, "T": 0.5}
+    assert main(["particles", "--scenario", _file(tmp_path, scn), "--n", "5", "--seed", "0", "--json"]) == 0
+    out, err = _json(capsys)
+    assert out["status"] == "ok" and math.isfinite(out["monitor"]["value"]) and "Warning" not in err
+
+
+# ------------------------------------------------------------------------------------ grid initial laws
+def test_circle_initial_law_is_projected_and_normalised(tmp_path, capsys):
+    """κ = 1000 at 16 points: was status ok with mass 4.95 and |E e^{iθ}| > 1 (point samples of the density).
+    Now: refused with the grid that suffices; at that grid mass 1 and the exact first moment I_1/I_0."""
+    from scipy.special import ive
+
+    from symbolic_tpde.numerics.grids.circle import grid_needed, project_initial
+
+    path = _file(tmp_path, CIRCLE)
+    assert main(["pde", "--scenario", path, "--grid", "16", "--json"]) == 2
+    out, err = _json(capsys)
+    M = grid_needed(CIRCLE["init"])
+    assert out["status"] == "error" and out["field"] == "grid" and f"raise --grid to {M}" in err
+    rho, truncated = project_initial(CIRCLE["init"], M)
+    assert truncated <= 1e-6 and rho.sum() * 2 * math.pi / M == pytest.approx(1, abs=1e-13)
+    m1 = np.fft.fft(rho)[1] * 2 * math.pi / M
+    assert abs(m1) == pytest.approx(ive(1, 1000.0) / ive(0, 1000.0), abs=1e-12)
+    assert main(["pde", "--scenario", path, "--grid", str(M), "--T", "0.05", "--json"]) == 0
+    out, _ = _json(capsys)
+    assert out["status"] == "ok" and abs(out["mass"] - 1) < 1e-12
+    assert all(math.hypot(*m) <= 1 for m in out["moments"]) and out["min_density"] >= -1e-12
+
+
+def test_circle_under_resolution_has_its_own_status(tmp_path, capsys):
+    """SA, β = 6, a two-mode start run to T = 8 on 32 points: the clusters outgrow the grid.  Status
+    under-resolved, exit 6, JSON on stdout, never ok and never blow-up; 4x the points resolve it."""
+    scn = {"geometry": "sphere", "attention": "sphere_sa", "d": 2, "beta": 6.0, "A": "identity", "V": "identity",
+           "init": {"type": "circle_modes", "modes": [[2, 0.2, 0.0], [5, 0.1, 1.0]]}, "T": 8}
+    path = _file(tmp_path, scn)
+    assert main(["pde", "--scenario", path, "--grid", "32", "--json"]) == 6
+    out, _ = _json(capsys)
+    assert out["status"] == "under-resolved" and out["t"] < 8 and out["grid_needed"] == 128
+    assert "raise --grid to 128" in out["detail"]
+    assert main(["pde", "--scenario", path, "--grid", "32"]) == 6            # text: one line, the same status
+    assert capsys.readouterr().out.startswith("under-resolved at t =")
+
+
+def test_circle_accepts_negative_beta(tmp_path, capsys):
+    """β < 0 (repulsive) is valid in the schema and in tpde particles; the circle solver refused it."""
+    from symbolic_tpde.numerics.grids.circle import circle_velocity, project_initial
+    from symbolic_tpde.numerics.particles.sphere import parse_sphere_scenario
+
+    scn = dict(CIRCLE, beta=-3.0, init={"type": "vmf", "mu": [1.0, 0.0], "kappa": 2.0})
+    assert main(["pde", "--scenario", _file(tmp_path, scn), "--grid", "64", "--T", "0.5", "--json"]) == 0
+    out, _ = _json(capsys)
+    assert out["status"] == "ok" and abs(out["mass"] - 1) < 1e-12
+    # the spectral velocity at β = -3 against the attention field summed directly over the points (the
+    # trapezoid rule, exact to round-off for this band-limited density and the entire kernel)
+    M = 64
+    rho, _ = project_initial(scn["init"], M)
+    th = 2 * np.pi * np.arange(M) / M
+    w = np.exp(-3.0 * np.cos(th[:, None] - th[None, :])) * rho[None, :]
+    direct = np.imag(np.exp(-1j * th) * (w @ np.exp(1j * th)) / w.sum(axis=1))
+    v = circle_velocity(rho, parse_sphere_scenario(scn).weights)
+    assert np.max(np.abs(v - direct)) <= 1e-12 * np.max(np.abs(direct))
+
+
+def test_rd_grid_refuses_a_law_the_cells_miss(tmp_path, capsys):
+    """``--pad 100``: was mass 2e-33 on the grid, status ok, covariance 4.6e6 for a law of variance 0.6."""
+    assert main(["pde", "--scenario", "softmax_2d", "--grid", "16", "--pad", "100", "--T", "0.1", "--json"]) == 2
+    out, err = _json(capsys)
+    assert out["field"] == "grid" and "raise --grid" in err
+
+
+def test_rd_grid_initial_mass_is_normalised(tmp_path, capsys):
+    """A uniform ball on a coarse grid: the midpoint cell masses miss ~1 % (was reported only in truncated, with
+    mass 0.99 carried along); now normalised to 1, the miss reported."""
+    scn = {"attention": "softmax", "d": 2, "A": [[-0.5, 0], [0, -0.5]], "V": [[1, 0], [0, 1]], "T": 0.1,
+           "init": {"type": "uniform_ball", "center": [0.0, 0.0], "radius": 1.0}}
+    assert main(["pde", "--scenario", _file(tmp_path, scn), "--grid", "24", "--json"]) == 0
+    out, _ = _json(capsys)
+    assert abs(out["mass"] + out["lost"] - 1) < 1e-12 and 0 < abs(out["truncated"]) <= 1e-2
+
+
+def test_rd_grid_work_budget(monkeypatch, capsys):
+    """A run whose CFL step would grind stops at the work budget (derived from the cell count) with its own
+    status and exit 5, JSON on stdout."""
+    from symbolic_tpde.numerics.grids import euclidean
+
+    budget = 10 * 144.0 ** 2
+    monkeypatch.setattr(euclidean, "WORK_BUDGET", budget)
+    assert main(["pde", "--scenario", "softmax_2d", "--grid", "12", "--json"]) == 5
+    out, _ = _json(capsys)
+    assert out["status"] == "step-budget" and 0 < out["t"] < 1 and "work budget" in out["detail"]
+    assert out["nfev"] * float(np.prod(out["cells"])) ** 2 >= budget
