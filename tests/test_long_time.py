@@ -163,3 +163,22 @@ def test_classify_reports_a_certificate_beside_the_numerical_verdict():
     v = classify_long_time(ode, np.eye(3), 50.0, certify=2.0)
     assert v.outcome == "blowup" and "numerical" in v.label and "certified: T* >" in v.label
     assert v.certificate["lower"] <= v.blowup_time + v.blowup_time_error
+
+
+def test_sinkhorn_covariance_velocity_at_a_collapsed_sigma():
+    """Fuzz (numerics/fuzz_verdict.py --seed 30, case 72): a Sinkhorn run collapsing to rank one made the
+    classifier's matrix form solve with an exactly singular Σ (LinAlgError).  dΣ/dt = VCᵀ + CVᵀ (README
+    Mathematics §3) must come out at such a Σ, equal to that identity."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.gaussian.matrix_form import covariance_velocity
+    from symbolic_tpde.numerics.ode.numeric_matrix import sinkhorn_cross_cov
+
+    A, V = np.array([[0.3, -0.2], [0.1, 0.5]]), np.array([[0.4, 0.5], [0.5, 1.8]])
+    w = make_weights([make_head("sinkhorn", A=A, V=V)])
+    S = np.array([[2.0, 0.0], [0.0, 0.0]])                          # exactly singular
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.solve(S, np.eye(2))
+    Ct = sinkhorn_cross_cov(A, S)
+    ref = V @ Ct + Ct.T @ V.T
+    F = covariance_velocity(w, S)
+    assert np.allclose(F, ref, rtol=1e-12, atol=1e-14)

@@ -54,7 +54,12 @@ def _sinkhorn_affine(e, alpha, Sigma):
 
     V = np.asarray(e["V"], float)
     Ct = sinkhorn_cross_cov(np.asarray(e["A"], float), Sigma, float(e["epsilon"]))
-    Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
+    try:
+        Jh = V @ np.linalg.solve(Sigma.T, Ct.T).T
+    except np.linalg.LinAlgError:
+        # a collapsed Σ (a Sinkhorn run going to rank one): Cᵀ = (2ΣA_εΣ^{1/2}(S + I)⁻¹)Σ^{1/2} ends in Σ^{1/2},
+        # so with the pseudo-inverse JΣ = VCᵀΣ⁺Σ = VCᵀ still holds: the velocity VCᵀ + CVᵀ stays exact
+        Jh = V @ Ct @ np.linalg.pinv(Sigma)
     return V @ alpha - Jh @ alpha, Jh
 
 
