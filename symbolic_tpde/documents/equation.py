@@ -505,6 +505,12 @@ _UNI = [("Sigma_0", "Σ₀"), ("Sigma", "Σ"), ("Lambda", "Λ"), ("alpha", "α")
 
 class _Text(_SignedSum, StrPrinter):
 
+    def _print_besseli(self, e):          # Bessel's I_k, never confused with the imaginary unit (printed i)
+        return f"I_{self._print(e.args[0])}({self._print(e.args[1])})"
+
+    def _print_ImaginaryUnit(self, e):
+        return "i"
+
     def _print_Transpose(self, e):
         base = self._print(e.arg)
         return (base if isinstance(e.arg, sp.MatrixSymbol) else f"({base})") + "ᵀ"

@@ -298,7 +298,7 @@ _TEX_TEXT = [(r"\mathcal{N}", "N"), (r"\mathbb{R}", "ℝ"), (r"\mathbb{E}", "E")
              (r"\det", "det"), (r"\dim", "dim "), (r"\ker", "ker "), (r"\log", "log"), (r"\exp", "exp"), (r"\max", "max"), (r"\min", "min"),
              (r"\operatorname{tr}", "tr"), (r"\quad", "  "), (r"\,", " "), (r"\ ", " "), (r"\{", "{"),
              (r"\}", "}"), (r"\left", ""), (r"\right", ""), (r"\big", ""), (r"\infty", "∞"), (r"\approx", "≈"), (r"\mathbf{1}", "1"), (r"\pm", "±"),
-             (r"\dot r", "ṙ"), (r"\dot\rho", "ρ̇"),
+             (r"\dot r", "ṙ"), (r"\dot\rho", "ρ̇"), (r"\cos", "cos"), (r"\sin", "sin"), (r"\arccos", "arccos"),
              (r"\times", "×"), (r"\le", "≤"), (r"\ge", "≥"), (r"\neq", "≠"), (r"\in", "∈")]
 _TEX_FRAC = re.compile(r"\\[td]?frac\{([^{}]*)\}\{([^{}]*)\}")
 

@@ -120,14 +120,25 @@ def _rhs_tex(eq) -> str:
 
 
 def _where_tex(eq) -> str:
-    """The named blocks of the equation, as a sentence under it (what the check substituted)."""
+    """The named blocks of the equation, as a sentence under it (what the check substituted): short ones inline
+    (an explicit matrix at display size), an integral or a definition wider than the line displayed on its own,
+    broken between terms (:func:`.printing._latex_row`)."""
+    from .printing import _latex_row, latex_width
+
     if not eq.where:
         return ""
-    def one(k, v):      # an explicit matrix at display size (inline, its fractions print at script size)
-        style = r"\displaystyle " if isinstance(v, sp.MatrixBase) or (isinstance(v, sp.Basic) and v.has(sp.Integral)) \
-            else ""
-        return f"${style}{tex(k)} := {tex(v)}$"
-    return "where " + ", ".join(one(k, v) for k, v in eq.where) + ".\\\n"
+    inline, shown = [], []
+    for k, v in eq.where:
+        body = tex(v)
+        if (isinstance(v, sp.Basic) and v.has(sp.Integral)) or latex_width(tex(k) + body) > EQ_ONE_LINE - 10:
+            row = (_latex_row(tex(k), v, tex, budget=ENTRY_ROW_WIDTH)[0] if isinstance(v, sp.Basic)
+                   and not isinstance(v, sp.MatrixBase) else tex(k) + " &= " + body)
+            shown.append("\\begin{align*}\n" + row.replace("&=", "&:=", 1) + "\n\\end{align*}")
+        else:
+            style = r"\displaystyle " if isinstance(v, sp.MatrixBase) else ""
+            inline.append(f"${style}{tex(k)} := {body}$")
+    head = ("where " + ", ".join(inline) + (", and" if shown else ".\\\\")) if inline else "where"
+    return head + "\n" + "\n".join(shown) + "\n"
 
 
 def _eq(s) -> str:
