@@ -292,3 +292,49 @@ def test_rd_grid_work_budget(monkeypatch, capsys):
     out, _ = _json(capsys)
     assert out["status"] == "step-budget" and 0 < out["t"] < 1 and "work budget" in out["detail"]
     assert out["nfev"] * float(np.prod(out["cells"])) ** 2 >= budget
+
+
+def test_sphere_scenario_named_by_its_top_level_attention(tmp_path, capsys):
+    """No "geometry" key, the sphere kind at the top level and a head without its own "attention": the head has
+    the top level's kind, so the scenario is a sphere scenario (it was read as R^d and refused as an unknown
+    R^d variant)."""
+    from symbolic_tpde.registry.kinds import scenario_geometry
+
+    scn = {"attention": "sphere_sa", "d": 3, "heads": [{"A": "identity", "V": "identity"}],
+           "init": {"type": "uniform_sphere"}, "T": 0.5}
+    assert scenario_geometry(scn) == "sphere"
+    assert scenario_geometry({**scn, "attention": "softmax"}) == "R^d"
+    assert main(["particles", "--scenario", _file(tmp_path, scn), "--n", "6", "--seed", "0", "--json"]) == 0
+    out, _ = _json(capsys)
+    assert out["geometry"] == "sphere" and out["status"] == "ok" and out["d"] == 3
+
+
+def test_vmf_start_above_dimension_64_on_the_sphere(tmp_path):
+    """A vMF start at sphere d = 100 (sphere scenarios allow d <= 1024): its mean direction has the scenario's
+    d, not the R^d bound of 64."""
+    from symbolic_tpde.numerics.particles.sphere import load_sphere_scenario
+
+    d = 100
+    scn = {"geometry": "sphere", "attention": "sphere_sa", "d": d, "A": "identity", "V": "identity",
+           "init": {"type": "vmf", "mu": [1.0] + [0.0] * (d - 1), "kappa": 2.0}, "T": 0.5}
+    assert load_sphere_scenario(_file(tmp_path, scn)).d == d
+    with pytest.raises(InputError, match="init.mu"):      # a direction of the wrong length is still refused
+        load_sphere_scenario(_file(tmp_path, {**scn, "init": {**scn["init"], "mu": [1.0, 0.0]}}))
+
+
+def test_gaussian_save_checked_before_the_work(tmp_path, monkeypatch, capsys):
+    """tpde gaussian --save: an empty name or a wrong suffix is refused before the ODE runs; a path in a new
+    directory is written (the directory is created)."""
+    import symbolic_tpde.commands.gaussian as g
+
+    def no_work(*a, **k):
+        raise AssertionError("the ODE ran before the output path was checked")
+
+    with monkeypatch.context() as m:
+        m.setattr(g, "load_ode", no_work)
+        for bad in ("", "x.txt"):
+            assert main(["gaussian", "--scenario", "softmax_2d", "--save", str(tmp_path / bad) if bad else ""]) == 2
+            assert "save" in capsys.readouterr().err
+    out = tmp_path / "new" / "sub" / "traj.npz"
+    assert main(["gaussian", "--scenario", "softmax_2d", "--save", str(out)]) == 0
+    assert sorted(np.load(out).files)[:2] == ["Sigma", "alpha"]

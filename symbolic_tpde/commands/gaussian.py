@@ -170,6 +170,7 @@ def save_trajectory(path: str, t, alpha, Sigma, meta: dict, stop_row=None, not_r
     from ..errors import InputError
 
     p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)      # a creatable directory passed writable_output before the run
     d = Sigma.shape[-1]
     K = len(t)
     stop_row = np.zeros(K, dtype=bool) if stop_row is None else np.asarray(stop_row, dtype=bool)
@@ -222,15 +223,16 @@ def run(args) -> int:
     import numpy as np
 
     from ..errors import InputError
+    from ..inputs.checks import writable_output
     from ..gaussian import unpack_state
 
     if not (0 < args.rtol < 1e-3):
         raise InputError("rtol", f"must lie in (0, 1e-3), got {args.rtol}")
+    if args.save is not None:     # checked before the work (the derivation too), like every command's outputs
+        writable_output(args.save, "save", suffixes=(".npz", ".csv"))
     cap = max_seconds(args)
     scn, T, ode = load_ode(args.scenario, args.T, args.backend)
     ts = output_times(args, T)
-    if args.save is not None and not args.save.endswith((".npz", ".csv")):
-        raise InputError("save", f"expected a .npz or .csv file name, got {args.save!r}")
     if args.covariance_only:
         from ..analysis.clustering import integrate_covariance
 

@@ -298,7 +298,8 @@ def _ro(a):
 
 def _vec(block, key, where, d=None):
     v = _checks.finite_array(block[key], f"{where}.{key}", 1, shape=None if d is None else (d,))
-    if not 1 <= v.shape[0] <= _checks.MAX_DIM:
+    # with d given, the shape is d's, bounded by the scenario's geometry (R^d: MAX_DIM; sphere: up to 1024)
+    if d is None and not 1 <= v.shape[0] <= _checks.MAX_DIM:
         raise InputError(f"{where}.{key}", f"dimension must lie in [1, {_checks.MAX_DIM}], got {v.shape[0]}")
     return v
 

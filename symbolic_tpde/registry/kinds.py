@@ -367,8 +367,9 @@ def scenario_geometry(data) -> str:
     if "geometry" in data:
         return data["geometry"]
     heads = data.get("heads")
-    names = [h.get("attention") for h in heads if isinstance(h, dict)] if isinstance(heads, list) else []
-    names = names or [data.get("attention")]
+    top = data.get("attention")        # a head without its own "attention" has the top level's
+    names = [h.get("attention", top) for h in heads if isinstance(h, dict)] if isinstance(heads, list) else []
+    names = names or [top]
     geoms = {SPHERE_KINDS[n].geometry if isinstance(n, str) and n in SPHERE_KINDS else "R^d" for n in names}
     return geoms.pop() if len(geoms) == 1 else "R^d"
 
