@@ -87,13 +87,11 @@ def rank_samples(kind: str, d: int, v_random: bool, n: int, seed: int, T: float 
                 res[i], labels[i], sig_T[i] = v, f"{v.short} (T = {fac * T:g})", v.Sigma_T
         bad = [i for i in bad if not ok(res[i])]
     if bad and stiff_T is not None:
-        from .rank_resolve import continue_stiff
-
-        from ..analysis.verdict import K_DOUBLINGS
+        from .rank_resolve import DOUBLINGS, continue_stiff
 
         for i in bad:
             t_stop = float(res[i].t or T)
-            if t_stop >= stiff_T / 2 ** K_DOUBLINGS or res[i].Sigma_T is None:
+            if t_stop >= stiff_T / 2 ** DOUBLINGS or res[i].Sigma_T is None:
                 labels[i] = f"unresolved: {labels[i]} at t = {t_stop:.3g}"
                 continue
             R = continue_stiff(odes[i], res[i].Sigma_T, t_stop, stiff_T, S0s[i], bound, max_nfev=stiff_nfev)

@@ -50,21 +50,27 @@ def covariance_flow(ode):
     return f, jac
 
 
+#: the continuation samples Σ(T_ext/2ᵏ), k = DOUBLINGS … 0 (the classifier's limit rule reads the last four of
+#: them; its own run keeps more, :data:`symbolic_tpde.analysis.verdict.K_DOUBLINGS`, for the plateau detector):
+#: a start before T_ext/2¹⁰ is what a continuation needs, not one before T_ext/2²⁰
+DOUBLINGS = 10
+
+
 def continue_stiff(ode, Sigma_t, t0: float, T_ext: float, Sigma0, bound: int, *, rtol: float = 1e-6,
                    max_nfev: int = 40_000, max_seconds: float = 30.0, method: str = "Radau") -> Resolution:
     """Continue ``Σ`` from ``(t0, Sigma_t)`` to ``T_ext`` with an implicit method (module docstring); ``Sigma0``
     is the trajectory's initial covariance (the theorems and the classifier's floor refer to it)."""
     from ..numerics.ode.solve import Status, integrate
     from ..analysis.theorems import facts_for
-    from ..analysis.verdict import K_DOUBLINGS, _limit_from_samples
+    from ..analysis.verdict import _limit_from_samples
 
     d = ode.d
     S = 0.5 * (np.asarray(Sigma_t, float) + np.asarray(Sigma_t, float).T)
     y0 = pack_state(np.zeros(d), S)[d:]
     f, jac = covariance_flow(ode)
-    ts = T_ext / 2.0 ** np.arange(K_DOUBLINGS, -1, -1)
+    ts = T_ext / 2.0 ** np.arange(DOUBLINGS, -1, -1)
     if t0 >= ts[0]:
-        raise ValueError(f"continuation must start before T_ext/2^{K_DOUBLINGS} = {ts[0]:g}, got t0 = {t0:g}")
+        raise ValueError(f"continuation must start before T_ext/2^{DOUBLINGS} = {ts[0]:g}, got t0 = {t0:g}")
     # atol: 1e-13 tr Σ sits below the classifier's floor 1e-12 tr Σ₀ times the growth of tr Σ it allows
     sol = integrate(f, y0, (float(t0), float(T_ext)), method=method, rtol=rtol, atol=1e-13 * float(np.trace(S)),
                     jac=jac, t_eval=ts, max_nfev=max_nfev, max_seconds=max_seconds)
