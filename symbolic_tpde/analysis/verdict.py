@@ -113,18 +113,11 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
     evidence.append("covariance equation evaluated in matrix form (inverse-free tilt, one linear solve), "
                     "checked against the generated entrywise form at Σ₀ to 1e-10")
 
-    from ..gaussian.matrix_form import matrix_rhs, tilt_margins
+    from ..gaussian.matrix_form import frozen_alpha, matrix_rhs, tilt_margins
 
     fast = matrix_rhs(w, d)
     if fast is not None:             # the prebuilt form (α frozen at 0: the covariance equation alone)
-        fm = fast[0]
-
-        def rhs(t, y):
-            z = np.array(y, float)
-            z[:d] = 0.0
-            out = fm(t, z)
-            out[:d] = 0.0
-            return out
+        rhs = frozen_alpha(fast[0], d)
     else:
         def rhs(t, y):      # the hot path: layout's index arrays are made once per d
             return layout.pack(np.zeros(d), covariance_velocity(w, layout.unpack(y, d)[1]))

@@ -143,7 +143,7 @@ def matrix_form_for(ode, f, y0, freeze_alpha: bool):
     ``1e-10`` relative (both are float64 evaluations of one formula at the start), and its scale-free tilt
     conditions (:func:`.matrix_form.tilt_margins`, ``None``: none); ``None`` (layers, a time-dependent schedule,
     kinds without a quadratic log-kernel, a disagreement)."""
-    from .matrix_form import matrix_rhs
+    from .matrix_form import frozen_alpha, matrix_rhs
 
     if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
         return None
@@ -151,15 +151,7 @@ def matrix_form_for(ode, f, y0, freeze_alpha: bool):
     if got is None:
         return None
     fm, d = got[0], ode.d
-    if freeze_alpha:
-        def g(t, y):
-            z = np.array(y, float)
-            z[:d] = 0.0
-            out = fm(t, z)
-            out[:d] = 0.0
-            return out
-    else:
-        g = fm
+    g = frozen_alpha(fm, d) if freeze_alpha else fm
     y0 = np.asarray(y0, float)
     with np.errstate(all="ignore"):
         ref, new = np.asarray(f(0.0, y0), float), g(0.0, y0)

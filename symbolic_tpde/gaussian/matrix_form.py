@@ -17,7 +17,8 @@ import numpy as np
 
 from ..registry import kinds, layout
 
-__all__ = ["head_form", "quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "tilt_margins"]
+__all__ = ["head_form", "quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "frozen_alpha",
+           "tilt_margins"]
 
 
 def head_form(head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -168,6 +169,20 @@ def matrix_rhs(weights, d: int):
 
     f.n_states = n
     return f, [h[2] for h in heads if h[2] is not None]
+
+
+def frozen_alpha(f, d: int):
+    """``f`` on the Gaussian layout with ``α`` held at 0 (its entries and their derivatives zero): the covariance
+    equation alone, for kinds whose ``dΣ/dt`` does not involve ``α`` (the classifier and ``--covariance-only``)."""
+
+    def g(t, y):
+        z = np.array(y, float)
+        z[:d] = 0.0
+        out = f(t, z)
+        out[:d] = 0.0
+        return out
+
+    return g
 
 
 def tilt_margins(weights, d: int):
