@@ -757,6 +757,11 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
             return "under-resolved", ""
         if rc == 5 and obj.get("status") in ("time-limit", "step-budget") and isinstance(t, float) and t >= 0:
             return "time-limit", ""
+        if rc == 5 and args[0] == "fit" and (   # no time axis: the budget used (evaluations) or the cap
+                obj.get("status") == "step-budget" and isinstance(obj.get("nfev"), int)
+                and isinstance(obj.get("budget"), int) and obj["nfev"] >= obj["budget"]
+                or obj.get("status") == "time-limit" and isinstance(obj.get("max_seconds"), float)):
+            return "time-limit", ""
         return "traceback", f"exit {rc} without its status: {out.getvalue()[:150]!r}"
     if rc == 0 and args[0] == "plot":     # prints the image's path
         made = os.path.isfile(out.getvalue().strip()) and os.path.getsize(out.getvalue().strip()) > 0
