@@ -888,6 +888,11 @@ def check_invariants(cmd: str, obj) -> str:
             return f"grid min mass {obj['min_mass']} or truncated {obj['truncated']}"
         if obj.get("cov") is None or any(obj["cov"][i][i] < 0 for i in range(len(obj["cov"]))):
             return "grid covariance missing or negative"
+        from symbolic_tpde.numerics.grids.euclidean import FLOW_TOL
+
+        cells = math.prod(obj["cells"])
+        if not 0 <= obj.get("frozen", 0.0) <= FLOW_TOL * cells:
+            return f"grid frozen mass {obj.get('frozen')} outside [0, {FLOW_TOL * cells:.3g}]"
     elif cmd == "particles" and obj.get("geometry") == "sphere":
         mon = obj.get("monitor") or {}
         if not isinstance(mon.get("value"), (int, float)):

@@ -6,6 +6,7 @@ Prints (``--json``)::
     {"status": "ok", "t": .., "d": .., "cells": [..], "h": [..], "lo": [..], "hi": [..], "scheme": ..,
      "mass": Σm, "lost": mass that left the domain, "truncated": 1 - Σm₀ of the raw projection (initial mass
      outside the grid + cell quadrature error; refused above 1e-2, then normalised away: Σm₀ = 1),
+     "frozen": mass in cells below 1e-15 (they carry no flux out; the CFL step is set where the mass is),
      "mass_error": max |Σm + lost - Σm₀| over the steps, "min_mass": most negative cell mass seen,
      "mean": [..], "cov": [[..]] (exact moments of the piecewise-constant density), "occupied": cells with 99 %,
      "steps", "rejected", "nfev", "grown", "seconds"}
@@ -135,7 +136,8 @@ def _run(args) -> int:
     out = {"status": run_.status, "t": run_.t, "d": g.d, "cells": list(g.shape), "h": g.h.tolist(),
            "lo": g.lo.tolist(), "hi": (g.lo + g.h * np.array(g.shape)).tolist(), "scheme": run_.scheme,
            "method": args.method, "mass": float(run_.masses.sum()), "lost": run_.lost,
-           "truncated": run_.truncated, "mass_error": run_.mass_error, "min_mass": run_.min_mass,
+           "truncated": run_.truncated, "frozen": run_.frozen, "mass_error": run_.mass_error,
+           "min_mass": run_.min_mass,
            "mean": mean.tolist(), "cov": cov.tolist(), "occupied": run_.occupied, "steps": run_.steps,
            "rejected": run_.rejected, "nfev": run_.nfev, "grown": run_.grown, "seconds": run_.seconds}
     from ..numerics.grids.euclidean import POS_TOL
