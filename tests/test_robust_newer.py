@@ -375,3 +375,26 @@ def test_frozen_cells_do_not_change_the_solution(monkeypatch):
     (m1, c1), (m0, c0) = (euclidean.grid_moments(r.grid, r.masses) for r in (new, old))
     assert np.max(np.abs(m1 - m0)) <= 1e-6 and np.max(np.abs(c1 - c0)) <= 1e-6
     assert np.sum(np.abs(new.masses - old.masses)) <= 1e-5
+
+
+def test_sphere_sweep_work_is_bounded_by_its_size(tmp_path, capsys, monkeypatch):
+    """A 200 x 1000-cloud sphere sweep was bounded only by the wall-clock cap (hours): the size counts each
+    cloud evaluation at least CLOUD_OVERHEAD and is refused by name above MAX_SWEEP_SIZE; an accepted sweep gives
+    each run the step budget SWEEP_WORK / (7 size), at most STEP_BUDGET (a run that uses it ends stalled)."""
+    import symbolic_tpde.analysis.sphere_sweep as ss
+    from symbolic_tpde.commands.sphere import CLOUD_OVERHEAD, MAX_SWEEP_SIZE, SWEEP_WORK
+
+    base = ["sweep", "--kind", "sphere_sa", "--d", "3", "--tokens", "8", "--T", "1", "--out", str(tmp_path / "sw")]
+    assert main(base + ["--n", "200", "--K", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "K" in err and "exceeds the cap" in err and len(err.strip().splitlines()) == 1
+    seen = []
+    monkeypatch.setattr(ss, "_one_beta", lambda *a: seen.append(a[-1]) or a[0].status.append("ok")
+                        or a[0].verdicts.append({"label": "x"}))
+    monkeypatch.setattr(ss, "save_sphere_sweep", lambda res, out: [])
+    assert main(base + ["--n", "2", "--K", "1000"]) == 0          # (the runs themselves stubbed out)
+    size = 2 * 1000 * max(64 * 3, CLOUD_OVERHEAD)
+    assert size <= MAX_SWEEP_SIZE and seen == [int(SWEEP_WORK / (7 * size))] * 2 == [1428, 1428]
+    monkeypatch.undo()
+    res = ss.run_sphere_sweep("sphere_sa", 3, 4, [1.0], 5.0, K=2, max_steps=3)
+    assert res.status == ["stalled"]
