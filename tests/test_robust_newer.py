@@ -398,3 +398,16 @@ def test_sphere_sweep_work_is_bounded_by_its_size(tmp_path, capsys, monkeypatch)
     monkeypatch.undo()
     res = ss.run_sphere_sweep("sphere_sa", 3, 4, [1.0], 5.0, K=2, max_steps=3)
     assert res.status == ["stalled"]
+
+
+def test_rd_grid_hopeless_pace_stops_at_once(capsys):
+    """--cfl 1e-9 was bounded only by the work budget (minutes of grinding before saying so): the pace of the
+    first step projects ~1e14 cell-pair evaluations for [t, T], over 100x the budget, so the run stops after one
+    step with status step-budget (exit 5) and the projection."""
+    from symbolic_tpde.numerics.grids.euclidean import PROJECTED_EXCESS, WORK_BUDGET
+
+    assert main(["pde", "--scenario", "mixture_2d", "--grid", "16", "--cfl", "1e-9", "--json"]) == 5
+    out, _ = _json(capsys)
+    assert out["status"] == "step-budget" and out["steps"] == 1 and 0 < out["t"] < 1e-6
+    need = float(out["detail"].split("needs about ")[1].split()[0])
+    assert need > PROJECTED_EXCESS * WORK_BUDGET and "--cfl" in out["detail"]

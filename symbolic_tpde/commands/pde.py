@@ -30,7 +30,8 @@ ok and never blow-up.  ``--save``: ``times (k,)`` and ``rho (k, M)`` at ``--save
 The solvers and their guarantees: :mod:`symbolic_tpde.numerics.grids.euclidean`, :mod:`symbolic_tpde.numerics.grids.circle`.  Exit status: 0 ok; 2 bad input (one line
 naming the field; sinkhorn and masked attention refused with the reason; with ``--json`` also
 ``{"status": "error", "field", "problem"}`` on stdout); 3 blow-up (with its time); 5 wall-clock cap
-(``status`` ``time-limit``) or work budget (``status`` ``step-budget``, ℝᵈ: 1e10 cell-pair evaluations), with
+(``status`` ``time-limit``) or work budget (``status`` ``step-budget``, ℝᵈ: 2e10 cell-pair evaluations, or a
+pace that projects over 100 times that), with
 the time reached, no ``--save`` file; 6 under-resolved (``status`` ``under-resolved``); docs/cli_statuses.md.
 """
 
@@ -153,11 +154,9 @@ def _run(args) -> int:
         return EXIT_UNDER_RESOLVED
     stopped = run_.status in ("time-limit", "step-budget")
     if run_.status == "step-budget":
-        from ..numerics.grids.euclidean import WORK_BUDGET
-
-        out["detail"] = (f"the work budget of {WORK_BUDGET:.0e} cell-pair evaluations ({run_.nfev} evaluations of "
-                         f"{int(np.prod(g.shape))} cells) ran out at t = {run_.t:.6g} (before T = {T:.6g}): the CFL "
-                         "step is tiny (fast far cells); use fewer cells or a shorter T")
+        out["detail"] = (f"{run_.detail} ({run_.nfev} evaluations of {int(np.prod(g.shape))} cells) at t = "
+                         f"{run_.t:.6g} (before T = {T:.6g}): the CFL step is tiny; use fewer cells, a larger --cfl "
+                         "or a shorter T")
     if args.save and not stopped:
         from .particles import _save_atomic_arrays
 

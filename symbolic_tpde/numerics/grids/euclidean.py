@@ -100,6 +100,10 @@ WORK_BUDGET = 2e10
 #: such cells stays on the grid (the total is conserved exactly) and is reported as ``frozen``: at most
 #: ``FLOW_TOL x cells`` (6.6e-11 at the 65 536-cell bound), so the moments move by at most that times the box.
 FLOW_TOL = 1e-15
+#: A run whose pace (the last step's length and work) projects more than this many times WORK_BUDGET for the rest
+#: of ``[t, T]`` stops at once with status ``"step-budget"`` and the projection (e.g. ``--cfl 1e-9``: the budget
+#: would otherwise be spent, minutes, before saying so): the pace would have to improve this much to finish
+PROJECTED_EXCESS = 100.0
 
 
 # ---------------------------------------------------------------------------------- weighted attention field
@@ -383,6 +387,7 @@ class GridRun:
     frames: list = field(default_factory=list, repr=False)
     velocity_bound: float = 0.0   # largest bound on a separable velocity's error (0: direct sums only)
     frozen: float = 0.0           # mass at the end in cells below FLOW_TOL (they carry no flux out)
+    detail: str = ""              # why a "step-budget" run stopped (spent, or projected: PROJECTED_EXCESS)
 
     @property
     def density(self) -> np.ndarray:
@@ -474,7 +479,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
     mass_err, min_mass = 0.0, float(m.min())
     frames = [(0.0, m.copy(), g.lo.copy())]
     last_frame = 0.0
-    status = "ok"
+    status, detail = "ok", ""
     t_start = time.perf_counter()
     while t < T:
         if deadline.expired():
@@ -484,6 +489,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             raise InputError("grid", f"more than {max_steps} steps before T (the CFL step became too small)")
         if work >= WORK_BUDGET:
             status = "step-budget"
+            detail = f"the work budget of {WORK_BUDGET:.0e} cell-pair evaluations ran out"
             break
         f = _Rhs(g, schedule, scheme == "muscl", threads, velocity_tol)
         y = np.concatenate([m.ravel(), [lost]])
@@ -511,6 +517,12 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             dt /= 2
         nfev += f.nfev
         work += f.work
+        need = (T - t - dt) / dt * f.work if dt < T - t else 0.0
+        if need > PROJECTED_EXCESS * WORK_BUDGET:
+            status = "step-budget"
+            detail = (f"at the pace of the last step (dt = {dt:.3g}, {f.work:.3g} cell-pair evaluations) the rest of "
+                      f"[t, T] needs about {need:.3g} evaluations, over {PROJECTED_EXCESS:g}x the work budget "
+                      f"{WORK_BUDGET:.0e}")
         vbound = max(vbound, f.velocity_bound)
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
@@ -523,11 +535,13 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         if save_every > 0 and (t - last_frame >= save_every or t >= T):
             frames.append((t, m.copy(), g.lo.copy()))
             last_frame = t
+        if status == "step-budget":
+            break
     if frames[-1][0] != t:
         frames.append((t, m.copy(), g.lo.copy()))
     frozen = float(m[(m > 0) & (m < FLOW_TOL)].sum())
     return GridRun(g, m, t, lost, status, steps, rejected, nfev, grown, mass_err, min_mass, truncated, scheme,
-                   time.perf_counter() - t_start, frames, vbound, frozen)
+                   time.perf_counter() - t_start, frames, vbound, frozen, detail)
 
 
 # ----------------------------------------------------------------------------------------- grid measures
