@@ -411,3 +411,11 @@ def test_rd_grid_hopeless_pace_stops_at_once(capsys):
     assert out["status"] == "step-budget" and out["steps"] == 1 and 0 < out["t"] < 1e-6
     need = float(out["detail"].split("needs about ")[1].split()[0])
     assert need > PROJECTED_EXCESS * WORK_BUDGET and "--cfl" in out["detail"]
+
+
+def test_rd_grid_budget_counts_each_evaluation(capsys):
+    """1-D, 16 cells, T = 1e6 ran for hours: its cell pairs alone (~500 per evaluation) never reached the budget.
+    Each evaluation also counts EVAL_OVERHEAD pairs, so the pace projects past the budget at once: step-budget."""
+    assert main(["pde", "--scenario", "mixture_1d", "--grid", "16", "--T", "1e6", "--json"]) == 5
+    out, _ = _json(capsys)
+    assert out["status"] == "step-budget" and out["t"] < 100 and "needs about" in out["detail"]

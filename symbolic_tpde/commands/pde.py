@@ -155,7 +155,7 @@ def _run(args) -> int:
     stopped = run_.status in ("time-limit", "step-budget")
     if run_.status == "step-budget":
         out["detail"] = (f"{run_.detail} ({run_.nfev} evaluations of {int(np.prod(g.shape))} cells) at t = "
-                         f"{run_.t:.6g} (before T = {T:.6g}): the CFL step is tiny; use fewer cells, a larger --cfl "
+                         f"{run_.t:.6g} (before T = {T:.6g}): use fewer cells, a larger --cfl "
                          "or a shorter T")
     if args.save and not stopped:
         from .particles import _save_atomic_arrays

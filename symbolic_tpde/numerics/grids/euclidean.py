@@ -87,11 +87,15 @@ MAX_CELLS = 1 << 16   # per run: the dense velocity evaluation is O(cells²)
 #: falls in a few cells): refused, never run with a wrong initial law.
 MAX_TRUNCATED = 1e-2
 #: Work budget of one run in cell-pair evaluations: each evaluation of a dense kind's field costs (cells next
-#: to the mass) x (cells with mass) pairs (``linear``: their sum, it is O(cells)); 2e10 is a few minutes of one
-#: core.  A run whose CFL step would need more (e.g. huge velocities in nearly empty far cells of an
-#: unnormalised kernel, or ``--cfl 1e-9``) stops with status ``"step-budget"`` at the time reached: the budget
+#: to the mass) x (cells with mass) pairs (``linear``: their sum, it is O(cells)) plus EVAL_OVERHEAD; 2e10 is a
+#: minute or two of one core.  A run whose CFL step would need more (e.g. huge velocities in nearly empty far
+#: cells of an unnormalised kernel, or ``--cfl 1e-9``) stops with status ``"step-budget"`` at the time reached: the budget
 #: follows from the input (the cells and the kinds), unlike the wall-clock cap.
 WORK_BUDGET = 2e10
+#: Each evaluation also counts this many cell pairs: its fixed cost (measured ~1 ms for 19 cells in 1-D, the
+#: cost of ~2e5 pairs at ~5 ns), so the budget bounds small grids too (1-D, 16 cells, T = 1e6 ran for hours:
+#: its pairs alone never reached the budget)
+EVAL_OVERHEAD = 2e5
 #: A cell whose mass is below ``FLOW_TOL`` (of the total mass 1) carries no flux out: it only receives, so it stays
 #: ``>= 0``, and the CFL step is bounded over the faces next to cells that carry mass (flowing cells) only.  Why:
 #: an unnormalised kernel's velocity grows like ``e^{c|x|}``, so the far cells of a Gaussian start (masses down to
@@ -338,6 +342,7 @@ class _Rhs:
 
     def __call__(self, t, y):
         self.nfev += 1
+        self.work += EVAL_OVERHEAD
         g = self.grid
         m = y[:-1].reshape(g.shape)
         flowing = np.abs(m) >= FLOW_TOL          # cells below FLOW_TOL carry no flux out (module constant)
