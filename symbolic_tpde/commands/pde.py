@@ -204,7 +204,7 @@ def run_circle(args) -> int:
     import numpy as np
 
     from ..errors import BlowupError, InputError
-    from ..numerics.grids.circle import project_initial, resolution, solve_circle, trig_moments
+    from ..numerics.grids.circle import evaluation_budget, project_initial, resolution, solve_circle, trig_moments
     from ..numerics.particles.sphere import load_sphere_scenario
     from ..inputs.checks import strict_json
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
@@ -253,7 +253,11 @@ def run_circle(args) -> int:
             broken.append(f"peaks not resolved (top-third modes {R:.3g} > {RESOLUTION_TOL:g})")
         if abs(mass - 1) > 1e-9 or float(np.max(np.abs(mom))) > 1 + 1e-9:
             broken.append(f"mass {mass:.6g}, max |E e^(ik theta)| {float(np.max(np.abs(mom))):.6g}")
-    if status not in ("ok", "time-limit") or broken:
+    if status == "stalled" and sol.nfev >= evaluation_budget(M) and not broken:
+        # the evaluation budget derived from M ran out on a resolved, valid state: a work budget, not the grid
+        # failing (e.g. --noise: explicit steps below 3.3 / (sigma (M/2)^2), the diffusion's stiffness)
+        status = "step-budget"
+    elif status not in ("ok", "time-limit") or broken:
         # Post-LN and nGPT on the circle have no finite-time blow-up in a resolved density: an event, a stalled
         # or a non-finite step here is the grid failing to follow the density (clusters sharper than its points)
         status = "under-resolved"
@@ -272,7 +276,13 @@ def run_circle(args) -> int:
         print(strict_json(out) if args.json else out["detail"])
         sys.stdout.flush()
         return EXIT_UNDER_RESOLVED
-    stopped = status == "time-limit"
+    stopped = status in ("time-limit", "step-budget")
+    if status == "step-budget":
+        out["detail"] = (f"the evaluation budget max(20000, 2e8 / (M log2 M)) = {evaluation_budget(M)} of {M} "
+                         f"points ran out at t = {t_end:.6g} (before T = {T:.6g}) on a resolved state"
+                         + (f"; with --noise {noise:g} the explicit steps are bounded by the diffusion's "
+                            f"stiffness, 3.3 / (sigma (M/2)^2) = {3.3 / (noise * (M / 2) ** 2):.3g}" if noise else "")
+                         + "; use fewer points, less noise or a shorter T")
     if args.save and not stopped:
         from .particles import _save_atomic_arrays
 
@@ -280,7 +290,9 @@ def run_circle(args) -> int:
     if args.json:
         print(strict_json(out))
     else:
-        if stopped:
+        if status == "step-budget":
+            print(f"step-budget: {out['detail']}")
+        elif stopped:
             print(f"time-limit: wall-clock limit of {cap:g} s reached at t = {out['t']:.6g} (before T = {T:.6g})")
         print(f"circle, {M} points (spectral, {scn.norm}, noise {noise:g}; {sol.n_steps} steps, {seconds:.2f} s), "
               f"t = {out['t']:.6g}")

@@ -327,7 +327,7 @@ class _Rhs:
         keys = m.ravel() > 0
         query = _dilate(m > 0 if flowing is None else flowing).ravel()
         u = np.zeros((m.size, self.grid.d))
-        if keys.any():
+        if keys.any() and query.any():
             w = self.schedule(t)
             nq, nk = float(query.sum()), float(keys.sum())
             if self.velocity_tol is not None and separable.covers(w, self.grid):  # sub-quadratic, bounded error
