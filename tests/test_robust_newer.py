@@ -463,3 +463,31 @@ def test_circle_budget_is_a_budget_not_under_resolution(monkeypatch, capsys):
     out, _ = _json(capsys)
     assert out["status"] == "step-budget" and out["nfev"] >= 2000 and out["resolution"] <= circle.RESOLUTION_TOL
     assert "stiffness" in out["detail"] and "raise --grid" not in out["detail"]
+
+
+@pytest.mark.parametrize("breach", ["negative", "mass", "nan"])
+def test_rd_grid_status_cannot_say_ok_on_a_broken_invariant(monkeypatch, capsys, breach):
+    """The ℝᵈ grid's gate: a run whose state breaks positivity, mass + lost = 1 or finiteness is reported as
+    under-resolved (exit 6) with the invariant named, never ok (the solver's state is altered after a real run)."""
+    from symbolic_tpde.numerics.grids import euclidean
+
+    real = euclidean.solve_grid
+
+    def broken(*a, **k):
+        run = real(*a, **k)
+        m = run.masses.copy()
+        if breach == "negative":
+            m.flat[0] = -1e-6
+            run.min_mass = -1e-6
+        elif breach == "mass":
+            run.mass_error = 1e-6
+        else:
+            m.flat[0] = np.nan
+        run.masses = m
+        return run
+
+    monkeypatch.setattr(euclidean, "solve_grid", broken)
+    assert main(["pde", "--scenario", "mixture_1d", "--grid", "16", "--T", "0.05", "--json"]) == 6
+    out, _ = _json(capsys)
+    want = {"negative": "negative cell mass", "mass": "mass error", "nan": "non-finite"}[breach]
+    assert out["status"] == "under-resolved" and want in out["detail"]
