@@ -422,6 +422,7 @@ def _new_args(rng: random.Random, sphere: bool) -> tuple[list[str], bool]:
         cmd = rng.choice(["pde", "pde", "pde", "particles", "gaussian", "classify"])
     # a 20 s cap (as the sweep cases): a legitimately long run is a time-limit, a hang is one that ignores it
     argv, bad = [cmd, "--scenario", "{path}", "--json", "--max-seconds", "20"], False
+    piece_bad_cap = False
     T = rng.choice(["0.1", "0.3", "1"])
     if cmd == "pde":
         argv += ["--grid", str(rng.choice([4, 6, 8, 12, 16])), "--T", T]
@@ -458,12 +459,15 @@ def _new_args(rng: random.Random, sphere: bool) -> tuple[list[str], bool]:
                  "gaussian": [["--T", "nan"], ["--T", "-1"]]}[cmd]
         piece = rng.choice(extra)
         argv += piece
+        piece_bad_cap = piece[0] == "--max-seconds"
         # valid: --save-every without --save (ignored or refused) and --save-every 0 (documented: first and last
         # frames only)
         bad = piece not in (["--save-every", "0.1"], ["--save", "{dir}/data.s.npz", "--save-every", "0"])
     if cmd != "classify" and rng.random() < 0.1:
         argv += ["--max-seconds", rng.choice(["1e-6", "0.001", "0.05"])]
         bad = bad and "/dev/full" not in argv   # a stopped run writes no --save file (exit 5 is then right)
+        if piece_bad_cap:       # the hostile --max-seconds is overridden by this one (the last occurrence wins)
+            bad = False
     return argv, bad
 
 
@@ -578,8 +582,9 @@ def _circle_case(rng: random.Random):
 #: writer, a device, a directory; the last three must be refused by name, never block
 SOURCES = [("{path}", False), ("{pipe}", False), ("{pipe}", False), ("{fifo}", True), ("/dev/null", True),
            ("/dev/zero", True), ("{dir}", True)]
-#: hostile output paths, each certainly invalid (must be refused before any work)
-BAD_OUTPUTS = ["", " ", "{dir}", "{dir}/no/such/dir/x", "/proc/version", "{fifo}", "/dev/full"]
+#: hostile output paths, each certainly invalid (must be refused before any work); a path in a directory that
+#: can be created (``{dir}/no/such/dir/x``) is valid: it is created (docs/cli_statuses.md, Inputs and outputs)
+BAD_OUTPUTS = ["", " ", "{dir}", "{dir}/data.f/x", "/proc/version", "{fifo}", "/dev/full"]
 
 
 def _robust_case(rng: random.Random, r_bases, s_bases):
@@ -612,6 +617,7 @@ def _robust_case(rng: random.Random, r_bases, s_bases):
         if rng.random() < 0.3 and argv[0] in ("pde", "particles"):
             argv += ["--save", rng.choice(BAD_OUTPUTS)]
             bad = True
+            yield_files = {**yield_files, "data.f": b"x"}     # a regular file where a directory is needed
         return argv, scn, bad, yield_files
     if rng.random() < 0.5:
         src, src_bad = rng.choice(SOURCES)

@@ -491,3 +491,25 @@ def test_rd_grid_status_cannot_say_ok_on_a_broken_invariant(monkeypatch, capsys,
     out, _ = _json(capsys)
     want = {"negative": "negative cell mass", "mass": "mass error", "nan": "non-finite"}[breach]
     assert out["status"] == "under-resolved" and want in out["detail"]
+
+
+def test_save_into_a_creatable_directory(tmp_path, capsys):
+    """writable_output accepts a directory that can be created; tpde particles then failed to write there after
+    the run ('No such file or directory', fuzz --stream new --seed 5151 case 382). The saver creates it."""
+    out = tmp_path / "no" / "such" / "dir" / "x"
+    assert main(["particles", "--scenario", "softmax_2d", "--n", "3", "--seed", "0", "--T", "0.1", "--save",
+                 str(out), "--json"]) == 0
+    assert sorted(np.load(out).files) == ["X", "times"]
+    (tmp_path / "f").write_text("x")        # a regular file where a directory is needed: refused first
+    assert main(["particles", "--scenario", "softmax_2d", "--n", "3", "--seed", "0", "--save",
+                 str(tmp_path / "f" / "x")]) == 2
+    assert "save" in capsys.readouterr().err
+
+
+def test_circle_noise_is_bounded_like_scenario_entries(capsys):
+    """--noise 1e300 was accepted (a uniform start stays uniform, so it even said ok; sigma (M/2)^2 overflows at
+    M = 65536): it is bounded like scenario entries, 1e75, and refused by name (fuzz --stream new --seed 7373
+    case 815)."""
+    assert main(["pde", "--scenario", "sphere_sa_circle", "--grid", "64", "--T", "1", "--noise", "1e300"]) == 2
+    assert "noise" in capsys.readouterr().err
+    assert main(["pde", "--scenario", "sphere_sa_circle", "--grid", "64", "--T", "0.01", "--noise", "1e-3"]) == 0

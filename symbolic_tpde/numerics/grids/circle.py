@@ -69,8 +69,12 @@ def growth_rates(beta: float, kmax: int, kind: str = "SA", noise: float = 0.0) -
 
 
 def _check_noise(noise):
+    from ...inputs.checks import MAX_ENTRY
+
     if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0):
         raise InputError("noise", f"must be finite and >= 0, got {noise!r}")
+    if noise > MAX_ENTRY:       # like scenario entries: sigma k^2 stays finite for every k < M/2 <= 32768
+        raise InputError("noise", f"must be at most {MAX_ENTRY:.0e} (the bound on scenario entries), got {noise!r}")
 
 
 def circle_weights(beta: float, kind: str = "SA"):
