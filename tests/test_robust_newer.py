@@ -382,7 +382,8 @@ def test_sphere_sweep_work_is_bounded_by_its_size(tmp_path, capsys, monkeypatch)
     cloud evaluation at least CLOUD_OVERHEAD and is refused by name above MAX_SWEEP_SIZE; an accepted sweep gives
     each run the step budget SWEEP_WORK / (7 size), at most STEP_BUDGET (a run that uses it ends stalled)."""
     import symbolic_tpde.analysis.sphere_sweep as ss
-    from symbolic_tpde.commands.sphere import CLOUD_OVERHEAD, MAX_SWEEP_SIZE, SWEEP_WORK
+    from symbolic_tpde.analysis.sphere_clusters import CLOUD_OVERHEAD
+    from symbolic_tpde.commands.sphere import MAX_SWEEP_SIZE, SWEEP_WORK
 
     base = ["sweep", "--kind", "sphere_sa", "--d", "3", "--tokens", "8", "--T", "1", "--out", str(tmp_path / "sw")]
     assert main(base + ["--n", "200", "--K", "1000"]) == 2
@@ -513,3 +514,14 @@ def test_circle_noise_is_bounded_like_scenario_entries(capsys):
     assert main(["pde", "--scenario", "sphere_sa_circle", "--grid", "64", "--T", "1", "--noise", "1e300"]) == 2
     assert "noise" in capsys.readouterr().err
     assert main(["pde", "--scenario", "sphere_sa_circle", "--grid", "64", "--T", "0.01", "--noise", "1e-3"]) == 0
+
+
+def test_sphere_run_step_budget_follows_its_size():
+    """A sphere run's step budget: RUN_WORK / (7 heads max(n² d, CLOUD_OVERHEAD)), between MIN_STEPS and
+    STEP_BUDGET: small clouds keep 50 000 steps, 2 000 tokens in d = 3 get 595, 10 000 the floor of 100 (they were
+    bounded only by the wall-clock cap)."""
+    from symbolic_tpde.analysis.sphere_clusters import MIN_STEPS, RUN_WORK, STEP_BUDGET, step_budget
+
+    assert step_budget(32, 3) == STEP_BUDGET and step_budget(2000, 3) == int(RUN_WORK / (7 * 1.2e7)) == 595
+    assert step_budget(10_000, 3) == step_budget(4096, 1024, heads=2) == MIN_STEPS
+    assert step_budget(300, 16, heads=2) == int(RUN_WORK / (7 * 2 * 300 ** 2 * 16))

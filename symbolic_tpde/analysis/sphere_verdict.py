@@ -50,7 +50,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .sphere_clusters import DELTA, STEP_BUDGET, cluster_counts
+from .sphere_clusters import DELTA, cluster_counts, step_budget
 from .theorems import Fact
 
 __all__ = ["SphereVerdict", "classify_sphere", "sphere_facts", "hemisphere_margin", "equiangular_curve"]
@@ -415,7 +415,8 @@ def _particle_verdict(scenario, X0, T, delta, evidence, max_seconds, tol, simula
     n = len(X0)
     try:
         run = simulate_sphere(X0, scenario.weights, T, norm=scenario.norm, alpha=scenario.alpha, t_eval=times,
-                              max_steps=STEP_BUDGET, max_seconds=max_seconds, tol=tol)
+                              max_steps=step_budget(n, X0.shape[1], len(scenario.weights.heads)),
+                              max_seconds=max_seconds, tol=tol)
     except BlowupError as exc:
         evidence.append(f"particles: {exc.where}: {exc.detail}")
         return SphereVerdict("blowup", f"blow-up at t = {exc.t:.6g}: {exc.detail} (numerical)", "numerical", T,
