@@ -525,3 +525,26 @@ def test_sphere_run_step_budget_follows_its_size():
     assert step_budget(32, 3) == STEP_BUDGET and step_budget(2000, 3) == int(RUN_WORK / (7 * 1.2e7)) == 595
     assert step_budget(10_000, 3) == step_budget(4096, 1024, heads=2) == MIN_STEPS
     assert step_budget(300, 16, heads=2) == int(RUN_WORK / (7 * 2 * 300 ** 2 * 16))
+
+
+def test_ngpt_alpha_as_a_huge_json_integer(tmp_path, capsys):
+    """nGPT's alpha written as the integer -10^80 reached np.isfinite (TypeError, an internal error: fuzz --stream
+    new --seed 10606 case 48); it goes through the scenario reader's number check, refused by name."""
+    scn = {"geometry": "sphere", "norm": "ngpt", "alpha": -10 ** 80, "d": 3, "attention": "sphere_sa", "beta": 1.0,
+           "A": "identity", "V": "identity", "init": {"type": "uniform_sphere"}, "T": 1.0}
+    assert main(["particles", "--scenario", _file(tmp_path, scn), "--n", "2", "--seed", "0", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "alpha" in err and "exceeds" in err and "internal error" not in err
+
+
+def test_equiangular_reduction_has_a_budget_and_the_cap(tmp_path, capsys):
+    """Two tokens (always equiangular) at beta = -800: the derived ODE's integration stalls near rho = 0.91 with
+    every method; it spent 1e6 evaluations twice (58 s, over its --max-seconds 20: fuzz --stream new --seed 10606
+    case 418). Now EQUIANGULAR_NFEV per run, no threshold run after a stop, and the cap is passed on."""
+    from symbolic_tpde.analysis.sphere_verdict import EQUIANGULAR_NFEV
+
+    scn = {"geometry": "sphere", "norm": "post", "attention": "sphere_sa", "d": 3, "beta": -800.0, "A": "identity",
+           "V": "identity", "init": {"type": "uniform_sphere"}, "T": 1.0}
+    assert main(["classify", "--scenario", _file(tmp_path, scn), "--json", "--T", "2", "--n", "2", "--seed", "1"]) == 0
+    v, _ = _json(capsys)
+    assert v["outcome"] == "undetermined" and f"after {EQUIANGULAR_NFEV} right-hand side" in v["label"]

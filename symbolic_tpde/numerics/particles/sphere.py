@@ -426,7 +426,7 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
 
     The ``init`` block is checked by the shared schema (:func:`symbolic_tpde.inputs.scenario.parse_init` with
     ``geometry="sphere"``; relative paths from ``base_dir``)."""
-    from ...inputs.checks import MAX_ENTRY, horizon
+    from ...inputs.checks import horizon, number_tree
     from ...weights import make_head, make_weights
     from ...registry.kinds import kind_names
     from ...inputs.scenario import parse_init
@@ -441,11 +441,9 @@ def parse_sphere_scenario(data: dict, base_dir=None) -> SphereScenario:
     norm = data.get("norm", "post")
     if norm not in NORMS:
         raise InputError("norm", f"expected one of {list(NORMS)}, got {norm!r}"[:120])
-    alpha = data.get("alpha", 1.0)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not np.isfinite(alpha):
-        raise InputError("alpha", "must be a finite number")
-    if abs(alpha) > MAX_ENTRY:          # the bound on matrix entries: alpha scales the speed as they do
-        raise InputError("alpha", f"must have magnitude <= {MAX_ENTRY:g}, got {alpha!r}")
+    # a number of magnitude <= MAX_ENTRY, the bound on matrix entries (alpha scales the speed as they do); the
+    # scenario reader's check, which compares a huge JSON integer exactly instead of converting it
+    alpha = float(number_tree(data.get("alpha", 1.0), "alpha", ndim=0))
     if "alpha" in data and norm != "ngpt":
         raise InputError("alpha", "only for norm ngpt")
     d = data.get("d")
