@@ -422,6 +422,7 @@ def _new_args(rng: random.Random, sphere: bool) -> tuple[list[str], bool]:
         cmd = rng.choice(["pde", "pde", "pde", "particles", "gaussian", "classify"])
     # a 20 s cap (as the sweep cases): a legitimately long run is a time-limit, a hang is one that ignores it
     argv, bad = [cmd, "--scenario", "{path}", "--json", "--max-seconds", "20"], False
+    piece_bad_cap = False
     T = rng.choice(["0.1", "0.3", "1"])
     if cmd == "pde":
         argv += ["--grid", str(rng.choice([4, 6, 8, 12, 16])), "--T", T]
@@ -458,12 +459,15 @@ def _new_args(rng: random.Random, sphere: bool) -> tuple[list[str], bool]:
                  "gaussian": [["--T", "nan"], ["--T", "-1"]]}[cmd]
         piece = rng.choice(extra)
         argv += piece
+        piece_bad_cap = piece[0] == "--max-seconds"
         # valid: --save-every without --save (ignored or refused) and --save-every 0 (documented: first and last
         # frames only)
         bad = piece not in (["--save-every", "0.1"], ["--save", "{dir}/data.s.npz", "--save-every", "0"])
     if cmd != "classify" and rng.random() < 0.1:
         argv += ["--max-seconds", rng.choice(["1e-6", "0.001", "0.05"])]
         bad = bad and "/dev/full" not in argv   # a stopped run writes no --save file (exit 5 is then right)
+        if piece_bad_cap:       # the hostile --max-seconds is overridden by this one (the last occurrence wins)
+            bad = False
     return argv, bad
 
 
@@ -578,8 +582,9 @@ def _circle_case(rng: random.Random):
 #: writer, a device, a directory; the last three must be refused by name, never block
 SOURCES = [("{path}", False), ("{pipe}", False), ("{pipe}", False), ("{fifo}", True), ("/dev/null", True),
            ("/dev/zero", True), ("{dir}", True)]
-#: hostile output paths, each certainly invalid (must be refused before any work)
-BAD_OUTPUTS = ["", " ", "{dir}", "{dir}/no/such/dir/x", "/proc/version", "{fifo}", "/dev/full"]
+#: hostile output paths, each certainly invalid (must be refused before any work); a path in a directory that
+#: can be created (``{dir}/no/such/dir/x``) is valid: it is created (docs/cli_statuses.md, Inputs and outputs)
+BAD_OUTPUTS = ["", " ", "{dir}", "{dir}/data.f/x", "/proc/version", "{fifo}", "/dev/full"]
 
 
 def _robust_case(rng: random.Random, r_bases, s_bases):
@@ -612,6 +617,7 @@ def _robust_case(rng: random.Random, r_bases, s_bases):
         if rng.random() < 0.3 and argv[0] in ("pde", "particles"):
             argv += ["--save", rng.choice(BAD_OUTPUTS)]
             bad = True
+            yield_files = {**yield_files, "data.f": b"x"}     # a regular file where a directory is needed
         return argv, scn, bad, yield_files
     if rng.random() < 0.5:
         src, src_bad = rng.choice(SOURCES)
@@ -757,6 +763,11 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
             return "under-resolved", ""
         if rc == 5 and obj.get("status") in ("time-limit", "step-budget") and isinstance(t, float) and t >= 0:
             return "time-limit", ""
+        if rc == 5 and args[0] == "fit" and (   # no time axis: the budget used (evaluations) or the cap
+                obj.get("status") == "step-budget" and isinstance(obj.get("nfev"), int)
+                and isinstance(obj.get("budget"), int) and obj["nfev"] >= obj["budget"]
+                or obj.get("status") == "time-limit" and isinstance(obj.get("max_seconds"), float)):
+            return "time-limit", ""
         return "traceback", f"exit {rc} without its status: {out.getvalue()[:150]!r}"
     if rc == 0 and args[0] == "plot":     # prints the image's path
         made = os.path.isfile(out.getvalue().strip()) and os.path.getsize(out.getvalue().strip()) > 0
@@ -883,6 +894,11 @@ def check_invariants(cmd: str, obj) -> str:
             return f"grid min mass {obj['min_mass']} or truncated {obj['truncated']}"
         if obj.get("cov") is None or any(obj["cov"][i][i] < 0 for i in range(len(obj["cov"]))):
             return "grid covariance missing or negative"
+        from symbolic_tpde.numerics.grids.euclidean import FLOW_TOL
+
+        cells = math.prod(obj["cells"])
+        if not 0 <= obj.get("frozen", 0.0) <= FLOW_TOL * cells:
+            return f"grid frozen mass {obj.get('frozen')} outside [0, {FLOW_TOL * cells:.3g}]"
     elif cmd == "particles" and obj.get("geometry") == "sphere":
         mon = obj.get("monitor") or {}
         if not isinstance(mon.get("value"), (int, float)):

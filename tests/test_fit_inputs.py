@@ -66,3 +66,47 @@ def test_unconverged_fit_is_labelled(tmp_path, capsys, monkeypatch):
     assert main(args + ["--start", "given", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["converged"] is False and "NOT converge" in rep["not_converged_warning"]
+
+
+def test_fit_budget_derived_from_the_input():
+    """The work budget grows with the fitted numbers, the observation times and the last time (fit_budget's
+    formula, restated here): 500 x max(1, t_K/2) x 20 x (P + 1) x (K + 2)."""
+    from symbolic_tpde.analysis.fit import fit_budget
+
+    for P, times in ((2, [0.1, 0.2, 0.3]), (8, np.linspace(0, 2, 4)), (1, np.linspace(0, 10, 6))):
+        budget, formula = fit_budget(P, np.asarray(times, float))
+        assert budget == int(500 * max(1.0, times[-1] / 2) * 20 * (P + 1) * (len(times) + 2))
+        assert f"P + 1 = {P + 1}" in formula and f"K + 2 = {len(times) + 2}" in formula
+
+
+def test_fit_stops_at_its_work_budget(tmp_path, capsys, monkeypatch):
+    """A fit whose model runs use up the budget ends with status step-budget (exit 5, no estimate) and reports the
+    evaluations against the budget; the model runs never exceed it by more than one integrator step (the last
+    run is capped by what is left)."""
+    import symbolic_tpde.analysis.fit as fitmod
+
+    monkeypatch.setattr(fitmod, "FIT_RUN_NFEV", 2)          # budget 2 x 20 x 5 x 6 = 1200 evaluations
+    times = np.linspace(0, 1, 4)
+    args = _files(tmp_path, times=times, Sigma=np.array(_sigmas(times)))
+    assert main(args + ["--json"]) == 5
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["status"] == "step-budget" and rep["budget"] == 2 * 20 * 5 * 6
+    assert rep["budget"] <= rep["nfev"] <= rep["budget"] + 20 and "P + 1 = 5" in rep["formula"]
+    assert main(args) == 5
+    assert capsys.readouterr().out.startswith("step-budget: work budget of 1200")
+
+
+@pytest.mark.slow
+def test_fit_of_random_clouds_is_capped_by_its_budget(tmp_path, capsys):
+    """The fuzz case (new stream, seed 2029, case 1426) that took 62-84 s under load: A and V fitted to three
+    clouds of 6 standard normal tokens (no model behind them; seed 0 of this class). The optimiser wanders to stiff parameters; the fit
+    now stops at its budget (1.5e5 evaluations, about 8 s on a calm machine) with status step-budget."""
+    g = np.random.default_rng(0)
+    scn = {"attention": "softmax", "A": [[-0.5]], "V": [[1.0]], "alpha0": [0.2], "Sigma0": [[1.0]], "T": 0.5}
+    (tmp_path / "s.json").write_text(json.dumps(scn))
+    np.savez(tmp_path / "d.npz", times=np.array([0.1, 0.2, 0.3]), clouds=g.normal(size=(3, 6, 1)))
+    code = main(["fit", "--scenario", str(tmp_path / "s.json"), "--data", str(tmp_path / "d.npz"), "--params",
+                 "h0_A,h0_V", "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert code == 5 and rep["status"] == "step-budget", rep       # seed 0: measured 150 001 evaluations, 9 s
+    assert rep["budget"] == 150_000 and rep["nfev"] <= rep["budget"] + 20

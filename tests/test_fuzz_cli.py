@@ -106,3 +106,56 @@ def test_fuzz_generates_sweep_and_cap_cases():
     capped = [a for a, _, _ in cases if a[0] != "sweep" and "--max-seconds" in a]
     assert len(sweeps) > 10 and any(bad for a, _, bad in cases if a[0] == "sweep")
     assert len(capped) > 10
+
+
+def test_oracle_has_a_checker_for_each_invariant(tmp_path):
+    """Issue 29: the new stream's oracle checks every invariant a success must meet; each checker is shown to fire
+    on a state that violates it (and to pass the state that meets it): circle mass, |E e^{ikθ}| <= 1, positivity
+    and resolution; ℝᵈ grid mass + lost = 1, positivity, truncation, frozen mass, covariance; sphere monitor and
+    inner products; finiteness of every reported number; a result field that is null; CSVs loadable by pandas and
+    numpy without options."""
+    mod = _fuzz_module()
+    circle = {"status": "ok", "geometry": "circle", "t": 1.0, "mass": 1.0, "moments": [[0.5, 0.1], [0.2, 0.0]],
+              "min_density": 0.01, "resolution": 1e-5}
+    grid = {"status": "ok", "t": 1.0, "cells": [8, 8], "mass": 0.9, "lost": 0.1, "min_mass": 0.0, "truncated": 1e-3,
+            "frozen": 1e-14, "cov": [[1.0, 0.0], [0.0, 1.0]], "mean": [0.0, 0.0]}
+    sphere = {"status": "ok", "geometry": "sphere", "t": 1.0, "monitor": {"value": 0.3}, "min_inner": 0.2}
+    assert mod.check_invariants("pde", circle) == mod.check_invariants("pde", grid) == ""
+    assert mod.check_invariants("particles", sphere) == ""
+    broken = [("pde", {**circle, "mass": 1.001}, "circle mass"),
+              ("pde", {**circle, "moments": [[0.9, 0.5]]}, "|E e^(ik theta)| > 1"),
+              ("pde", {**circle, "min_density": -1e-3}, "negative density"),
+              ("pde", {**circle, "resolution": 0.5}, "not resolved"),
+              ("pde", {**grid, "lost": 0.2}, "grid mass"),
+              ("pde", {**grid, "min_mass": -1e-6}, "grid min mass"),
+              ("pde", {**grid, "truncated": 0.5}, "truncated"),
+              ("pde", {**grid, "frozen": 1e-3}, "frozen"),
+              ("pde", {**grid, "cov": [[-1.0, 0.0], [0.0, 1.0]]}, "covariance"),
+              ("pde", {**grid, "t": None}, "t is null"),
+              ("pde", {**grid, "mean": [float("nan"), 0.0]}, "non-finite"),
+              ("particles", {**sphere, "monitor": {"value": None}}, "monitor value"),
+              ("particles", {**sphere, "min_inner": 1.5}, "min_inner")]
+    for cmd, obj, why in broken:
+        assert why in mod.check_invariants(cmd, obj), (why, mod.check_invariants(cmd, obj))
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text("beta,t,blow_up\n1.0,0.5,0\n2.0,0.5,1\n")
+    bad.write_text("# kind softmax\nbeta,t,blow-up\n1.0,0.5,0\n")
+    assert mod.check_csv(good) == "" and mod.check_csv(bad) != ""
+
+
+def test_fuzz_classifies_a_budget_stopped_fit_as_capped(tmp_path, monkeypatch):
+    """tpde fit has no time axis: its exit 5 (step-budget with the evaluations and the budget) is a capped run
+    for the oracle, and the same exit on an invalid case is a wrong success."""
+    import numpy as np
+
+    import symbolic_tpde.analysis.fit as fitmod
+
+    mod = _fuzz_module()
+    monkeypatch.setattr(fitmod, "FIT_RUN_NFEV", 1)
+    scn = {"attention": "softmax", "A": [[-0.5]], "V": [[1.0]], "alpha0": [0.2], "Sigma0": [[1.0]], "T": 0.5}
+    buf = __import__("io").BytesIO()
+    np.savez(buf, times=np.array([0.1, 0.2, 0.3]), alpha=np.array([[0.2], [0.21], [0.22]]))
+    argv = ["fit", "--scenario", "{path}", "--data", "{dir}/data.fit.npz", "--params", "h0_A,h0_V", "--json"]
+    files = {"data.fit.npz": buf.getvalue()}
+    assert mod.run_case(argv, scn, False, str(tmp_path), files=files) == ("time-limit", "")
+    assert mod.run_case(argv, scn, True, str(tmp_path), files=files)[0] == "wrong success"

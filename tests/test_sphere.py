@@ -357,6 +357,83 @@ def test_step_limit_and_collapsed_steps_are_stalled_not_blowup():
                         norm="ngpt")
 
 
+#: a rank-one V whose only eigenvalue is negative: A_i = -e₁ (m_i)₁ with m_i the attention-weighted mean, so
+#: under nGPT / Peri-LN (which normalise A_i) every token is pushed towards -sign((m_i)₁) e₁, (m_i)₁ -> 0 from
+#: both sides in finite time and then A_i/|A_i| flips sign at every crossing: a sliding mode, the steps collapse
+V_SLIDE = np.diag([-1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("norm, kind", [("ngpt", "sphere_sa"), ("peri", "sphere_causal")])
+def test_step_collapse_is_detected_in_seconds(norm, kind):
+    """Issue 29: such runs took 76-95 s to end at the 50 000-step budget (6 tokens); the detector stops them after
+    a few hundred attempts with the evidence: the collapsed step against the largest one, the pace against the
+    budget, and the token whose attention vector vanishes, checked here against an independent loop."""
+    X0 = sample({"type": "uniform_sphere"}, 6, 3, np.random.default_rng(0))
+    w = _w(kind, 3, V=V_SLIDE)
+    run = simulate_sphere(X0, w, 5.0, norm=norm)
+    assert run.status == "stalled" and 0 < run.t < 0.5 and run.steps < 2_000, (run.steps, run.detail)
+    assert f"stalled at t = {run.t:.6g} (step collapse:" in run.detail and "the budget has" in run.detail
+    i = int(run.detail.split("nearly vanishes at token ")[1].split(":")[0])
+    a = np.linalg.norm(_loop_attention(run.theta, [(kind, 1.0, np.eye(3), V_SLIDE)]), axis=1)
+    assert a[i] <= 1e-6 * np.median(a), a
+    # Post-LN does not normalise A_i: the same weights are a smooth flow, no collapse and no stall
+    assert simulate_sphere(X0, w, 5.0, norm="post").status == "ok"
+
+
+def test_step_collapse_needs_a_collapsed_step_and_a_pace_beyond_the_budget():
+    """The detector's two conditions, on a stand-in solver: small steps near the end (the budget suffices) or
+    steps that stay near their largest size are no strike; steps 1e-6 of the largest with T far away strike, and
+    two windows in a row stop the cloud."""
+    from types import SimpleNamespace
+
+    from symbolic_tpde.numerics.particles.sphere import COLLAPSE_WINDOW, StepCollapse
+
+    def window(s, watch, h, first=0.1):
+        acc = SimpleNamespace(rows=np.array([0]), h=np.array([first]))     # the largest accepted step
+        for _ in range(COLLAPSE_WINDOW):
+            s.n_steps[0] += 1
+            s.t[0] += h
+            out = watch.update(s, acc)
+            acc = SimpleNamespace(rows=np.array([0]), h=np.array([h]))
+        return out
+
+    for T, h, fires in ((1.0, 1e-8, True), (0.1 + 2 * COLLAPSE_WINDOW * 1e-8 + 1e-6, 1e-8, False),
+                        (1e3, 1e-2, False)):
+        s = SimpleNamespace(active=np.array([0]), n_steps=np.zeros(1, int), n_rejected=np.zeros(1, int),
+                            t=np.full(1, 0.1))        # one step of 0.1 was taken
+        watch = StepCollapse(1, T, 50_000)
+        watch.restart(s)
+        assert window(s, watch, h) == {}
+        assert bool(window(s, watch, h)) == fires, (T, h)
+
+
+def test_step_collapse_through_the_commands(tmp_path):
+    """tpde classify on a 16-token causal Peri-LN scenario with the sliding V (the issue's class: 153 s to say
+    undetermined) and tpde particles on its nGPT twin: 'stalled at t = ... (step collapse: ...)' in seconds."""
+    import json
+
+    from symbolic_tpde.cli import main
+
+    scn = {"geometry": "sphere", "norm": "peri", "d": 3, "attention": "sphere_causal", "beta": 1.0,
+           "A": "identity", "V": V_SLIDE.tolist(), "init": {"type": "uniform_sphere"}, "T": 5.0}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scn))
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["classify", "--scenario", str(path), "--n", "16", "--seed", "0", "--T", "50", "--json"]) == 0
+    v = json.loads(buf.getvalue())
+    assert v["outcome"] == "undetermined" and "stalled at t = " in v["label"] and "step collapse" in v["label"]
+    path.write_text(json.dumps({**scn, "norm": "ngpt", "alpha": 1.0, "attention": "sphere_sa"}))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["particles", "--scenario", str(path), "--n", "6", "--seed", "0", "--json"]) == 0
+    out = json.loads(buf.getvalue())
+    assert out["status"] == "stalled" and "step collapse" in out["detail"] and out["steps"] < 2_000
+
+
 def test_sphere_steps_check_what_they_display():
     """Issue 19 item 5: each reduction step is an equation object checked on what it displays (the explicit
     particle system at n = 3, 4, quadrature for the circle): a displayed result altered by 1% is refused."""

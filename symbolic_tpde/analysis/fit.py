@@ -132,6 +132,35 @@ RUN_NFEV = 50_000
 #: relative singular value at or below which a direction is reported as not identifiable (module docstring)
 NULL_REL = 1e-6
 
+#: the work budget of one fit, in right-hand-side evaluations of the sensitivity system summed over every model
+#: run (:func:`fit_budget`): ``FIT_RUN_NFEV · max(1, t_K/2)`` per run (an accepted run on [0, 2] takes a few
+#: hundred, RUN_NFEV's note) times ``FIT_RUNS · (P + 1) · (K + 2)`` runs (P fitted numbers, K observation times:
+#: a continuation stage per time plus two passes, each a trust-region solve whose iterations grow with P).
+#: Measured on the fits of tests/test_fit.py: at most 71 130 evaluations (P = 8, K = 4: budget 5.4e5); a fuzz
+#: fit of random clouds (P = 2, K = 3) wandered to stiff parameters and used 1.35e6 evaluations (25 s, about 50 us
+#: each with the integrator's overhead) before the budget; now it stops at 1.5e5 with status "step-budget"
+FIT_RUN_NFEV, FIT_RUNS = 500, 20
+
+
+class FitBudgetReached(Exception):
+    """The fit used its work budget (:func:`fit_budget`) before the optimiser converged: no estimate.
+    ``used`` and ``budget`` in right-hand-side evaluations; ``formula`` says how the budget was derived."""
+
+    def __init__(self, used: int, budget: int, formula: str):
+        self.used, self.budget, self.formula = used, budget, formula
+        super().__init__(f"work budget of {budget} right-hand-side evaluations ({formula}) used up ({used}) "
+                         "before the optimiser converged: no estimate")
+
+
+def fit_budget(n_params: int, times) -> tuple[int, str]:
+    """The work budget of a fit of ``n_params`` numbers to observations at ``times`` (:data:`FIT_RUN_NFEV`):
+    ``(evaluations, formula)``."""
+    K, tK = len(times), float(times[-1])
+    per_run = FIT_RUN_NFEV * max(1.0, tK / 2)
+    budget = int(per_run * FIT_RUNS * (n_params + 1) * (K + 2))
+    return budget, (f"{FIT_RUN_NFEV} x max(1, t_K/2 = {tK / 2:.3g}) per run x {FIT_RUNS} x (P + 1 = {n_params + 1}) "
+                    f"x (K + 2 = {K + 2}) runs")
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -241,7 +270,9 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     Replicates); ``seed`` seeds their initial draws.  ``start``: ``"continuation"`` (horizon continuation from the
     start values, module docstring) or ``"given"`` (one least-squares run on all times from the start values).
     ``max_seconds``: a wall-clock cap, checked before every evaluation of the model; when reached
-    :class:`~symbolic_tpde.numerics.ode.solve.TimeLimitReached` is raised."""
+    :class:`~symbolic_tpde.numerics.ode.solve.TimeLimitReached` is raised.  Every fit has a work budget derived
+    from its size (:func:`fit_budget`: the fitted numbers, the observation times and the last time); when the
+    model runs have used it, :class:`FitBudgetReached` is raised (no estimate)."""
     from scipy.optimize import least_squares
     from scipy.stats import chi2 as scipy_chi2, norm
 
@@ -356,6 +387,8 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
             head, _, rest = nm.partition("0_")
             slots.append(("y", snames.index(f"{head}_{rest}")))
     theta0 = np.array([p_base[i] if w == "p" else y0_base[i] for w, i in slots])
+    budget, formula = fit_budget(theta0.size, times)
+    used = [0]                  # right-hand-side evaluations of every model run so far (the work budget)
     sel = ([np.arange(d)] if use_a else []) + ([d + np.arange(len(iu[0]))] if use_S else [])
     sel = np.concatenate(sel)
     cache: dict = {}
@@ -370,12 +403,19 @@ def fit(ode, times, directions, *, alpha=None, Sigma=None, clouds=None, alpha0=N
     def run(theta, dirs, k=K):
         """The sensitivity run at ``theta`` to ``times[k-1]`` (``None`` when it does not reach it)."""
         deadline.check()
+        left = budget - used[0]
+        if left <= 0:
+            raise FitBudgetReached(used[0], budget, formula)
         p, y0 = at(theta)
+        cap = min(RUN_NFEV, left)
         try:
             sol = integrate_sensitivities(ode, *layout.unpack(y0, d), float(times[k - 1]), dirs, rtol=rtol,
-                                          t_eval=times[:k], params=p, max_nfev=RUN_NFEV)
+                                          t_eval=times[:k], params=p, max_nfev=cap)
         except InputError:
             return None
+        used[0] += int(sol.nfev)
+        if sol.status == "stalled" and cap < RUN_NFEV:     # stopped by the budget, not by the run's own cap
+            raise FitBudgetReached(used[0], budget, formula)
         return sol if sol.status == "ok" and len(sol.t) == k else None
 
     def evaluate(theta, k=K):

@@ -45,8 +45,9 @@ class SphereSweep:
 
 def run_sphere_sweep(kind: str, d: int, n: int, betas, T: float, *, K: int = 4, seed: int = 0,
                      n_times: int = 61, norm: str = "post", delta: float = DELTA,
-                     max_seconds_point: float | None = None) -> SphereSweep:
-    """The phase diagram of the module docstring (one batched run of ``K`` clouds per ``β``).  BLAS is held to
+                     max_seconds_point: float | None = None, max_steps: int = STEP_BUDGET) -> SphereSweep:
+    """The phase diagram of the module docstring (one batched run of ``K`` clouds per ``β``; ``max_steps``: the
+    step budget of each run, ``tpde sweep`` derives it from the sweep's size).  BLAS is held to
     one thread: the clouds are small and threaded BLAS on a shared machine was measured 27x slower for a
     ``32 × 128`` product."""
     from ..numerics.measures.laws import sample_sphere
@@ -61,12 +62,13 @@ def run_sphere_sweep(kind: str, d: int, n: int, betas, T: float, *, K: int = 4, 
     t0 = time.perf_counter()
     with limit_threads(1):
         for b, beta in enumerate(betas):
-            _one_beta(res, b, float(beta), X0, T, delta, max_seconds_point)
+            _one_beta(res, b, float(beta), X0, T, delta, max_seconds_point, max_steps)
     res.seconds = time.perf_counter() - t0
     return res
 
 
-def _one_beta(res: SphereSweep, b: int, beta: float, X0, T, delta, max_seconds_point) -> None:
+def _one_beta(res: SphereSweep, b: int, beta: float, X0, T, delta, max_seconds_point,
+              max_steps: int = STEP_BUDGET) -> None:
     from ..numerics.particles.sphere import SphereScenario, simulate_sphere
     from ..inputs.scenario import parse_init
     from ..weights import make_head, make_weights
@@ -76,7 +78,7 @@ def _one_beta(res: SphereSweep, b: int, beta: float, X0, T, delta, max_seconds_p
     d, n = res.d, res.n
     w = make_weights([make_head(res.kind, A=np.eye(d), V=np.eye(d), beta=beta)])
     run = simulate_sphere(X0, w, T, norm=res.norm, t_eval=res.times, max_seconds=max_seconds_point,
-                          max_steps=STEP_BUDGET)
+                          max_steps=max_steps)
     res.status.append(run.status)
     iu = np.triu_indices(n, 1)
     U = run.trajectory / np.linalg.norm(run.trajectory, axis=-1, keepdims=True)       # (nt, K, n, d)

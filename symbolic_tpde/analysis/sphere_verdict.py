@@ -50,7 +50,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .sphere_clusters import DELTA, STEP_BUDGET, cluster_counts
+from .sphere_clusters import DELTA, cluster_counts, step_budget
 from .theorems import Fact
 
 __all__ = ["SphereVerdict", "classify_sphere", "sphere_facts", "hemisphere_margin", "equiangular_curve"]
@@ -274,12 +274,20 @@ def _equiangular_state(weights, X, norm):
     return float(off.mean()), r0, c * float(h.params["beta"]), v
 
 
+#: right-hand-side evaluations of one integration of the equiangular ODE (2 unknowns): a resolved run takes tens
+#: to hundreds (measured <= 600 at |β| <= 50, T = 2); at β = -800 (n = 2) every method stalls near ρ ≈ 0.91
+#: and the former limit of 1e6 evaluations, twice, took 58 s (fuzz --stream new --seed 10606 case 418)
+EQUIANGULAR_NFEV = 50_000
+
+
 def equiangular_curve(norm: str, kind: str, n: int, beta: float, rho0: float, T: float, *, r0: float = 1.0,
-                      alpha: float = 1.0, v: float = 1.0, t_eval=None, threshold: float | None = None):
+                      alpha: float = 1.0, v: float = 1.0, t_eval=None, threshold: float | None = None,
+                      max_seconds=None):
     """Integrate the derived equiangular ODE (the package's integrator, DOP853, rtol 1e-12, atol 1e-14) from
     ``(ρ₀, r₀)`` to ``T``; returns the :class:`~symbolic_tpde.numerics.ode.solve.Solution` (``y[:, 0] = ρ``,
     ``y[:, 1] = r``) and the first time ``ρ`` reaches ``threshold`` (``None`` if it does not), located to
-    round-off on the dense output by a second run that stops there."""
+    round-off on the dense output by a second run that stops there.  Each run may spend EQUIANGULAR_NFEV
+    evaluations and ``max_seconds``; a run stopped by either is returned as it is (no threshold)."""
     from ..numerics.ode.solve import StopCondition, integrate
 
     _, f_rho, f_r = _reduction(norm, "n" if kind == "sphere_usa" else "softmax")
@@ -291,9 +299,12 @@ def equiangular_curve(norm: str, kind: str, n: int, beta: float, rho0: float, T:
                          scale * f_r(rho, y[1], n, beta, alpha) if f_r is not None else 0.0])
 
     def run(**kw):
-        return integrate(rhs, [rho0, r0], (0.0, T), method="DOP853", rtol=1e-12, atol=1e-14, **kw)
+        return integrate(rhs, [rho0, r0], (0.0, T), method="DOP853", rtol=1e-12, atol=1e-14,
+                         max_nfev=EQUIANGULAR_NFEV, max_seconds=max_seconds, **kw)
 
     sol, hit = run(t_eval=t_eval), None
+    if sol.status != "ok":          # stopped (budget, cap): no second run for the threshold
+        return sol, None
     if threshold is not None and rho0 >= threshold:
         hit = 0.0
     elif threshold is not None:
@@ -341,12 +352,12 @@ def classify_sphere(scenario, X0, T: float, *, delta: float = DELTA, max_seconds
                              rate={"law": "exponential"} if f.name == "hemisphere" else None)
     state = _equiangular_state(w, X0, norm)
     if not isinstance(state, str):
-        return _equiangular_verdict(state, scenario, n, T, delta, evidence)
+        return _equiangular_verdict(state, scenario, n, T, delta, evidence, max_seconds)
     evidence.append(f"equiangular reduction does not apply: {state}")
     return _particle_verdict(scenario, X0, T, delta, evidence, max_seconds, tol, simulate_sphere, BlowupError)
 
 
-def _equiangular_verdict(state, scenario, n, T, delta, evidence) -> SphereVerdict:
+def _equiangular_verdict(state, scenario, n, T, delta, evidence, max_seconds=None) -> SphereVerdict:
     from ..symbolic import sphere_reductions as R
 
     rho0, r0, b_eff, v = state
@@ -363,7 +374,8 @@ def _equiangular_verdict(state, scenario, n, T, delta, evidence) -> SphereVerdic
                              "numerical for the float data, exact for ρ₀ = " + q + ")", "numerical", T,
                              clusters=n, t=T, min_inner=rho0, evidence=evidence,
                              rate={"law": "none", "rho_dot_at_rho0": 0})
-    sol, hit = equiangular_curve(norm, kind, n, b_eff, rho0, T, r0=r0, alpha=alpha, v=v, threshold=1 - delta)
+    sol, hit = equiangular_curve(norm, kind, n, b_eff, rho0, T, r0=r0, alpha=alpha, v=v, threshold=1 - delta,
+                                 max_seconds=max_seconds)
     if sol.status != "ok":
         return SphereVerdict("undetermined", f"undetermined: the reduction's integration stopped ({sol.message})",
                              "numerical", T, t=float(sol.t[-1]), evidence=evidence)
@@ -415,7 +427,8 @@ def _particle_verdict(scenario, X0, T, delta, evidence, max_seconds, tol, simula
     n = len(X0)
     try:
         run = simulate_sphere(X0, scenario.weights, T, norm=scenario.norm, alpha=scenario.alpha, t_eval=times,
-                              max_steps=STEP_BUDGET, max_seconds=max_seconds, tol=tol)
+                              max_steps=step_budget(n, X0.shape[1], len(scenario.weights.heads)),
+                              max_seconds=max_seconds, tol=tol)
     except BlowupError as exc:
         evidence.append(f"particles: {exc.where}: {exc.detail}")
         return SphereVerdict("blowup", f"blow-up at t = {exc.t:.6g}: {exc.detail} (numerical)", "numerical", T,

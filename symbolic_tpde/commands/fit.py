@@ -21,7 +21,10 @@ smallest value is below the measured threshold under which the intervals are not
 description with the measured calibration of its intervals; a WARNING when the whitened residual is above the
 0.999 chi-square quantile (the stated noise does not explain the residuals).  ``--start``: horizon continuation
 (default) or one run from the scenario's values.  ``--max-seconds S``: wall-clock cap of the fit; when reached no
-estimate is printed (JSON ``"status": "time-limit"``), exit 5.  Exit 0; 2 on bad input.
+estimate is printed (JSON ``"status": "time-limit"``), exit 5.  Every fit also has a work budget derived from
+its size (:func:`symbolic_tpde.analysis.fit.fit_budget`: right-hand-side evaluations of the model runs, from the
+number of fitted values, of observation times and the last time); when it is used up no estimate is printed (JSON
+``"status": "step-budget"`` with ``budget``, ``nfev`` and the ``formula``), exit 5.  Exit 0; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def _load(path: str) -> dict:
 
 
 def run(args) -> int:
-    from ..analysis.fit import fit
+    from ..analysis.fit import FitBudgetReached, fit
     from ..gaussian import GaussianODE
     from ..inputs.scenario import load_scenario
     from ..numerics.ode.solve import TimeLimitReached
@@ -86,6 +89,10 @@ def run(args) -> int:
     except TimeLimitReached as exc:     # no estimate: the optimiser was stopped before it converged
         print(strict_json({"status": "time-limit", "max_seconds": cap, "message": str(exc)}) if args.json else
               f"time-limit: {exc}; no estimate (the optimiser had not converged)")
+        return EXIT_TIME_LIMIT
+    except FitBudgetReached as exc:     # the work budget derived from the input: no estimate either
+        print(strict_json({"status": "step-budget", "budget": exc.budget, "nfev": exc.used,
+                           "formula": exc.formula, "message": str(exc)}) if args.json else f"step-budget: {exc}")
         return EXIT_TIME_LIMIT
     rep = {"status": "ok", **res.report()}
     if not res.converged:      # the JSON keeps "converged": false; the warning says what that means

@@ -186,8 +186,9 @@ def _save_atomic(path: str, times, X) -> None:
 
 
 def _save_atomic_arrays(path: str, arrays: dict) -> None:
-    """Write ``arrays`` as ``.npz`` to exactly ``path``: a regular file through a temporary file in the
-    same directory and ``os.replace`` (an interrupted or failed write leaves nothing behind), anything else
+    """Write ``arrays`` as ``.npz`` to exactly ``path`` (its directory created, as ``writable_output`` accepted a
+    creatable one before the work): a regular file through a temporary file in the same directory and
+    ``os.replace`` (an interrupted or failed write leaves nothing behind), anything else
     (a device such as ``/dev/full``) directly, checking every write."""
     import io
     import os
@@ -210,6 +211,8 @@ def _save_atomic_arrays(path: str, arrays: dict) -> None:
 
         from ..codegen.cache import atomic_write
 
-        atomic_write(Path(os.path.abspath(path)), data)
+        target = Path(os.path.abspath(path))
+        target.parent.mkdir(parents=True, exist_ok=True)   # a creatable directory passed writable_output first
+        atomic_write(target, data)
     except OSError as exc:
         raise InputError("save", f"cannot write {path!r}: {exc.strerror or exc}") from None

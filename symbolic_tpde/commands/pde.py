@@ -6,6 +6,7 @@ Prints (``--json``)::
     {"status": "ok", "t": .., "d": .., "cells": [..], "h": [..], "lo": [..], "hi": [..], "scheme": ..,
      "mass": Σm, "lost": mass that left the domain, "truncated": 1 - Σm₀ of the raw projection (initial mass
      outside the grid + cell quadrature error; refused above 1e-2, then normalised away: Σm₀ = 1),
+     "frozen": mass in cells below 1e-15 (they carry no flux out; the CFL step is set where the mass is),
      "mass_error": max |Σm + lost - Σm₀| over the steps, "min_mass": most negative cell mass seen,
      "mean": [..], "cov": [[..]] (exact moments of the piecewise-constant density), "occupied": cells with 99 %,
      "steps", "rejected", "nfev", "grown", "seconds"}
@@ -29,7 +30,8 @@ ok and never blow-up.  ``--save``: ``times (k,)`` and ``rho (k, M)`` at ``--save
 The solvers and their guarantees: :mod:`symbolic_tpde.numerics.grids.euclidean`, :mod:`symbolic_tpde.numerics.grids.circle`.  Exit status: 0 ok; 2 bad input (one line
 naming the field; sinkhorn and masked attention refused with the reason; with ``--json`` also
 ``{"status": "error", "field", "problem"}`` on stdout); 3 blow-up (with its time); 5 wall-clock cap
-(``status`` ``time-limit``) or work budget (``status`` ``step-budget``, ℝᵈ: 1e10 cell-pair evaluations), with
+(``status`` ``time-limit``) or work budget (``status`` ``step-budget``, ℝᵈ: 2e10 cell-pair evaluations, or a
+pace that projects over 100 times that), with
 the time reached, no ``--save`` file; 6 under-resolved (``status`` ``under-resolved``); docs/cli_statuses.md.
 """
 
@@ -135,7 +137,8 @@ def _run(args) -> int:
     out = {"status": run_.status, "t": run_.t, "d": g.d, "cells": list(g.shape), "h": g.h.tolist(),
            "lo": g.lo.tolist(), "hi": (g.lo + g.h * np.array(g.shape)).tolist(), "scheme": run_.scheme,
            "method": args.method, "mass": float(run_.masses.sum()), "lost": run_.lost,
-           "truncated": run_.truncated, "mass_error": run_.mass_error, "min_mass": run_.min_mass,
+           "truncated": run_.truncated, "frozen": run_.frozen, "mass_error": run_.mass_error,
+           "min_mass": run_.min_mass,
            "mean": mean.tolist(), "cov": cov.tolist(), "occupied": run_.occupied, "steps": run_.steps,
            "rejected": run_.rejected, "nfev": run_.nfev, "grown": run_.grown, "seconds": run_.seconds}
     from ..numerics.grids.euclidean import POS_TOL
@@ -151,11 +154,9 @@ def _run(args) -> int:
         return EXIT_UNDER_RESOLVED
     stopped = run_.status in ("time-limit", "step-budget")
     if run_.status == "step-budget":
-        from ..numerics.grids.euclidean import WORK_BUDGET
-
-        out["detail"] = (f"the work budget of {WORK_BUDGET:.0e} cell-pair evaluations ({run_.nfev} evaluations of "
-                         f"{int(np.prod(g.shape))} cells) ran out at t = {run_.t:.6g} (before T = {T:.6g}): the CFL "
-                         "step is tiny (fast far cells); use fewer cells or a shorter T")
+        out["detail"] = (f"{run_.detail} ({run_.nfev} evaluations of {int(np.prod(g.shape))} cells) at t = "
+                         f"{run_.t:.6g} (before T = {T:.6g}): use fewer cells, a larger --cfl "
+                         "or a shorter T")
     if args.save and not stopped:
         from .particles import _save_atomic_arrays
 
@@ -203,7 +204,7 @@ def run_circle(args) -> int:
     import numpy as np
 
     from ..errors import BlowupError, InputError
-    from ..numerics.grids.circle import project_initial, resolution, solve_circle, trig_moments
+    from ..numerics.grids.circle import evaluation_budget, project_initial, resolution, solve_circle, trig_moments
     from ..numerics.particles.sphere import load_sphere_scenario
     from ..inputs.checks import strict_json
     from .gaussian import EXIT_TIME_LIMIT, max_seconds
@@ -252,7 +253,11 @@ def run_circle(args) -> int:
             broken.append(f"peaks not resolved (top-third modes {R:.3g} > {RESOLUTION_TOL:g})")
         if abs(mass - 1) > 1e-9 or float(np.max(np.abs(mom))) > 1 + 1e-9:
             broken.append(f"mass {mass:.6g}, max |E e^(ik theta)| {float(np.max(np.abs(mom))):.6g}")
-    if status not in ("ok", "time-limit") or broken:
+    if status == "stalled" and sol.nfev >= evaluation_budget(M) and not broken:
+        # the evaluation budget derived from M ran out on a resolved, valid state: a work budget, not the grid
+        # failing (e.g. --noise: explicit steps below 3.3 / (sigma (M/2)^2), the diffusion's stiffness)
+        status = "step-budget"
+    elif status not in ("ok", "time-limit") or broken:
         # Post-LN and nGPT on the circle have no finite-time blow-up in a resolved density: an event, a stalled
         # or a non-finite step here is the grid failing to follow the density (clusters sharper than its points)
         status = "under-resolved"
@@ -271,7 +276,13 @@ def run_circle(args) -> int:
         print(strict_json(out) if args.json else out["detail"])
         sys.stdout.flush()
         return EXIT_UNDER_RESOLVED
-    stopped = status == "time-limit"
+    stopped = status in ("time-limit", "step-budget")
+    if status == "step-budget":
+        out["detail"] = (f"the evaluation budget max(20000, 2e8 / (M log2 M)) = {evaluation_budget(M)} of {M} "
+                         f"points ran out at t = {t_end:.6g} (before T = {T:.6g}) on a resolved state"
+                         + (f"; with --noise {noise:g} the explicit steps are bounded by the diffusion's "
+                            f"stiffness, 3.3 / (sigma (M/2)^2) = {3.3 / (noise * (M / 2) ** 2):.3g}" if noise else "")
+                         + "; use fewer points, less noise or a shorter T")
     if args.save and not stopped:
         from .particles import _save_atomic_arrays
 
@@ -279,7 +290,9 @@ def run_circle(args) -> int:
     if args.json:
         print(strict_json(out))
     else:
-        if stopped:
+        if status == "step-budget":
+            print(f"step-budget: {out['detail']}")
+        elif stopped:
             print(f"time-limit: wall-clock limit of {cap:g} s reached at t = {out['t']:.6g} (before T = {T:.6g})")
         print(f"circle, {M} points (spectral, {scn.norm}, noise {noise:g}; {sol.n_steps} steps, {seconds:.2f} s), "
               f"t = {out['t']:.6g}")

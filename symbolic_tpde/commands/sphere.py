@@ -61,7 +61,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
 
     import numpy as np
 
-    from ..analysis.sphere_clusters import DELTA, STEP_BUDGET, cluster_labels, monitor_report, time_to_one_cluster
+    from ..analysis.sphere_clusters import DELTA, cluster_labels, monitor_report, step_budget, time_to_one_cluster
     from ..errors import BlowupError, InputError
     from ..registry.kinds import part
     from ..inputs.checks import horizon, strict_json
@@ -85,7 +85,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     t0 = time.perf_counter()
     try:
         run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
-                              max_steps=STEP_BUDGET,
+                              max_steps=step_budget(args.n, scn.d, len(scn.weights.heads)),
                               t_eval=t_eval, max_seconds=max_seconds(args))
     except BlowupError as exc:
         out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
@@ -168,9 +168,15 @@ def is_sphere_kind(kind: str) -> bool:
     return kind in kind_names("sphere")
 
 
-#: ``tpde sweep`` on a sphere kind: the largest betas × clouds × tokens² × d (each of the ~1e3 field evaluations
-#: of a run costs tokens² d per cloud: 1e9 is about 1e12 multiply-adds, an hour of one core)
-MAX_SWEEP_SIZE = 1e9
+#: ``tpde sweep`` on a sphere kind: the cost of one field evaluation of one cloud is ``max(tokens² d,
+#: CLOUD_OVERHEAD)`` multiply-add equivalents (:func:`symbolic_tpde.analysis.sphere_clusters.step_budget`; the
+#: clouds of a batch are evaluated one by one).  ``size = betas x clouds x that cost`` is refused above
+#: MAX_SWEEP_SIZE, and every run's step budget is ``SWEEP_WORK / (7 size)`` steps (7 evaluations per
+#: Dormand-Prince step), at most STEP_BUDGET: the sweep's
+#: work is then at most SWEEP_WORK (1e12, about 20 minutes of one core); at the largest accepted size a run has
+#: 1 400 steps.  A run that uses its budget ends "stalled" (step limit) at the time reached.  The issue-29
+#: example, 200 betas x 1 000 clouds of 8 tokens (1e10), was bounded only by the wall-clock cap (hours)
+MAX_SWEEP_SIZE, SWEEP_WORK = 1e8, 1e12
 #: ``sphere_usa`` (no softmax normalisation): the weights ``e^{β<θ_i,θ_j>}`` and the velocity are of size
 #: ``e^{|β|}``, beyond float64 (1.8e308 = e^709.8) above this
 USA_MAX_BETA = 700.0
@@ -207,12 +213,16 @@ def run_sweep(args, *, writable_stem) -> int:
         raise InputError("range", f"|beta| <= {USA_MAX_BETA:g} for sphere_usa, got {smin:g} {smax:g}: its "
                          "unnormalised weights e^(beta <θ_i, θ_j>) leave float64 above ~709 (softmax kinds "
                          "take any beta)")
-    size = float(args.n) * args.K * args.tokens ** 2 * args.d
+    from ..analysis.sphere_clusters import CLOUD_OVERHEAD, step_budget
+
+    size = float(args.n) * args.K * max(float(args.tokens) ** 2 * args.d, CLOUD_OVERHEAD)
     if size > MAX_SWEEP_SIZE:
-        raise InputError("K", f"n K tokens² d = {size:.3g} exceeds the cap {MAX_SWEEP_SIZE:g} (lower one of them)")
+        raise InputError("K", f"n K max(tokens² d, {CLOUD_OVERHEAD:g}) = {size:.3g} exceeds the cap "
+                         f"{MAX_SWEEP_SIZE:g} (the work of one cloud evaluation; lower one of them)")
     writable_stem(args.out)
+    steps = step_budget(args.tokens, args.d, clouds=args.n * args.K, work=SWEEP_WORK)
     res = run_sphere_sweep(args.kind, args.d, args.tokens, np.linspace(smin, smax, args.n), T, K=args.K,
-                           seed=args.seed, max_seconds_point=max_seconds(args))
+                           seed=args.seed, max_seconds_point=max_seconds(args), max_steps=steps)
     for p in save_sphere_sweep(res, args.out):
         print(p)
     for b, v, te in zip(res.betas, res.verdicts, res.equiangular_time):

@@ -69,8 +69,12 @@ def growth_rates(beta: float, kmax: int, kind: str = "SA", noise: float = 0.0) -
 
 
 def _check_noise(noise):
+    from ...inputs.checks import MAX_ENTRY
+
     if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0):
         raise InputError("noise", f"must be finite and >= 0, got {noise!r}")
+    if noise > MAX_ENTRY:       # like scenario entries: sigma k^2 stays finite for every k < M/2 <= 32768
+        raise InputError("noise", f"must be at most {MAX_ENTRY:.0e} (the bound on scenario entries), got {noise!r}")
 
 
 def circle_weights(beta: float, kind: str = "SA"):
@@ -264,7 +268,7 @@ def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 
             return np.array([float(np.min(u)) + bar * (1 + NEGATIVE_TOL), RESOLUTION_TOL - resolution(bar + u)])
 
         events = [StopCondition(g, "under-resolved", "the density is under-resolved at t = {t:.6g}")]
-    budget = max(20_000, int(2e8 / (M * math.log2(M))))
+    budget = evaluation_budget(M)
     sol = integrate(f, u0, (0.0, float(T)), method="dopri5", rtol=rtol, atol=atol, t_eval=t_eval,
                     max_seconds=max_seconds, progress=lambda t, _T: last.__setitem__(0, t), events=events,
                     max_nfev=budget, stuck_evals=2000)
@@ -272,6 +276,12 @@ def solve_circle(rho0, weights, T: float, *, norm: str = "post", alpha: float = 
     if sol.y_end is not None:
         sol.y_end = sol.y_end + bar
     return sol
+
+
+def evaluation_budget(M: int) -> int:
+    """Right-hand-side evaluations a circle run on ``M`` points may spend: ``max(20000, 2e8 / (M log₂ M))`` (each
+    costs a few FFTs of ``M`` points: about a minute of one core)."""
+    return max(20_000, int(2e8 / (M * math.log2(M))))
 
 
 #: Resolution measure of a density on ``M`` points: the relative size of its top third of modes,

@@ -29,6 +29,10 @@ that left through the boundary.  Right-hand side, per axis ``k``:
 * flux ``F_{c+½} = a⁺ m^E_c + a⁻ m^W_{c+1}`` (upwind of the face), ``dm_c/dt = -(F_{c+½} - F_{c-½})/h_k``; the
   boundary fluxes feed ``dL/dt``, so ``Σ m + L`` is conserved to round-off by construction (telescoping sums).
 
+Cells below :data:`FLOW_TOL` of the mass carry no flux out (they only receive): the CFL bound below is taken
+over the faces next to cells that carry mass, not over far, nearly empty cells (where an unnormalised kernel's
+velocity is huge); their mass stays on the grid and is reported as ``frozen`` (at most ``FLOW_TOL`` per cell).
+
 Time: the strong-stability-preserving Runge–Kutta methods SSPRK2 (Heun) or SSPRK3 (Shu–Osher), given as
 :class:`.rk.Tableau` and stepped by :func:`.rk.rk_stages` (the package's one RK routine).  Both are convex
 combinations of forward-Euler steps, so the forward-Euler positivity bound carries over: the step is
@@ -83,11 +87,27 @@ MAX_CELLS = 1 << 16   # per run: the dense velocity evaluation is O(cells²)
 #: falls in a few cells): refused, never run with a wrong initial law.
 MAX_TRUNCATED = 1e-2
 #: Work budget of one run in cell-pair evaluations: each evaluation of a dense kind's field costs (cells next
-#: to the mass) x (cells with mass) pairs (``linear``: their sum, it is O(cells)); 2e10 is a few minutes of one
-#: core.  A run whose CFL step would need more (e.g. huge velocities in nearly empty far cells of an
-#: unnormalised kernel, or ``--cfl 1e-9``) stops with status ``"step-budget"`` at the time reached: the budget
+#: to the mass) x (cells with mass) pairs (``linear``: their sum, it is O(cells)) plus EVAL_OVERHEAD; 2e10 is a
+#: minute or two of one core.  A run whose CFL step would need more (e.g. huge velocities in nearly empty far
+#: cells of an unnormalised kernel, or ``--cfl 1e-9``) stops with status ``"step-budget"`` at the time reached: the budget
 #: follows from the input (the cells and the kinds), unlike the wall-clock cap.
 WORK_BUDGET = 2e10
+#: Each evaluation also counts this many cell pairs: its fixed cost (measured ~1 ms for 19 cells in 1-D, the
+#: cost of ~2e5 pairs at ~5 ns), so the budget bounds small grids too (1-D, 16 cells, T = 1e6 ran for hours:
+#: its pairs alone never reached the budget)
+EVAL_OVERHEAD = 2e5
+#: A cell whose mass is below ``FLOW_TOL`` (of the total mass 1) carries no flux out: it only receives, so it stays
+#: ``>= 0``, and the CFL step is bounded over the faces next to cells that carry mass (flowing cells) only.  Why:
+#: an unnormalised kernel's velocity grows like ``e^{c|x|}``, so the far cells of a Gaussian start (masses down to
+#: 1e-91) set a CFL step 60x below the one where the mass is (2-D softmax_unnormalized, 24² cells: speed 2.5e3
+#: there against 37 at cells above 1e-15; the run ground at t = 0.005 of 0.347 after 10 s).  The mass held in
+#: such cells stays on the grid (the total is conserved exactly) and is reported as ``frozen``: at most
+#: ``FLOW_TOL x cells`` (6.6e-11 at the 65 536-cell bound), so the moments move by at most that times the box.
+FLOW_TOL = 1e-15
+#: A run whose pace (the last step's length and work) projects more than this many times WORK_BUDGET for the rest
+#: of ``[t, T]`` stops at once with status ``"step-budget"`` and the projection (e.g. ``--cfl 1e-9``: the budget
+#: would otherwise be spent, minutes, before saying so): the pace would have to improve this much to finish
+PROJECTED_EXCESS = 100.0
 
 
 # ---------------------------------------------------------------------------------- weighted attention field
@@ -301,13 +321,13 @@ class _Rhs:
         self.work = 0.0                   # cell pairs evaluated (WORK_BUDGET)
         self.amax = np.zeros(grid.d)
 
-    def velocity(self, t, m):
-        """Velocity ``(*shape, d)`` at the cell centres (zero far from the mass: cells not next to a massive
-        cell carry no flux)."""
+    def velocity(self, t, m, flowing=None):
+        """Velocity ``(*shape, d)`` at the cell centres next to the ``flowing`` cells (default: every cell with
+        mass; zero elsewhere: those faces carry no flux); every cell with mass is a key of the field."""
         keys = m.ravel() > 0
-        query = _dilate(m > 0).ravel()
+        query = _dilate(m > 0 if flowing is None else flowing).ravel()
         u = np.zeros((m.size, self.grid.d))
-        if keys.any():
+        if keys.any() and query.any():
             w = self.schedule(t)
             nq, nk = float(query.sum()), float(keys.sum())
             if self.velocity_tol is not None and separable.covers(w, self.grid):  # sub-quadratic, bounded error
@@ -322,17 +342,22 @@ class _Rhs:
 
     def __call__(self, t, y):
         self.nfev += 1
+        self.work += EVAL_OVERHEAD
         g = self.grid
         m = y[:-1].reshape(g.shape)
-        u = self.velocity(float(t), m)
+        flowing = np.abs(m) >= FLOW_TOL          # cells below FLOW_TOL carry no flux out (module constant)
+        u = self.velocity(float(t), m, flowing)
         if not np.all(np.isfinite(u)):
             raise _NonFinite()
         dm = np.zeros_like(m)
         lost = 0.0
+        m_flow = np.where(flowing, m, 0.0)
         for k in range(g.d):
             a = _face_velocity(u, k)
-            self.amax[k] = max(self.amax[k], float(np.abs(a).max(initial=0.0)))
-            F = _axis_flux(m, a, k, self.muscl)
+            z = np.zeros_like(np.take(flowing, [0], axis=k))
+            near = np.concatenate([z, flowing], axis=k) | np.concatenate([flowing, z], axis=k)   # faces
+            self.amax[k] = max(self.amax[k], float(np.abs(a[near]).max(initial=0.0)))
+            F = _axis_flux(m_flow, a, k, self.muscl)
             dm -= np.diff(F, axis=k) / g.h[k]
             lost += (np.take(F, -1, axis=k).sum() - np.take(F, 0, axis=k).sum()) / g.h[k]
         return np.concatenate([dm.ravel(), [lost]])
@@ -366,6 +391,8 @@ class GridRun:
     seconds: float
     frames: list = field(default_factory=list, repr=False)
     velocity_bound: float = 0.0   # largest bound on a separable velocity's error (0: direct sums only)
+    frozen: float = 0.0           # mass at the end in cells below FLOW_TOL (they carry no flux out)
+    detail: str = ""              # why a "step-budget" run stopped (spent, or projected: PROJECTED_EXCESS)
 
     @property
     def density(self) -> np.ndarray:
@@ -457,7 +484,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
     mass_err, min_mass = 0.0, float(m.min())
     frames = [(0.0, m.copy(), g.lo.copy())]
     last_frame = 0.0
-    status = "ok"
+    status, detail = "ok", ""
     t_start = time.perf_counter()
     while t < T:
         if deadline.expired():
@@ -467,6 +494,7 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             raise InputError("grid", f"more than {max_steps} steps before T (the CFL step became too small)")
         if work >= WORK_BUDGET:
             status = "step-budget"
+            detail = f"the work budget of {WORK_BUDGET:.0e} cell-pair evaluations ran out"
             break
         f = _Rhs(g, schedule, scheme == "muscl", threads, velocity_tol)
         y = np.concatenate([m.ravel(), [lost]])
@@ -494,6 +522,12 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
             dt /= 2
         nfev += f.nfev
         work += f.work
+        need = (T - t - dt) / dt * f.work if dt < T - t else 0.0
+        if need > PROJECTED_EXCESS * WORK_BUDGET:
+            status = "step-budget"
+            detail = (f"at the pace of the last step (dt = {dt:.3g}, {f.work:.3g} cell-pair evaluations) the rest of "
+                      f"[t, T] needs about {need:.3g} evaluations, over {PROJECTED_EXCESS:g}x the work budget "
+                      f"{WORK_BUDGET:.0e}")
         vbound = max(vbound, f.velocity_bound)
         m = y1[:-1].reshape(g.shape)
         lost = float(y1[-1])
@@ -506,10 +540,13 @@ def solve_grid(spec, schedule, T: float, N: int, *, scheme: str = "muscl", cfl: 
         if save_every > 0 and (t - last_frame >= save_every or t >= T):
             frames.append((t, m.copy(), g.lo.copy()))
             last_frame = t
+        if status == "step-budget":
+            break
     if frames[-1][0] != t:
         frames.append((t, m.copy(), g.lo.copy()))
+    frozen = float(m[(m > 0) & (m < FLOW_TOL)].sum())
     return GridRun(g, m, t, lost, status, steps, rejected, nfev, grown, mass_err, min_mass, truncated, scheme,
-                   time.perf_counter() - t_start, frames, vbound)
+                   time.perf_counter() - t_start, frames, vbound, frozen, detail)
 
 
 # ----------------------------------------------------------------------------------------- grid measures

@@ -289,6 +289,10 @@ class RKSolver:
     def status(self, i: int) -> Status:
         return _STATUS[self.code[i]]
 
+    def stop(self, rows, status: Status = Status.STALLED) -> None:
+        """End ``rows`` with ``status`` (a caller's own test, e.g. a step-collapse detector)."""
+        self.code[np.asarray(rows, dtype=int)] = _CODE[status]
+
     @property
     def active(self) -> np.ndarray:
         return np.nonzero(self.code == _RUN)[0]
