@@ -246,3 +246,34 @@ def test_certified_enclosure_d3_non_normal_V():
     Tn = _sundman_T([(V, A)], np.eye(3))
     c = certify_blowup(make_weights([make_head("softmax", A=A, V=V)]), np.eye(3), 10 * Tn, max_seconds=120.0)
     assert c.upper is not None and c.lower <= Tn <= c.upper and c.upper - c.lower < 1e-5, c.sides
+
+
+def test_sinkhorn_growth_past_1e77_is_overflow_with_its_time_not_a_stall(capsys):
+    """Issue 30 (statuses that cannot mislead): a d = 2 Sinkhorn run growing exponentially (no finite-time
+    blow-up) had its generated right-hand side overflow at tr Σ ≈ 1e77 and was reported "stalled".  It goes on
+    in the scale-free matrix form to the solver's overflow stop: status "overflow" with its time, exit 0."""
+    from symbolic_tpde.cli import main
+    from symbolic_tpde.numerics.ode.numeric_matrix import sinkhorn_cross_cov, sqrtm_psd
+
+    d = 2
+    scn = {"attention": "sinkhorn", "V": [[1.8, 0.0], [0.0, 1.8]], "A": [[1.2, 0.1], [0.1, 0.9]],
+           "alpha0": [0.1, -0.2], "Sigma0": [[1.2, 0.1], [0.1, 0.9]], "T": 300.0}
+    import tempfile, os
+    path = os.path.join(tempfile.mkdtemp(), "s.json")
+    with open(path, "w") as fh:
+        json.dump(scn, fh)
+    rc = main(["gaussian", "--scenario", path, "--json", "--covariance-only", "--max-seconds", "60"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["status"] == "overflow", out["message"]
+    assert 20 < out["t"] < 300 and "stopped being finite" in out["message"] and "tr Σ = " in out["message"]
+    # the scale-free cross-covariance against the plain formula (module docstring of numeric_matrix) written
+    # here, at moderate scales, and finite where the plain one overflows
+    A = np.array(scn["A"])
+    for s in (1e-3, 1.0, 1e3):
+        S = s * np.array(scn["Sigma0"])
+        R = sqrtm_psd(S)
+        M = R @ A.T @ S @ A @ R
+        w, U = np.linalg.eigh(0.5 * (M + M.T))
+        ref = 2 * S @ A @ R @ ((U / (np.sqrt(1 + 4 * np.clip(w, 0, None)) + 1)) @ U.T) @ R
+        assert np.allclose(sinkhorn_cross_cov(A, S), ref, rtol=1e-12, atol=0)
+    assert np.all(np.isfinite(sinkhorn_cross_cov(A, 1e120 * np.array(scn["Sigma0"]))))
