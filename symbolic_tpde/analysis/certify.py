@@ -433,12 +433,19 @@ def _tail(Q: _Quadratic, pairs, X, t1, deadline: float, max_steps: int = 2000):
     rho_c = iv.mpf(_mid1(rho1))                      # the centre's ρ (an exact float start)
     Theta = max(math.log(_hi(rho1) / _lo(rho_c)), math.log(_hi(rho_c) / _lo(rho1)), 0.0) * (1 + 1e-12)
     t_iv = t1
-    steps = 0
+    steps = extra = 0
     h_prev = None
     while True:
         dist = _norm_hi(_matvec(iPinv, [iv.mpf(float(a)) - float(b) for a, b in zip(yc, ystar)]))
         if dist + R < r_star:
-            break
+            # inside the invariant ball: go on while the tail's share of the enclosure, ρ(1/κ - 1/κ_max), is
+            # not small against the width accumulated so far (ρ decays like e^{-κs}; a few dozen steps)
+            rr = dist + R
+            kap = taustar + iv.mpf([-1, 1]) * (_norm_hi(vstar) * rr + Mn * rr * rr)
+            share = _hi(rho_c) * (1 / _lo(kap) - 1 / _hi(kap)) if _lo(kap) > 0 else math.inf
+            if share <= 1e-2 * (_hi(t_iv) - _lo(t_iv)) + 1e-15 or extra >= 200 or time.perf_counter() > deadline:
+                break
+            extra += 1
         if steps >= max_steps or time.perf_counter() > deadline or not R < 0.05:
             return None, (f"the tube from N(t₁) did not reach the invariant ball |z| ≤ {r_star:.3g} around N* "
                           f"(distance {dist:.3g}, radius {R:.3g} after {steps} steps)")
