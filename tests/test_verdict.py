@@ -339,3 +339,26 @@ def test_exponential_growth_is_not_a_blowup_for_the_law_test():
     assert run.stop == "r_max"
     Tst, err, note = tail_estimate(run)
     assert Tst is None and "exponential-type" in note, note
+
+
+def test_a_slow_sundman_blowup_is_not_given_a_direct_T_star_that_the_regular_form_has_passed():
+    """Fuzz seed 7301, case 3 (softmax d = 3, V upper triangular, small A): Σ/tr Σ settles at a rank-one limit where
+    tr F(N*) = 0, so log tr Σ grows only like c·log s in Sundman time and the regular form cannot reach its 80
+    e-folds; the direct form's singularity signature then gives a T* (± 5e-10) that the regular form has already
+    passed with a finite Σ.  classify must not adopt it (it says why), and never states a T* below the time the
+    regular form reached."""
+    from symbolic_tpde.analysis.verdict import classify_long_time
+    from symbolic_tpde import make_head, make_weights
+
+    V = np.array([[0.437335870375429, 1.268969198746525, -0.45997375064927354],
+                  [0.0, 0.4549922970597341, -2.1708502517620256], [0.0, 0.0, 0.7051248964637493]])
+    A = np.array([[-0.04479386853262671, 0.054927069651509876, -0.03738247250908185],
+                  [0.1472484684882491, 0.02002064137912702, 8.96306616255076e-06],
+                  [-0.012956388321708251, -0.20479150080569686, -0.06046866981748718]])
+    S0 = np.array([[2.8483881565689395, 1.0791401048089533, 0.2543055930262077],
+                   [1.0791401048089533, 0.7026254786176712, -0.3056746835393562],
+                   [0.2543055930262077, -0.3056746835393562, 1.0445101894062545]])
+    v = classify_long_time(GaussianODE.from_weights(make_weights([make_head("softmax", A=A, V=V)])), S0, 1000.0,
+                           max_seconds=3.0)
+    assert v.outcome != "blowup" or v.blowup_time + v.blowup_time_error >= v.t, v.label
+    assert any("not used" in e for e in v.evidence) or v.outcome == "blowup", v.evidence[-2:]
