@@ -182,3 +182,98 @@ def test_sinkhorn_covariance_velocity_at_a_collapsed_sigma():
     ref = V @ Ct + Ct.T @ V.T
     F = covariance_velocity(w, S)
     assert np.allclose(F, ref, rtol=1e-12, atol=1e-14)
+
+
+def _sundman_T(pairs, S0):
+    """T* by DOP853 in Sundman time dt/ds = 1/tr Σ to tr Σ = 1e12 plus the remaining 1/(tr Σ·tr F(N)): written
+    here, independent of analysis.certify and of the validate module."""
+    from scipy.integrate import solve_ivp
+
+    d = len(S0)
+    F = lambda S: (lambda Z: Z + Z.T)(sum(V @ S @ A @ S for V, A in pairs))  # noqa: E731
+    ev = lambda s, y: np.trace(y[:-1].reshape(d, d)) - 1e12  # noqa: E731
+    ev.terminal = True
+    sol = solve_ivp(lambda s, y: np.append(F(y[:-1].reshape(d, d)).ravel(), 1.0) / np.trace(y[:-1].reshape(d, d)),
+                    (0, 1e6), np.append(S0.ravel(), 0.0), method="DOP853", rtol=1e-12, atol=1e-14, events=ev)
+    S = sol.y[:-1, -1].reshape(d, d)
+    return sol.y[-1, -1] + 1 / (np.trace(S) * np.trace(F(S / np.trace(S))))
+
+
+def test_certified_two_sided_enclosure_contains_the_independent_T_star():
+    """Issue 30 item 1 (upper side): softmax, V ≠ cI (no theorem), d = 2: lower side + certified tail (tube of the
+    N-flow into a proved-invariant ball around N*) enclose T*; an independent DOP853 T* lies inside."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.certify import certify_blowup
+
+    A, V = np.array([[0.4, -0.3], [0.5, 0.2]]), np.array([[1.5, 0.2], [0.1, 0.6]])
+    S0 = np.array([[0.7, -0.1], [-0.1, 1.1]])
+    Tn = _sundman_T([(V, A)], S0)
+    c = certify_blowup(make_weights([make_head("softmax", A=A, V=V)]), S0, 10 * Tn, max_seconds=20.0)
+    assert c.upper is not None, c.sides
+    assert c.lower <= Tn <= c.upper and c.upper - c.lower < 1e-5 * Tn
+    assert c.label.startswith("certified: T* ∈ [") and "upper side" in c.sides[1] and "invariant" in c.sides[1]
+    assert c.no_blowup_before is None
+
+
+def test_certificate_refuses_the_upper_side_where_no_ball_can_be_invariant():
+    """Two refusals that must not become claims: (i) a rank-one direction that keeps turning (the N-flow has no
+    fixed point to hold a ball; T* exists), (ii) V = I, where every rank-one N is a fixed point (DG(N*) is
+    singular): only the lower side, below the true T*, with the reason."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.certify import certify_blowup
+
+    A, S0 = np.array([[0.4, -0.3], [0.5, 0.2]]), np.array([[0.7, -0.1], [-0.1, 1.1]])
+    V = np.array([[1.2, 0.3], [-0.2, 0.8]])
+    c = certify_blowup(make_weights([make_head("softmax", A=A, V=V)]), S0, 100.0, max_seconds=10.0)
+    assert c.upper is None and c.no_blowup_before is None and "no certified upper bound" in c.label
+    assert "did not settle at a fixed point" in c.sides[0]
+    L = np.linalg.cholesky(S0)
+    Tc = 1 / np.linalg.eigvalsh(L.T @ (A + A.T) @ L).max()      # V = I closed form (README Mathematics §4)
+    c = certify_blowup(make_weights([make_head("softmax", A=A, V=np.eye(2))]), S0, 10 * Tc, max_seconds=1.5)
+    assert c.upper is None and c.lower < Tc
+
+
+@pytest.mark.slow
+def test_certified_enclosure_d3_non_normal_V():
+    """d = 3, the issue's class (non-symmetric V, one positive eigenvalue of VA + AᵀVᵀ): both sides, around the
+    independent T* (about 20 s: the tube needs ~250 validated steps)."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.analysis.certify import certify_blowup
+
+    import tests.test_verdict as tv
+
+    A, V = np.array(tv._DRIFT_A), np.array(tv._DRIFT_V)
+    Tn = _sundman_T([(V, A)], np.eye(3))
+    c = certify_blowup(make_weights([make_head("softmax", A=A, V=V)]), np.eye(3), 10 * Tn, max_seconds=120.0)
+    assert c.upper is not None and c.lower <= Tn <= c.upper and c.upper - c.lower < 1e-5, c.sides
+
+
+def test_sinkhorn_growth_past_1e77_is_overflow_with_its_time_not_a_stall(capsys):
+    """Issue 30 (statuses that cannot mislead): a d = 2 Sinkhorn run growing exponentially (no finite-time
+    blow-up) had its generated right-hand side overflow at tr Σ ≈ 1e77 and was reported "stalled".  It goes on
+    in the scale-free matrix form to the solver's overflow stop: status "overflow" with its time, exit 0."""
+    from symbolic_tpde.cli import main
+    from symbolic_tpde.numerics.ode.numeric_matrix import sinkhorn_cross_cov, sqrtm_psd
+
+    d = 2
+    scn = {"attention": "sinkhorn", "V": [[1.8, 0.0], [0.0, 1.8]], "A": [[1.2, 0.1], [0.1, 0.9]],
+           "alpha0": [0.1, -0.2], "Sigma0": [[1.2, 0.1], [0.1, 0.9]], "T": 300.0}
+    import tempfile, os
+    path = os.path.join(tempfile.mkdtemp(), "s.json")
+    with open(path, "w") as fh:
+        json.dump(scn, fh)
+    rc = main(["gaussian", "--scenario", path, "--json", "--covariance-only", "--max-seconds", "60"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["status"] == "overflow", out["message"]
+    assert 20 < out["t"] < 300 and "stopped being finite" in out["message"] and "tr Σ = " in out["message"]
+    # the scale-free cross-covariance against the plain formula (module docstring of numeric_matrix) written
+    # here, at moderate scales, and finite where the plain one overflows
+    A = np.array(scn["A"])
+    for s in (1e-3, 1.0, 1e3):
+        S = s * np.array(scn["Sigma0"])
+        R = sqrtm_psd(S)
+        M = R @ A.T @ S @ A @ R
+        w, U = np.linalg.eigh(0.5 * (M + M.T))
+        ref = 2 * S @ A @ R @ ((U / (np.sqrt(1 + 4 * np.clip(w, 0, None)) + 1)) @ U.T) @ R
+        assert np.allclose(sinkhorn_cross_cov(A, S), ref, rtol=1e-12, atol=0)
+    assert np.all(np.isfinite(sinkhorn_cross_cov(A, 1e120 * np.array(scn["Sigma0"]))))

@@ -339,3 +339,36 @@ def test_exponential_growth_is_not_a_blowup_for_the_law_test():
     assert run.stop == "r_max"
     Tst, err, note = tail_estimate(run)
     assert Tst is None and "exponential-type" in note, note
+
+
+def test_a_slow_sundman_blowup_falls_back_on_the_direct_forms_T_star():
+    """Fuzz seed 7301, case 3 (softmax d = 3, V upper triangular, small A): Σ/tr Σ settles at a rank-one limit where
+    tr F(N*) = 0, so log tr Σ grows only like c·log s in Sundman time and the regular form cannot reach its 80
+    e-folds within the cap ("undetermined" before).  The direct form's blow-up signature is the fallback; its T*
+    agrees with an independent DOP853 run in Sundman time written here (rtol 1e-13, to tr Σ = 1e14, where the
+    remaining time is below 1e-9: the last 100-fold rise of tr Σ took 7e-10)."""
+    from scipy.integrate import solve_ivp
+
+    from symbolic_tpde.analysis.verdict import classify_long_time
+
+    V = np.array([[0.437335870375429, 1.268969198746525, -0.45997375064927354],
+                  [0.0, 0.4549922970597341, -2.1708502517620256], [0.0, 0.0, 0.7051248964637493]])
+    A = np.array([[-0.04479386853262671, 0.054927069651509876, -0.03738247250908185],
+                  [0.1472484684882491, 0.02002064137912702, 8.96306616255076e-06],
+                  [-0.012956388321708251, -0.20479150080569686, -0.06046866981748718]])
+    S0 = np.array([[2.8483881565689395, 1.0791401048089533, 0.2543055930262077],
+                   [1.0791401048089533, 0.7026254786176712, -0.3056746835393562],
+                   [0.2543055930262077, -0.3056746835393562, 1.0445101894062545]])
+    v = classify_long_time(GaussianODE.from_weights(make_weights([make_head("softmax", A=A, V=V)])), S0, 1000.0,
+                           max_seconds=3.0)
+    F = lambda S: (lambda Z: Z + Z.T)(V @ S @ A @ S)  # noqa: E731
+    ts = []
+    for level in (1e12, 1e14):
+        ev = lambda s, y: np.log(np.trace(y[:-1].reshape(3, 3)) / level)  # noqa: E731
+        ev.terminal = True
+        sol = solve_ivp(lambda s, y: np.append(F(y[:-1].reshape(3, 3)).ravel(), 1.0) / np.trace(y[:-1].reshape(3, 3)),
+                        (0, 1e9), np.append(S0.ravel(), 0.0), method="DOP853", rtol=1e-13, atol=1e-16, events=ev)
+        ts.append(sol.y[-1, -1])
+    assert ts[1] - ts[0] < 1e-9
+    assert v.outcome == "blowup" and "direct form" in v.label, v.label
+    assert abs(v.blowup_time - ts[1]) <= v.blowup_time_error + 1e-9

@@ -169,6 +169,39 @@ def _precision_note(y, d: int, rtol: float) -> str:
             f"{'>' if c * np.finfo(float).eps > rtol else '<='} rtol = {rtol:g}")
 
 
+def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol, atol, t_eval, bps, max_nfev,
+                             progress, jac, deadline):
+    """``(sol, f)``: ``sol`` continued from its last finite state in :func:`.matrix_form.affine_rhs` (when the
+    weights have one and it is finite there), else unchanged."""
+    from ..numerics.ode.solve import integrate
+    from .matrix_form import affine_rhs, frozen_alpha
+
+    d = ode.d
+    fa = affine_rhs(ode.schedule(0.0), d)
+    if fa is None:
+        return sol, f
+    fa = frozen_alpha(fa, d) if freeze_alpha else fa
+    t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
+    with np.errstate(all="ignore"):
+        if not np.all(np.isfinite(fa(t1, y1))):
+            return sol, f
+    te = None if t_eval is None else np.asarray(t_eval, float)
+    k = len(sol.t) if te is None else int(np.searchsorted(te, t1, side="right"))
+    rest = integrate(fa, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
+                     t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
+                     events=gaussian_events(ode, blowup)[:1 if blowup else 0], max_nfev=max(max_nfev - sol.nfev, 1),
+                     progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
+    rest.t = np.concatenate([np.asarray(sol.t)[:k], np.asarray(rest.t)])
+    rest.y = np.vstack([np.asarray(sol.y)[:k].reshape(-1, len(y1)), np.asarray(rest.y).reshape(-1, len(y1))])
+    rest.nfev += sol.nfev
+    rest.n_steps += sol.n_steps
+    rest.events = list(sol.events) + list(rest.events)
+    tr = float(np.trace(layout.unpack(y1, d)[1]))
+    rest.message = (f"{rest.message} (the generated right-hand side stopped being finite at t = {t1:.10g}, "
+                    f"tr Σ = {tr:.3g}; the run went on in the matrix form of the affine field)")
+    return rest, fa
+
+
 def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str = "DOP853", rtol: float = 1e-12,
                       atol=None, t_eval=None, blowup: bool = True, progress=None, max_nfev: int = 1_000_000,
                       max_seconds=None, jac=None) -> Solution:
@@ -217,6 +250,12 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
                         f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol)")
         sol, f, cond = rest, fm, tilt_m
+    if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None
+            and np.all(np.isfinite(sol.y_end)) and ode.schedule.is_constant):
+        # the rhs stopped being finite at a finite state (the generated Sinkhorn form overflows from tr Σ ~ 1e77):
+        # the same run goes on in the matrix form of affine_field (scale-free), to the solver's overflow stop
+        sol, f = _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol, atol, t_eval, bps,
+                                          max_nfev, progress, jac, deadline)
     sol.status = reported_status(sol)
     if sol.status == Status.TIME_LIMIT and sol.y_end is not None and np.all(np.isfinite(sol.y_end)):
         # why a run is slow: where cond Σ·eps exceeds rtol the entries no longer carry the small eigenvalues

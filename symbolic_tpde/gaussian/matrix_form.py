@@ -171,6 +171,22 @@ def matrix_rhs(weights, d: int):
     return f, [h[2] for h in heads if h[2] is not None]
 
 
+def affine_rhs(weights, d: int):
+    """``f(t, y) = (b + Jα, JΣ + ΣJᵀ)`` on the Gaussian layout with ``(b, J)`` of :func:`affine_field` at each
+    call (every affine kind, Sinkhorn included; slower than :func:`matrix_rhs`), or ``None`` where
+    :func:`affine_field` is."""
+    if affine_field(weights, np.zeros(d), np.eye(d)) is None:
+        return None
+
+    def f(t, y):
+        a, S = layout.unpack(np.asarray(y, float), d)
+        b, J = affine_field(weights, a, S)
+        JS = J @ S
+        return layout.pack(b + J @ a, JS + JS.T)
+
+    return f
+
+
 def frozen_alpha(f, d: int):
     """``f`` on the Gaussian layout with ``α`` held at 0 (its entries and their derivatives zero): the covariance
     equation alone, for kinds whose ``dΣ/dt`` does not involve ``α`` (the classifier and ``--covariance-only``)."""

@@ -136,3 +136,40 @@ def checks(quick: bool = False):
                        max_seconds=4.0)
     yield result("certified no blow-up before T = 2", "softmax V SPD", 2,
                  0.0 if c.no_blowup_before == 2.0 else 1.0, 0.0, "validated enclosure bounded on [0, 2]")
+    # two-sided enclosures (lower side + certified tail) where no theorem gives T*: softmax, V not a multiple of
+    # I, d = 2; the enclosure must contain T* from an independent DOP853 run in Sundman time (below)
+    for A, V, S0t in ((np.array([[0.4, -0.3], [0.5, 0.2]]), np.array([[1.5, 0.2], [0.1, 0.6]]),
+                       np.array([[0.7, -0.1], [-0.1, 1.1]])),
+                      (np.array([[0.6, -0.2], [0.1, -0.3]]), np.array([[1.0, 0.5], [0.0, 0.5]]), S0c)):
+        Tn = _sundman_blowup_time([(V, A)], S0t)
+        c = certify_blowup(make_weights([make_head("softmax", A=A, V=V)]), S0t, 10 * Tn, max_seconds=10.0)
+        inside = c.upper is not None and c.lower <= Tn <= c.upper
+        yield result("certified enclosure [lower, upper] contains T*", "softmax V≠cI", 2, 0.0 if inside else 1.0,
+                     0.0, f"[{c.lower:.10g}, {c.upper if c.upper is None else f'{c.upper:.10g}'}] against "
+                     f"DOP853 T* = {Tn:.12g} (rtol 1e-12), {c.seconds:.2g} s")
+
+
+def _sundman_blowup_time(pairs, S0, r_end: float = 1e12) -> float:
+    """``T*`` of ``Σ' = Σ_h V_hΣA_hΣ + ΣA_hᵀΣV_hᵀ`` by DOP853 in Sundman time ``dt/ds = 1/tr Σ`` up to
+    ``tr Σ = r_end``, plus the remaining ``1/(tr Σ·tr F(Σ/tr Σ))`` (``d(1/tr Σ)/dt = -tr F(N)``, ``N`` settled):
+    independent of ``analysis.certify``."""
+    from scipy.integrate import solve_ivp
+
+    d = len(S0)
+
+    def F(S):
+        Z = sum(V @ S @ A @ S for V, A in pairs)
+        return Z + Z.T
+
+    def rhs(s, y):
+        S = y[:-1].reshape(d, d)
+        tr = np.trace(S)
+        return np.append(F(S).ravel() / tr, 1.0 / tr)
+
+    ev = lambda s, y: np.log(np.trace(y[:-1].reshape(d, d)) / r_end)  # noqa: E731
+    ev.terminal = True
+    sol = solve_ivp(rhs, (0.0, 1e6), np.append(np.asarray(S0, float).ravel(), 0.0), method="DOP853",
+                    rtol=1e-12, atol=1e-14, events=ev)
+    S = sol.y[:-1, -1].reshape(d, d)
+    N = S / np.trace(S)
+    return float(sol.y[-1, -1] + 1.0 / (np.trace(S) * np.trace(F(N))))

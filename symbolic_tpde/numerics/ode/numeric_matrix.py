@@ -25,14 +25,24 @@ from ..linalg import sqrtm_psd
 
 
 def sinkhorn_cross_cov(A: np.ndarray, Sigma: np.ndarray, epsilon: float = 1.0) -> np.ndarray:
-    """``Cᵀ`` of the Gaussian entropic self-plan (module docstring), by eigen-decompositions only."""
+    """``Cᵀ`` of the Gaussian entropic self-plan (module docstring), by eigen-decompositions only.
+
+    Scale-free: with ``Σ = sΣ̂`` (``s = tr Σ``), ``M = s²M̂`` and ``√(I + 4M) + I = s(√(s⁻²I + 4M̂) + s⁻¹I)``, so
+    ``Cᵀ = s·2Σ̂A_εR̂(√(s⁻²I + 4M̂) + s⁻¹I)⁻¹R̂`` (``R̂ = Σ̂^{1/2}``, ``M̂ = R̂A_εᵀΣ̂A_εR̂``): no product of four
+    ``Σ`` factors, which would overflow from ``tr Σ ~ 1e77``."""
+    Sigma = np.asarray(Sigma, dtype=float)
+    s = float(np.trace(Sigma))
+    if not (np.isfinite(s) and s > 0):
+        s = 1.0
+    Sh = Sigma / s
     Ae = np.asarray(A, dtype=float) / epsilon
-    R = sqrtm_psd(Sigma)
-    M = R @ Ae.T @ Sigma @ Ae @ R
+    R = sqrtm_psd(Sh)
+    M = R @ Ae.T @ Sh @ Ae @ R
     M = 0.5 * (M + M.T)
     w, U = np.linalg.eigh(M)
-    inv_SpI = (U / (np.sqrt(1.0 + 4.0 * np.clip(w, 0.0, None)) + 1.0)) @ U.T
-    return 2.0 * Sigma @ Ae @ R @ inv_SpI @ R
+    u = 1.0 / s
+    inv = (U / (np.sqrt(u * u + 4.0 * np.clip(w, 0.0, None)) + u)) @ U.T
+    return s * (2.0 * Sh @ Ae @ R @ inv @ R)
 
 
 class NumericMatrixRHS:
