@@ -221,6 +221,13 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
             out = attend_fused(q, k, values, threads=threads, **kw)
             if out is not None:
                 return out
+        elif same:  # above the crossover: the key-blocked kernel where it covers the call
+            from .fused_flash import attend_flash, prefers as flash_prefers
+
+            if flash_prefers(mode, q.shape[1], values.shape[1], values.dtype):
+                out = attend_flash(q, k, values, threads=threads, **kw)
+                if out is not None:
+                    return out
         if same and values.dtype in (np.float32, np.float64):  # BLAS logits, fused row pass
             from .fused_rows import row_pass
 
