@@ -437,23 +437,27 @@ def table(a) -> None:
 
 
 def crossover(a) -> None:
-    """The fused kernel (vector loops) against BLAS logits + row pass at p = d = 8..32 (``fused.CROSSOVER``)."""
+    """The fused kernel (vector loops) against the key-blocked kernel (``fused_flash``) and BLAS logits + row pass
+    at p = d = 8..32: the measurement behind ``fused.CROSSOVER`` (the flash kernel runs above it)."""
+    from symbolic_tpde.numerics.particles import fused_flash
     from symbolic_tpde.numerics.particles.fused_rows import row_pass
 
     n = (a.n or [4000])[0]
-    ds = a.d or [8, 12, 16, 20, 24, 31]
+    ds = a.d or [8, 10, 12, 14, 16, 20, 24]
     rng = np.random.default_rng(7)
-    print(f"crossover, n = {n}, {a.repeats} interleaved rounds; rows/fused = time of the rows path / the fused "
-          f"kernel's (> 1: the fused kernel is faster); table in use: {fused.CROSSOVER} "
-          f"(this build: {fused.simd_compiled()!r})")
+    print(f"crossover, n = {n}, {a.repeats} interleaved rounds; flash/fused (rows/fused) = time of the key-blocked "
+          f"kernel (of the rows path) / the fused kernel's (> 1: the fused kernel is faster); table in use: "
+          f"{fused.CROSSOVER} (this build: {fused.simd_compiled()!r})")
+    none = dict(mode="softmax", key_bias=None, shift=0.0, prefix=None, sink_logit=None, sink_value=None)
     for dtype in (np.dtype(x) for x in a.dtype):
         for d in ds:
             X = (rng.standard_normal((n, d)) / np.sqrt(d / 2)).astype(dtype)
             q = np.ascontiguousarray(X @ (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype).T)
             rows = row_pass("softmax", dtype, key_bias=None, shift=0.0, prefix=None, sink_logit=None, sink_value=None)
-            fns = {"fused": lambda: fused.attend_fused(q, X, X, mode="softmax", key_bias=None, shift=0.0, prefix=None,
-                                                       sink_logit=None, sink_value=None, threads=None),
+            fns = {"fused": lambda: fused.attend_fused(q, X, X, threads=None, **none),
                    "rows": lambda: attend_numpy(q, X, X, rows=rows)}
+            if fused_flash.attend_flash(q[:1], X[:1], X[:1], threads=1, **none) is not None:
+                fns["flash"] = lambda: fused_flash.attend_flash(q, X, X, threads=None, **none)
             for fn in fns.values():
                 fn()
             rounds = []
@@ -466,10 +470,14 @@ def crossover(a) -> None:
                         k += 1
                     r[name] = (time.perf_counter() - t0) / k
                 rounds.append(r)
-            per = [r["rows"] / r["fused"] for r in rounds]
-            print(f"{dtype.name:>7} d = p = {d:>2}: rows/fused median {statistics.median(per):.2f} "
-                  f"(rounds {min(per):.2f}..{max(per):.2f}); dispatch: "
-                  f"{'fused' if fused.prefers('softmax', d, d, dtype) else 'rows'}", flush=True)
+            cols = []
+            for other in ("flash", "rows"):
+                if other in fns:
+                    per = [r[other] / r["fused"] for r in rounds]
+                    cols.append(f"{other}/fused {statistics.median(per):.2f} ({min(per):.2f}..{max(per):.2f})")
+            path = ("fused" if fused.prefers("softmax", d, d, dtype) else
+                    "flash" if fused_flash.prefers("softmax", d, d, dtype) else "rows")
+            print(f"{dtype.name:>7} d = p = {d:>2}: " + "; ".join(cols) + f"; dispatch: {path}", flush=True)
 
 
 if __name__ == "__main__":

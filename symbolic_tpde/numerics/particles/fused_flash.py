@@ -117,7 +117,7 @@ def attend_flash(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sin
     T = fused.ctype(dt)
     prm = params(T, form, p, d)
     flags = (key_bias is not None, prefix is not None, sink_logit is not None)
-    mod = fused.module(("flash", mode, dt.str, p, d, *flags, form),
+    mod = fused.module(("flash", mode, dt.str, *flags, form, tuple(sorted(prm.items()))),
                        lambda: (c_source(mode, dt, p, d, *flags, form), _cdecl(T)))
     if mod is None:
         return None
