@@ -15,8 +15,10 @@ extra n) it times, in the same run and on the same data (``q = X Aᵀ``, keys an
 * ``numpy``: the blocked path :func:`symbolic_tpde.numerics.particles.attend.attend_numpy` (row blocks, BLAS at one
   thread per Python thread, default threads);
 * ``fused``: :func:`symbolic_tpde.numerics.particles.attend.attend`, the package's dispatch (column ``path``:
-  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, up to ``fused.CROSSOVER``; ``rows``, BLAS logits
-  and the compiled row pass of :mod:`symbolic_tpde.numerics.particles.fused_rows`, above it);
+  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, up to ``fused.CROSSOVER``;
+  ``flash``, the key-blocked kernel of :mod:`symbolic_tpde.numerics.particles.fused_flash`, above it on AVX-512 /
+  AVX2 builds; ``rows``, BLAS logits and the compiled row pass of
+  :mod:`symbolic_tpde.numerics.particles.fused_rows`, above it on other builds);
 * ``tile1``: the fused kernel forced to one query per pass over the keys (``tile=1``; only where the
   dispatch tiles, 3 <= d <= 8), so ``t1/fus`` is the gain of the query tiles in the same run;
 * ``avx2``, ``plain`` (x86, d <= 8, ``--no-forms`` to skip): the same dispatch with the kernel built as other
@@ -65,7 +67,7 @@ import tracemalloc
 
 import numpy as np
 
-from symbolic_tpde.numerics.particles import fused
+from symbolic_tpde.numerics.particles import fused, fused_flash
 from symbolic_tpde.numerics.particles.attend import BLAS_CONTROL, attend, attend_numpy
 from symbolic_tpde.numerics.threads import usable_cores
 
@@ -238,15 +240,6 @@ def with_form(form: str, fn):
             os.environ["TPDE_FUSED_ISA"] = old
 
 
-def traced_peak(fn) -> int:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak
-
-
 MEM_SCRIPT = """
 import resource, sys, time
 import numpy as np
@@ -381,12 +374,18 @@ def table(a) -> None:
                 do_naive = 3 * n * n * np.dtype(dtype).itemsize <= NAIVE_LIMIT_BYTES and n <= 8000
                 if do_naive:
                     fns = {"naive": lambda: naive(q, X, X), **fns}
-                reps = {}
-                for name, fn in fns.items():  # warm-up: builds the kernel, pages in buffers; then one timed call
-                    fn()
+                reps, mem = {}, {}
+                for name, fn in fns.items():  # warm-up: builds the kernel, pages in buffers; then one timed call,
+                    fn()                      # traced (tracemalloc) for the memory columns
+                    if name in ("naive", "numpy", "fused"):
+                        tracemalloc.start()
+                        tracemalloc.reset_peak()
                     t0 = time.perf_counter()
                     fn()
                     reps[name] = max(1, min(50, int(MIN_SEGMENT_S / max(time.perf_counter() - t0, 1e-6))))
+                    if name in ("naive", "numpy", "fused"):
+                        mem[name] = tracemalloc.get_traced_memory()[1] / 2**20
+                        tracemalloc.stop()
                 R = a.repeats if n <= 8000 else 3
                 rounds = []
                 for _ in range(R):
@@ -412,13 +411,14 @@ def table(a) -> None:
                     tch_cell = f"{statistics.median(per):7.2f}{'=' if min(per) <= 1 <= max(per) else ' '}"
                 else:
                     tch_cell = f"{'-':>8}"
-                mem = {k: traced_peak(fns[k]) / 2**20 for k in ("naive", "numpy", "fused") if k in fns}
-                if "fused" in mem and q.shape[1] < fused.MAX_P:
-                    work = fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize
-                    mem["fused"] += cores * work / 2**20
-                ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
                 path = "numpy" if fused.available() is not None else (
-                    "fused" if fused.prefers("softmax", q.shape[1], d, dtype) else "rows")
+                    "fused" if fused.prefers("softmax", q.shape[1], d, dtype) else
+                    "flash" if fused_flash.prefers("softmax", q.shape[1], d, dtype) else "rows")
+                if path == "fused":  # the C work buffers, which tracemalloc does not see
+                    mem["fused"] += cores * fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize / 2**20
+                elif path == "flash":
+                    mem["fused"] += cores * fused_flash.work_bytes(dtype, q.shape[1], d) / 2**20
+                ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
                 print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
                       + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"
                                  for k in ("naive", "numpy", "fused", "yard", "tile1", "avx2", "plain", "torch"))

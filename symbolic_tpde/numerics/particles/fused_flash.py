@@ -38,7 +38,7 @@ import numpy as np
 
 from . import fused, fused_simd
 
-__all__ = ["params", "c_source", "prefers", "attend_flash", "MAX_DIM"]
+__all__ = ["params", "c_source", "prefers", "attend_flash", "work_bytes", "MAX_DIM"]
 
 #: Largest feature and value dimension this kernel is built for (issue 33: head dimensions 1-256).
 MAX_DIM = 256
@@ -66,6 +66,17 @@ def params(T: str, form: str, p: int, d: int) -> dict:
         r -= 1
     return {"P": p, "D": d, "DP": nc * w, "QB": qb, "KB": s["KB"][T], "RL": s["RL"], "KV": s["KV"], "R": r,
             "CC": cc, "PW": s["KV"] * w, "NPW": w}
+
+
+def work_bytes(dtype, p: int, d: int) -> int:
+    """Bytes of C work buffers one thread allocates (the tile's logits, its float64 sums, one block sum); the
+    caller's padded copies of the queries, keys and values are numpy arrays, seen by ``tracemalloc``."""
+    dt = np.dtype(dtype)
+    form = fused.simd_compiled(dt)
+    if form not in LANES:
+        return 0
+    prm = params(fused.ctype(dt), form, p, d)
+    return (prm["QB"] * prm["KB"] + prm["R"] * prm["CC"] * prm["NPW"]) * dt.itemsize + prm["QB"] * prm["DP"] * 8
 
 
 def _cdecl(T: str) -> str:
@@ -127,9 +138,11 @@ def attend_flash(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sin
     nqp, nkp = ntiles * qb, -(-n_k // pw) * pw
     qp = np.zeros((nqp, p), dtype=dt)
     qp[:n_q] = q
-    kpad = np.zeros((nkp, p), dtype=dt)
-    kpad[:n_k] = k
-    kp = np.ascontiguousarray(kpad.reshape(nkp // pw, pw, p).transpose(0, 2, 1))  # panels (P, PW)
+    kp = np.zeros((nkp // pw, p, pw), dtype=dt)  # panels (P, PW): keys j0 .. j0 + PW - 1, feature-major
+    full = n_k // pw
+    kp[:full] = np.asarray(k[:full * pw]).reshape(full, pw, p).transpose(0, 2, 1)
+    if full * pw < n_k:
+        kp[full, :, :n_k - full * pw] = np.asarray(k[full * pw:]).T
     vp = np.zeros((nkp, dp), dtype=dt)
     vp[:n_k, :d] = values
     bb = pf = sl = sv = None
