@@ -100,7 +100,7 @@ def test_softmax_with_bias_matches_reference(p, d, dt):
 @pytest.mark.parametrize("mode,opts", [("softmax", ("bias", "sink")), ("softmax", ("prefix",)),
                                        ("softmax", ("prefix", "sink", "bias")), ("softmax", ("masked",)),
                                        ("exp", ("bias",)), ("exp", ())])
-@pytest.mark.parametrize("p,d", [(16, 16), (64, 24)])
+@pytest.mark.parametrize("p,d", [(16, 16), pytest.param(64, 24, marks=pytest.mark.slow)])
 def test_every_mode_matches_reference(mode, opts, p, d, dt):
     rng = np.random.default_rng([p, d, len(opts), len(mode)])
     q, k, v, kw = make_case(rng, 61, 1100, p, d, dt, opts)  # 1100 keys: several key blocks (online rescaling)
@@ -225,3 +225,40 @@ def test_avx2_form_matches_reference(dt, monkeypatch):
         ref, scale = reference(q, k, v, "softmax", kw)
         assert float((np.abs(got.astype(np.longdouble) - ref) / scale).max()) < bound(q, k, dt, "avx2")
         assert np.array_equal(run(q, k, v, "softmax", kw, threads=1), got)
+
+
+FLAG_SETS = ([("softmax", (b, pf, s)) for b in (0, 1) for pf in (0, 1) for s in (0, 1)]  # (bias, prefix, sink)
+             + [("exp", (b, pf, 0)) for b in (0, 1) for pf in (0, 1)])
+
+
+def warning_cases():
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    out = [("avx512", "softmax", np.float32, 16, 16, (1, 1, 1)), ("avx2", "exp", np.float64, 40, 37, (1, 0, 0))]
+    shapes = [(12, 12), (3, 40), (64, 64), (256, 130)]
+    for i, form in enumerate(("avx512", "avx2")):
+        for j, dt in enumerate((np.float64, np.float32)):
+            for k, (mode, flags) in enumerate(FLAG_SETS):
+                p, d = shapes[(k + j + i) % len(shapes)]
+                out.append(pytest.param(form, mode, dt, p, d, flags, marks=pytest.mark.slow))
+    return out
+
+
+@pytest.mark.skipif(fused.available() is not None, reason=str(fused.available()))
+@pytest.mark.parametrize("form,mode,dt,p,d,flags", warning_cases())
+def test_every_variant_compiles_without_warnings(form, mode, dt, p, d, flags, tmp_path):
+    """-Wall -Wextra -Werror, with the kernel's flags and those of the form (AVX-512 / AVX2 targeted explicitly,
+    so both are checked on either machine)."""
+    import subprocess
+
+    from symbolic_tpde.codegen import cbuild
+
+    path = tmp_path / "flash.c"
+    path.write_text(fused_flash.c_source(mode, dt, p, d, *map(bool, flags), form))
+    isa = {"avx512": ("-mavx512f",), "avx2": ("-mno-avx512f", "-mavx2", "-mfma")}[form]
+    base = [*cbuild.find_compiler(), *(f for f in fused.CFLAGS if f != "-shared"), *isa]
+    proc = subprocess.run([*base, "-Wall", "-Wextra", "-Werror", "-c", str(path), "-o", str(tmp_path / "f.o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-3000:]
