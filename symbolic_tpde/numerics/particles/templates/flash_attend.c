@@ -43,6 +43,7 @@ typedef double T;
 
 #include "tpde_exp.h"
 #include "tpde_repeat.h"
+#include "tpde_threads.h"
 #include "tpde_vec.h"
 
 #if W != NPW
@@ -52,31 +53,39 @@ typedef double T;
 #error "inconsistent tile parameters"
 #endif
 #define NC (DP / W)
+/* acc[0 .. n1)[0 .. n2) = 0 (unrolled: the micro-kernels keep acc in registers) */
+#define TPDE_ZERO2(acc, n1, n2) \
+    TPDE_PRAGMA(GCC unroll 32) for (int r_ = 0; r_ < (n1); ++r_) \
+    TPDE_PRAGMA(GCC unroll 8) for (int u_ = 0; u_ < (n2); ++u_) acc[r_][u_] = VZERO();
+/* The micro-kernels' step, a rank-1 update acc[r][u] += a_r b_u: n2 vectors b_u = BVEC(u) loaded once, each
+ * scalar a_r = ASCAL(r) broadcast once, n1 * n2 fused multiply-adds */
+#define TPDE_RANK1(acc, n1, n2, BVEC, ASCAL) { \
+    V b_[n2]; \
+    TPDE_PRAGMA(GCC unroll 8) for (int u_ = 0; u_ < (n2); ++u_) b_[u_] = BVEC(u_); \
+    TPDE_PRAGMA(GCC unroll 32) for (int r_ = 0; r_ < (n1); ++r_) { \
+        const V a_ = VSET1(ASCAL(r_)); \
+        TPDE_PRAGMA(GCC unroll 8) for (int u_ = 0; u_ < (n2); ++u_) acc[r_][u_] = VFMA(a_, b_[u_], acc[r_][u_]); \
+    } }
 
 typedef struct {
     long nq, nk, ntiles; const T *q, *kp, *v, *bias; const int64_t *prefix;
     const T *sink_logit, *sink_value; T *out; long next; int failed;
 } tpde_fargs;
 
+/* the operands of the two micro-kernels' steps (names local to each kernel) */
+#define TPDE_KEYS(u) VLOAD(kpan + c * PW + (u) * W)
+#define TPDE_QUERY(r) q[(r) * P + c]
+#define TPDE_VALUES(u) VLOAD(v + j * DP + (u) * W)
+#define TPDE_WEIGHT(r) w[(r) * KB + j]
+
 /* S[r][0 .. PW) for RL queries: q (RL rows of P), kpan (P, PW) */
 static inline void tpde_logits(const T *restrict q, const T *restrict kpan, T *restrict s,
                                const T *restrict bias) {
     V acc[RL][KV];
-#pragma GCC unroll 32
-    for (int r = 0; r < RL; ++r)
-#pragma GCC unroll 8
-        for (int u = 0; u < KV; ++u) acc[r][u] = VZERO();
+    TPDE_ZERO2(acc, RL, KV)
 #pragma GCC unroll 4
     for (int c = 0; c < P; ++c) {
-        V kk[KV];
-#pragma GCC unroll 8
-        for (int u = 0; u < KV; ++u) kk[u] = VLOAD(kpan + c * PW + u * W);
-#pragma GCC unroll 32
-        for (int r = 0; r < RL; ++r) {
-            const V qq = VSET1(q[r * P + c]);
-#pragma GCC unroll 8
-            for (int u = 0; u < KV; ++u) acc[r][u] = VFMA(qq, kk[u], acc[r][u]);
-        }
+        TPDE_RANK1(acc, RL, KV, TPDE_KEYS, TPDE_QUERY)
     }
     (void)bias;
 #pragma GCC unroll 32
@@ -94,20 +103,9 @@ static inline void tpde_logits(const T *restrict q, const T *restrict kpan, T *r
 /* blk[r][CC*W] = sum over the block's nb keys of w[r][j] v[j][c0 ..] for R queries (T lanes) */
 static inline void tpde_values(const T *restrict w, const T *restrict v, long nb, T *restrict blk) {
     V acc[R][CC];
-#pragma GCC unroll 32
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int u = 0; u < CC; ++u) acc[r][u] = VZERO();
+    TPDE_ZERO2(acc, R, CC)
     for (long j = 0; j < nb; ++j) {
-        V vv[CC];
-#pragma GCC unroll 8
-        for (int u = 0; u < CC; ++u) vv[u] = VLOAD(v + j * DP + u * W);
-#pragma GCC unroll 32
-        for (int r = 0; r < R; ++r) {
-            const V ww = VSET1(w[r * KB + j]);
-#pragma GCC unroll 8
-            for (int u = 0; u < CC; ++u) acc[r][u] = VFMA(ww, vv[u], acc[r][u]);
-        }
+        TPDE_RANK1(acc, R, CC, TPDE_VALUES, TPDE_WEIGHT)
     }
 #pragma GCC unroll 32
     for (int r = 0; r < R; ++r)
@@ -240,15 +238,6 @@ static void *tpde_fworker(void *arg) {
 int tpde_flash(long nq, long nk, long ntiles, const T *q, const T *kp, const T *v, const T *bias,
                const int64_t *prefix, const T *sink_logit, const T *sink_value, T *out, int threads) {
     tpde_fargs a = { nq, nk, ntiles, q, kp, v, bias, prefix, sink_logit, sink_value, out, 0, 0 };
-    if (threads > 64) threads = 64;
-    if (threads > ntiles) threads = (int)ntiles;
-    pthread_t tid[64];
-    int started = 0;
-    for (int t = 1; t < threads; ++t) {
-        if (pthread_create(&tid[started], NULL, tpde_fworker, &a) != 0) break;
-        ++started;
-    }
-    tpde_fworker(&a);
-    for (int t = 0; t < started; ++t) pthread_join(tid[t], NULL);
-    return a.failed ? -1 : started + 1;
+    const int ran = tpde_run_threads(tpde_fworker, &a, threads, ntiles);
+    return a.failed ? -1 : ran;
 }
