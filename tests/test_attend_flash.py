@@ -78,8 +78,9 @@ def run(q, k, v, mode, kw, threads=2):
 
 
 # (p, d): just above the AVX-512 crossover, middle sizes, a value dimension not a whole number of vectors,
-# p != d both ways, the large sizes
-SIZES = [(12, 12), (16, 16), (24, 24), (40, 3), (5, 37), (64, 64), (128, 128)]
+# p != d both ways, the large sizes up to the kernel's MAX_DIM
+SIZES = [(12, 12), (16, 16), (24, 24), (40, 3), (5, 37), (64, 64), (128, 128),
+         pytest.param(256, 256, marks=pytest.mark.slow)]
 
 
 @needs_flash
