@@ -48,7 +48,9 @@ LANES = {"avx512": {"float": 16, "double": 8}, "avx2": {"float": 8, "double": 4}
 
 #: Micro-kernel shapes per instruction set: the logits' ``(RL queries, KV key vectors)``, the value sums'
 #: accumulator budget (``R · CC`` vectors) and widest column chunk ``CC``; queries per tile; keys per block
-#: per C type.  AVX-512 has 32 vector registers (24 accumulators + loads), AVX2 16 (12 + loads).
+#: per C type.  AVX-512 has 32 vector registers (24 accumulators + loads), AVX2 16 (12 + loads).  Measured on
+#: AVX-512 (one thread, interleaved rounds, docs/performance.md "Tile sizes"): key blocks of 64-512, query
+#: tiles of 24-96 and logit shapes 8 x 2 / 12 x 2 within ±5 % of these; a 16-vector budget 13-27 % slower.
 SHAPE = {"avx512": {"RL": 6, "KV": 4, "ACC": 24, "CCMAX": 4, "QB": 48, "KB": {"float": 256, "double": 128}},
          "avx2": {"RL": 6, "KV": 2, "ACC": 12, "CCMAX": 3, "QB": 24, "KB": {"float": 256, "double": 128}}}
 
