@@ -431,7 +431,7 @@ def table(a) -> None:
                 if path == "fused":  # the C work buffers, which tracemalloc does not see
                     mem["fused"] += cores * fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize / 2**20
                 elif path == "flash":
-                    mem["fused"] += cores * fused_flash.work_bytes(dtype, q.shape[1], d) / 2**20
+                    mem["fused"] += cores * fused_flash.work_bytes(dtype, q.shape[1], d, n) / 2**20
                 ns_pair = {k: 1e9 * v / (nq * n) for k, v in med.items()}
                 print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
                       + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"

@@ -129,6 +129,21 @@ def test_bitwise_across_thread_counts_and_query_subsets(dt):
 
 @needs_flash
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_large_query_tiles_give_the_same_bits(dt, monkeypatch):
+    """Keys and values above LARGE_KV_BYTES take larger query tiles (a time choice by shape): the bits of every
+    row are those of the small tiles."""
+    rng = np.random.default_rng(34)
+    q, k, v, kw = make_case(rng, 230, 700, 20, 24, dt, ("bias", "sink"))
+    small = run(q, k, v, "softmax", kw)
+    form = fused.simd_compiled(dt)
+    assert fused_flash.params(fused.ctype(dt), form, 20, 24, 700)["QB"] == fused_flash.SHAPE[form]["QB"]
+    monkeypatch.setattr(fused_flash, "LARGE_KV_BYTES", 1000)
+    assert fused_flash.params(fused.ctype(dt), form, 20, 24, 700)["QB"] == fused_flash.SHAPE[form]["QB_LARGE"]
+    assert np.array_equal(run(q, k, v, "softmax", kw), small)
+
+
+@needs_flash
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
 def test_exp_mode_overflow_semantics(dt):
     """Unnormalised mode: inf only when the true value overflows; a zero sum gives 0; as the fused kernel."""
     big = 710.0 if dt == np.float64 else 89.0  # e^big overflows the dtype, e^big / 2 does not

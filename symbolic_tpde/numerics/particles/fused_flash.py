@@ -4,8 +4,9 @@ For the softmax and unnormalised (``exp``) modes, with key bias, causal prefix a
 targets AVX-512F or AVX2 with FMA (:func:`.fused.simd_compiled`).  One compiled routine per (mode, dtype, p, d,
 bias?, prefix?, sink?) does what torch's CPU flash kernel does with two GEMM calls, in one pass per tile:
 
-* a thread takes a *tile* of ``QB`` queries (the queries are padded to whole tiles, so a query's tile is fixed
-  by its index);
+* a thread takes a *tile* of ``QB`` queries (48 on AVX-512; 192 when the keys and values exceed
+  :data:`LARGE_KV_BYTES`; the queries are padded to whole tiles, so a query's tile is fixed by its index and
+  shapes);
 * per *block* of ``KB`` keys: the logits of the tile against the block by a register-blocked micro-kernel
   (``RL`` queries × ``KV`` vectors of keys in registers, one broadcast query entry and ``KV`` key loads per
   ``RL·KV`` fused multiply-adds; the keys packed in panels of ``PW = KV·W`` keys, feature-major, so a panel is
@@ -51,48 +52,60 @@ LANES = {"avx512": {"float": 16, "double": 8}, "avx2": {"float": 8, "double": 4}
 #: per C type.  AVX-512 has 32 vector registers (24 accumulators + loads), AVX2 16 (12 + loads).  Measured on
 #: AVX-512 (one thread, interleaved rounds, docs/performance.md "Tile sizes"): key blocks of 64-512, query
 #: tiles of 24-96 and logit shapes 8 x 2 / 12 x 2 within ±5 % of these; a 16-vector budget 13-27 % slower.
-SHAPE = {"avx512": {"RL": 6, "KV": 4, "ACC": 24, "CCMAX": 4, "QB": 48, "KB": {"float": 256, "double": 128}},
-         "avx2": {"RL": 6, "KV": 2, "ACC": 12, "CCMAX": 3, "QB": 24, "KB": {"float": 256, "double": 128}}}
+SHAPE = {"avx512": {"RL": 6, "KV": 4, "ACC": 24, "CCMAX": 4, "QB": 48, "QB_LARGE": 192,
+                    "KB": {"float": 256, "double": 128}},
+         "avx2": {"RL": 6, "KV": 2, "ACC": 12, "CCMAX": 3, "QB": 24, "QB_LARGE": 96,
+                  "KB": {"float": 256, "double": 128}}}
+
+#: Keys and values above this many bytes take query tiles of ``QB_LARGE`` (each key is then read from L3 or
+#: memory once per 192 queries, not per 48).  A row's bits do not depend on the tile size (tests), only the
+#: time: at n = 32 000 (32 MB of keys and values), 2 threads, load 5, tiles of 192 took 1/1.11 of the time of
+#: tiles of 48 (float32, d = 128) and 1/1.06 (float64, d = 64); at n = 8000 (4 MB, float32, d = 16 and 64)
+#: 0.97-1.0, no gain (docs/performance.md).
+LARGE_KV_BYTES = 1 << 24
 
 
-def params(T: str, form: str, p: int, d: int) -> dict:
+def params(T: str, form: str, p: int, d: int, n_k: int = 0) -> dict:
     """The template's tile parameters for C type ``T`` (``"float"``/``"double"``), instruction set ``form``
-    (``"avx512"``/``"avx2"``) and dimensions ``p``, ``d`` (see the template's head comment)."""
+    (``"avx512"``/``"avx2"``), dimensions ``p``, ``d`` and key count ``n_k`` (see the template's head
+    comment)."""
     w = LANES[form][T]
     s = SHAPE[form]
     nc = -(-d // w)
     cc = max(c for c in range(1, s["CCMAX"] + 1) if nc % c == 0)
     r = s["ACC"] // cc
-    qb = s["QB"]
+    large = n_k * (p + d) * (4 if T == "float" else 8) > LARGE_KV_BYTES
+    qb = s["QB_LARGE" if large else "QB"]
     while qb % r or qb % s["RL"]:  # R in {6, 8, 12, 24} (AVX-512), {4, 6, 12} (AVX2): QB a multiple of each
         r -= 1
     return {"P": p, "D": d, "DP": nc * w, "QB": qb, "KB": s["KB"][T], "RL": s["RL"], "KV": s["KV"], "R": r,
             "CC": cc, "PW": s["KV"] * w, "NPW": w}
 
 
-def work_bytes(dtype, p: int, d: int) -> int:
+def work_bytes(dtype, p: int, d: int, n_k: int = 0) -> int:
     """Bytes of C work buffers one thread allocates (the tile's logits, its float64 sums, one block sum); the
     caller's padded copies of the queries, keys and values are numpy arrays, seen by ``tracemalloc``."""
     dt = np.dtype(dtype)
     form = fused.simd_compiled(dt)
     if form not in LANES:
         return 0
-    prm = params(fused.ctype(dt), form, p, d)
+    prm = params(fused.ctype(dt), form, p, d, n_k)
     return (prm["QB"] * prm["KB"] + prm["R"] * prm["CC"] * prm["NPW"]) * dt.itemsize + prm["QB"] * prm["DP"] * 8
 
 
 def _cdecl(T: str) -> str:
     return (f"int tpde_flash(long nq, long nk, long ntiles, const {T} *q, const {T} *kp, const {T} *v, "
             f"const {T} *bias, const int64_t *prefix, const {T} *sink_logit, const {T} *sink_value, {T} *out, "
-            f"int threads);")
+            f"int threads);\nlong tpde_flash_shape(void);")
 
 
-def c_source(mode: str, dtype, p: int, d: int, bias: bool, prefix: bool, sink: bool, form: str) -> str:
-    """C translation unit of one variant: ``templates/flash_attend.c`` with its parameters."""
+def c_source(mode: str, dtype, p: int, d: int, bias: bool, prefix: bool, sink: bool, form: str,
+             n_k: int = 0) -> str:
+    """C translation unit of one variant: ``templates/flash_attend.c`` with its parameters (:func:`params`)."""
     T = fused.ctype(dtype)
     return fused.render("flash_attend.c", {
         "TPDE_FLOAT": int(T == "float"), "MODE": fused.MODES.index(mode), "HAS_BIAS": int(bias),
-        "HAS_PREFIX": int(prefix), "HAS_SINK": int(sink), **params(T, form, p, d), **fused_simd.exp_defines(T)})
+        "HAS_PREFIX": int(prefix), "HAS_SINK": int(sink), **params(T, form, p, d, n_k), **fused_simd.exp_defines(T)})
 
 
 def prefers(mode: str, p: int, d: int, dtype) -> bool:
@@ -128,14 +141,16 @@ def attend_flash(q, k, values, *, mode, key_bias, shift, prefix, sink_logit, sin
     if form not in LANES:
         return None
     T = fused.ctype(dt)
-    prm = params(T, form, p, d)
+    prm = params(T, form, p, d, n_k)
     flags = (key_bias is not None, prefix is not None, sink_logit is not None)
     mod = fused.module(("flash", mode, dt.str, *flags, form, tuple(sorted(prm.items()))),
-                       lambda: (c_source(mode, dt, p, d, *flags, form), _cdecl(T)))
+                       lambda: (c_source(mode, dt, p, d, *flags, form, n_k), _cdecl(T)))
     if mod is None:
         return None
     ffi, lib = mod.ffi, mod.lib
     qb, pw, dp = prm["QB"], prm["PW"], prm["DP"]
+    if lib.tpde_flash_shape() != qb * 1_000_000 + pw * 1000 + dp:  # the padding below must match the build
+        raise RuntimeError(f"flash kernel built for shape {lib.tpde_flash_shape()}, padded for {qb}/{pw}/{dp}")
     ntiles = -(-n_q // qb)
     nqp, nkp = ntiles * qb, -(-n_k // pw) * pw
     qp = np.zeros((nqp, p), dtype=dt)

@@ -235,6 +235,9 @@ static void *tpde_fworker(void *arg) {
     return NULL;
 }
 
+/* the tile and panel sizes compiled in (the Python side checks them against the padding it did) */
+long tpde_flash_shape(void) { return (long)QB * 1000000L + (long)PW * 1000L + (long)DP; }
+
 int tpde_flash(long nq, long nk, long ntiles, const T *q, const T *kp, const T *v, const T *bias,
                const int64_t *prefix, const T *sink_logit, const T *sink_value, T *out, int threads) {
     tpde_fargs a = { nq, nk, ntiles, q, kp, v, bias, prefix, sink_logit, sink_value, out, 0, 0 };
