@@ -15,8 +15,10 @@ extra n) it times, in the same run and on the same data (``q = X Aᵀ``, keys an
 * ``numpy``: the blocked path :func:`symbolic_tpde.numerics.particles.attend.attend_numpy` (row blocks, BLAS at one
   thread per Python thread, default threads);
 * ``fused``: :func:`symbolic_tpde.numerics.particles.attend.attend`, the package's dispatch (column ``path``:
-  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, up to ``fused.CROSSOVER``; ``rows``, BLAS logits
-  and the compiled row pass of :mod:`symbolic_tpde.numerics.particles.fused_rows`, above it);
+  ``fused``, the fused C kernel of :mod:`symbolic_tpde.numerics.particles.fused`, up to ``fused.CROSSOVER``;
+  ``flash``, the key-blocked kernel of :mod:`symbolic_tpde.numerics.particles.fused_flash`, above it on AVX-512 /
+  AVX2 builds; ``rows``, BLAS logits and the compiled row pass of
+  :mod:`symbolic_tpde.numerics.particles.fused_rows`, above it on other builds);
 * ``tile1``: the fused kernel forced to one query per pass over the keys (``tile=1``; only where the
   dispatch tiles, 3 <= d <= 8), so ``t1/fus`` is the gain of the query tiles in the same run;
 * ``avx2``, ``plain`` (x86, d <= 8, ``--no-forms`` to skip): the same dispatch with the kernel built as other
@@ -40,8 +42,11 @@ extra n) it times, in the same run and on the same data (``q = X Aᵀ``, keys an
 Variants run in interleaved rounds (``R`` rounds, default 5, 3 above n = 8000; ``numpy``, ``naive`` only up
 to n = 32 000), medians over rounds; a call
 shorter than 0.15 s is repeated within its round, so that every timed segment is at least that long; ratios
-are medians of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / n².
-Accuracy: max relative difference of fused vs numpy (issue target: 1e-13 float64, 1e-5 float32).  Memory:
+are medians of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / (n_q n): n_q = n queries, except in the
+n = 128 000 cells, where the first 16 000 particles are the queries against all n keys (``LARGE_QUERIES``: the
+cost per pair is set by the key count; all n queries would take an hour).
+Accuracy (``rel.err``; ``tch.err`` torch's): max relative difference from the numpy path in float64 on the same
+data, first 500 queries (issue target: 1e-13 float64, 1e-5 float32).  Memory:
 peak traced by ``tracemalloc`` for one call (numpy buffers; the fused kernel's C work buffers,
 ``threads · fused.work_entries(...) · itemsize``, are added), and, for ``--memory-n``
 (default 200 000, d = 2), the peak resident set (``VmHWM``) of a fresh process doing one field evaluation through
@@ -65,11 +70,15 @@ import tracemalloc
 
 import numpy as np
 
-from symbolic_tpde.numerics.particles import fused
+from symbolic_tpde.numerics.particles import fused, fused_flash
 from symbolic_tpde.numerics.particles.attend import BLAS_CONTROL, attend, attend_numpy
 from symbolic_tpde.numerics.threads import usable_cores
 
 NAIVE_LIMIT_BYTES = 3e9
+#: Above n = 32 000 (the n = 128 000 cells) the first this many particles are the queries, all n the keys: the
+#: cost per query-key pair is set by the key count (cache behaviour), the query count only multiplies it, and
+#: all n queries would take an hour of the run.
+LARGE_QUERIES = 16_000
 #: Shortest timed segment (s): calls shorter than this are repeated within a round, so a round's ratio is not
 #: one 5 ms call against another on a shared machine whose speed moves by 2x within seconds.
 MIN_SEGMENT_S = 0.15
@@ -77,18 +86,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 YARD_C = r"""
 #include <math.h>
-void yard(long n, const T *q, const T *k, const T *v, T *out) {
+void yard(long n, long nk, const T *q, const T *k, const T *v, T *out) {
     #pragma omp parallel for schedule(dynamic, 16)
     for (long i = 0; i < n; ++i) {
         T m = -INFINITY;
-        for (long j = 0; j < n; ++j) {            /* pass 1: row maximum */
+        for (long j = 0; j < nk; ++j) {           /* pass 1: row maximum */
             T l = 0;
             for (int a = 0; a < D; ++a) l += q[i * D + a] * k[j * D + a];
             m = l > m ? l : m;
         }
         T s = 0, acc[D];
         for (int a = 0; a < D; ++a) acc[a] = 0;
-        for (long j = 0; j < n; ++j) {            /* pass 2: exp and accumulate */
+        for (long j = 0; j < nk; ++j) {           /* pass 2: exp and accumulate */
             T l = 0;
             for (int a = 0; a < D; ++a) l += q[i * D + a] * k[j * D + a];
             T w = exp(l - m);
@@ -205,12 +214,12 @@ def build_yardstick(d: int, dtype, tmp: str):
                     "-lm"], check=True)
     lib = ctypes.CDLL(so)
     ptr = np.ctypeslib.ndpointer(dtype=dtype, flags="C_CONTIGUOUS")
-    lib.yard.argtypes = [ctypes.c_long, ptr, ptr, ptr, ptr]
+    lib.yard.argtypes = [ctypes.c_long, ctypes.c_long, ptr, ptr, ptr, ptr]
     lib.yard.restype = None
 
     def run(q, k, v):
-        out = np.empty_like(v)
-        lib.yard(q.shape[0], q, k, v, out)
+        out = np.empty((q.shape[0], v.shape[1]), dtype=v.dtype)
+        lib.yard(q.shape[0], k.shape[0], q, k, v, out)
         return out
 
     return run
@@ -236,15 +245,6 @@ def with_form(form: str, fn):
             del os.environ["TPDE_FUSED_ISA"]
         else:
             os.environ["TPDE_FUSED_ISA"] = old
-
-
-def traced_peak(fn) -> int:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak
 
 
 MEM_SCRIPT = """
@@ -351,7 +351,7 @@ def table(a) -> None:
              in ("x86_64", "amd64") and f != (native or "plain")]
     hdr = (f"{'dtype':>7} {'d':>3} {'n':>6} {'path':>5} | {'naive':>6} {'numpy':>6} {'fused':>6} {'yard':>6} "
            f"{'tile1':>6} {'avx2':>6} {'plain':>6} {'torch':>6} ns/pair | {'num/fus':>7} {'fus/yard':>8} {'nv/fus':>6} "
-           f"{'t1/fus':>6} {'num/a2':>6} {'num/pl':>6} {'tch/fus':>8} {'fma%':>5} | {'rel.err':>8} | MB naive numpy fused")
+           f"{'t1/fus':>6} {'num/a2':>6} {'num/pl':>6} {'tch/fus':>8} {'fma%':>5} | {'rel.err':>8} {'tch.err':>8} | MB naive numpy fused")
     print(hdr)
     print("-" * len(hdr))
     cells = [(d, n) for d in ds for n in ns] + ([(d, 128_000) for d in (2, 8)] if large else [])
@@ -361,7 +361,8 @@ def table(a) -> None:
             if True:
                 X = (rng.standard_normal((n, d)) / np.sqrt(max(1, d) / 2)).astype(dtype)
                 A = (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype)
-                q = np.ascontiguousarray(X @ A.T)
+                q = np.ascontiguousarray(X[:min(n, LARGE_QUERIES if n > 32000 else n)] @ A.T)
+                nq = q.shape[0]
                 fns = {"fused": lambda: attend(q, X, X)}
                 if n <= 32000:
                     fns["numpy"] = lambda: attend_numpy(q, X, X)
@@ -381,12 +382,23 @@ def table(a) -> None:
                 do_naive = 3 * n * n * np.dtype(dtype).itemsize <= NAIVE_LIMIT_BYTES and n <= 8000
                 if do_naive:
                     fns = {"naive": lambda: naive(q, X, X), **fns}
-                reps = {}
-                for name, fn in fns.items():  # warm-up: builds the kernel, pages in buffers; then one timed call
-                    fn()
+                reps, mem = {}, {}
+                for name, fn in fns.items():  # warm-up (builds the kernel, pages in buffers; traced by tracemalloc
+                    traced = name in ("naive", "numpy", "fused")  # for the memory columns), then, for calls
+                    if traced:                                    # under a second, one more timed call
+                        tracemalloc.start()
+                        tracemalloc.reset_peak()
                     t0 = time.perf_counter()
                     fn()
-                    reps[name] = max(1, min(50, int(MIN_SEGMENT_S / max(time.perf_counter() - t0, 1e-6))))
+                    dt_call = time.perf_counter() - t0
+                    if traced:
+                        mem[name] = tracemalloc.get_traced_memory()[1] / 2**20
+                        tracemalloc.stop()
+                    if dt_call < 1.0:
+                        t0 = time.perf_counter()
+                        fn()
+                        dt_call = time.perf_counter() - t0
+                    reps[name] = max(1, min(50, int(MIN_SEGMENT_S / max(dt_call, 1e-6))))
                 R = a.repeats if n <= 8000 else 3
                 rounds = []
                 for _ in range(R):
@@ -399,26 +411,28 @@ def table(a) -> None:
                     rounds.append(r)
                 med = {k: statistics.median(r[k] for r in rounds) for k in fns}
                 rat = lambda x, y: statistics.median(r[x] / r[y] for r in rounds)  # noqa: E731
-                ref = attend_numpy(q[:500], X, X)  # the first 500 queries (the numpy path takes minutes at 128 000)
+                # the first 500 queries against a float64 reference (the numpy path in float64 on the same data)
+                X64 = X.astype(np.float64)
+                ref = attend_numpy(q[:500].astype(np.float64), X64, X64)
                 got = attend(q[:500], X, X)
                 rel = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
-                if "torch" in fns:
-                    tch = np.asarray(fns["torch"](), dtype=np.float64)[:500]
-                    rel = max(rel, float(np.abs(tch - ref).max() / np.abs(ref).max()))  # torch vs numpy too
-                fma = (statistics.median(n * n * (2 * d) / r["fused"] / rate for r, rate in zip(rounds, fma_rate[-R:]))
+                tch_err = (float(np.abs(np.asarray(peer[0](q[:500], X, X)(), np.float64) - ref).max()
+                                 / np.abs(ref).max()) if peer else None)
+                fma = (statistics.median(nq * n * (2 * d) / r["fused"] / rate for r, rate in zip(rounds, fma_rate[-R:]))
                        if fma_rate else None)
                 if "torch" in fns:
                     per = [r["torch"] / r["fused"] for r in rounds]
                     tch_cell = f"{statistics.median(per):7.2f}{'=' if min(per) <= 1 <= max(per) else ' '}"
                 else:
                     tch_cell = f"{'-':>8}"
-                mem = {k: traced_peak(fns[k]) / 2**20 for k in ("naive", "numpy", "fused") if k in fns}
-                if "fused" in mem and q.shape[1] < fused.MAX_P:
-                    work = fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize
-                    mem["fused"] += cores * work / 2**20
-                ns_pair = {k: 1e9 * v / n ** 2 for k, v in med.items()}
                 path = "numpy" if fused.available() is not None else (
-                    "fused" if fused.prefers("softmax", q.shape[1], d, dtype) else "rows")
+                    "fused" if fused.prefers("softmax", q.shape[1], d, dtype) else
+                    "flash" if fused_flash.prefers("softmax", q.shape[1], d, dtype) else "rows")
+                if path == "fused":  # the C work buffers, which tracemalloc does not see
+                    mem["fused"] += cores * fused.work_entries("softmax", d, n, dtype) * np.dtype(dtype).itemsize / 2**20
+                elif path == "flash":
+                    mem["fused"] += cores * fused_flash.work_bytes(dtype, q.shape[1], d, n) / 2**20
+                ns_pair = {k: 1e9 * v / (nq * n) for k, v in med.items()}
                 print(f"{np.dtype(dtype).name:>7} {d:>3} {n:>6} {path:>5} | "
                       + " ".join(f"{ns_pair[k]:6.2f}" if k in ns_pair else f"{'-':>6}"
                                  for k in ("naive", "numpy", "fused", "yard", "tile1", "avx2", "plain", "torch"))
@@ -429,7 +443,8 @@ def table(a) -> None:
                       + "".join(f" {rat('numpy', f):6.2f}" if f in fns and "numpy" in fns else f" {'-':>6}"
                                 for f in ("avx2", "plain"))
                       + f" {tch_cell} " + (f"{100 * fma:5.1f}" if fma is not None else f"{'-':>5}")
-                      + f" | {rel:8.1e} | " + " ".join(f"{mem[k]:.1f}" if k in mem else "-"
+                      + f" | {rel:8.1e} " + (f"{tch_err:8.1e}" if tch_err is not None else f"{'-':>8}") + " | "
+                      + " ".join(f"{mem[k]:.1f}" if k in mem else "-"
                                                       for k in ("naive", "numpy", "fused")), flush=True)
     print("targets (issue 12): fused/yard <= 1.5 at n = 8000, d = 2 (both dtypes); numpy/fused >= 3 at d <= 8; "
           ">= 1 at d = 64; rel.err <= 1e-13 (float64), 1e-5 (float32); (issue 33): tch/fus >= 1 in every cell "
@@ -437,23 +452,27 @@ def table(a) -> None:
 
 
 def crossover(a) -> None:
-    """The fused kernel (vector loops) against BLAS logits + row pass at p = d = 8..32 (``fused.CROSSOVER``)."""
+    """The fused kernel (vector loops) against the key-blocked kernel (``fused_flash``) and BLAS logits + row pass
+    at p = d = 8..32: the measurement behind ``fused.CROSSOVER`` (the flash kernel runs above it)."""
+    from symbolic_tpde.numerics.particles import fused_flash
     from symbolic_tpde.numerics.particles.fused_rows import row_pass
 
     n = (a.n or [4000])[0]
-    ds = a.d or [8, 12, 16, 20, 24, 31]
+    ds = a.d or [8, 10, 12, 14, 16, 20, 24]
     rng = np.random.default_rng(7)
-    print(f"crossover, n = {n}, {a.repeats} interleaved rounds; rows/fused = time of the rows path / the fused "
-          f"kernel's (> 1: the fused kernel is faster); table in use: {fused.CROSSOVER} "
-          f"(this build: {fused.simd_compiled()!r})")
+    print(f"crossover, n = {n}, {a.repeats} interleaved rounds; flash/fused (rows/fused) = time of the key-blocked "
+          f"kernel (of the rows path) / the fused kernel's (> 1: the fused kernel is faster); table in use: "
+          f"{fused.CROSSOVER} (this build: {fused.simd_compiled()!r})")
+    none = dict(mode="softmax", key_bias=None, shift=0.0, prefix=None, sink_logit=None, sink_value=None)
     for dtype in (np.dtype(x) for x in a.dtype):
         for d in ds:
             X = (rng.standard_normal((n, d)) / np.sqrt(d / 2)).astype(dtype)
             q = np.ascontiguousarray(X @ (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype).T)
             rows = row_pass("softmax", dtype, key_bias=None, shift=0.0, prefix=None, sink_logit=None, sink_value=None)
-            fns = {"fused": lambda: fused.attend_fused(q, X, X, mode="softmax", key_bias=None, shift=0.0, prefix=None,
-                                                       sink_logit=None, sink_value=None, threads=None),
+            fns = {"fused": lambda: fused.attend_fused(q, X, X, threads=None, **none),
                    "rows": lambda: attend_numpy(q, X, X, rows=rows)}
+            if fused_flash.attend_flash(q[:1], X[:1], X[:1], threads=1, **none) is not None:
+                fns["flash"] = lambda: fused_flash.attend_flash(q, X, X, threads=None, **none)
             for fn in fns.values():
                 fn()
             rounds = []
@@ -466,10 +485,14 @@ def crossover(a) -> None:
                         k += 1
                     r[name] = (time.perf_counter() - t0) / k
                 rounds.append(r)
-            per = [r["rows"] / r["fused"] for r in rounds]
-            print(f"{dtype.name:>7} d = p = {d:>2}: rows/fused median {statistics.median(per):.2f} "
-                  f"(rounds {min(per):.2f}..{max(per):.2f}); dispatch: "
-                  f"{'fused' if fused.prefers('softmax', d, d, dtype) else 'rows'}", flush=True)
+            cols = []
+            for other in ("flash", "rows"):
+                if other in fns:
+                    per = [r[other] / r["fused"] for r in rounds]
+                    cols.append(f"{other}/fused {statistics.median(per):.2f} ({min(per):.2f}..{max(per):.2f})")
+            path = ("fused" if fused.prefers("softmax", d, d, dtype) else
+                    "flash" if fused_flash.prefers("softmax", d, d, dtype) else "rows")
+            print(f"{dtype.name:>7} d = p = {d:>2}: " + "; ".join(cols) + f"; dispatch: {path}", flush=True)
 
 
 if __name__ == "__main__":

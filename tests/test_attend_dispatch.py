@@ -1,6 +1,6 @@
 """The dispatch of ``attend`` (issue 33): which path each head size takes (the fused kernel's vector loops up to
-the measured crossover ``fused.CROSSOVER``, BLAS logits with the compiled row pass above, and for factored
-trained-model heads), each path against a plain numpy reference in both dtypes, and bitwise repeatability of
+the measured crossover ``fused.CROSSOVER``, the key-blocked kernel ``fused_flash`` above it on AVX-512/AVX2
+builds, BLAS logits with the compiled row pass on other builds and for factored trained-model heads), each path against a plain numpy reference in both dtypes, and bitwise repeatability of
 the newly vectorised sizes (8 < d <= 16) across tiles and thread counts.
 
 Tolerances: logits of size <= 6 from p <= 40 products carry relative error ~ (p + 1) · 6 eps on each weight,
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from symbolic_tpde.numerics.particles import attend as attend_mod, fused, fused_rows, fused_simd
+from symbolic_tpde.numerics.particles import attend as attend_mod, fused, fused_flash, fused_rows, fused_simd
 from symbolic_tpde.numerics.particles.attend import attend
 
 needs_c = pytest.mark.skipif(fused.available() is not None, reason=str(fused.available()))
@@ -31,9 +31,9 @@ def reference(q, k, v, bias):
 
 
 def spy(monkeypatch):
-    """Record which path each ``attend`` call ran: ``"fused"`` or ``"rows"``."""
+    """Record which path each ``attend`` call ran: ``"fused"``, ``"flash"`` or ``"rows"``."""
     seen = []
-    real_fused, real_rows = fused.attend_fused, fused_rows.row_pass
+    real_fused, real_rows, real_flash = fused.attend_fused, fused_rows.row_pass, fused_flash.attend_flash
 
     def fake_fused(*a, **kw):
         out = real_fused(*a, **kw)
@@ -47,8 +47,15 @@ def spy(monkeypatch):
             seen.append("rows")
         return out
 
+    def fake_flash(*a, **kw):
+        out = real_flash(*a, **kw)
+        if out is not None:
+            seen.append("flash")
+        return out
+
     monkeypatch.setattr(fused, "attend_fused", fake_fused)
     monkeypatch.setattr(fused_rows, "row_pass", fake_rows)
+    monkeypatch.setattr(fused_flash, "attend_flash", fake_flash)
     return seen
 
 
@@ -63,7 +70,8 @@ SHAPES = [(8, 8), (12, 12), (16, 16), (24, 24), (40, 3), (32, 384)]
 def test_each_dispatched_path_matches_numpy_reference(p, d, dt, monkeypatch):
     form = fused.simd_compiled(dt)
     limit = fused.CROSSOVER[form]
-    expect = "fused" if (p <= limit and d <= limit and p < fused.MAX_P) else "rows"
+    expect = ("fused" if (p <= limit and d <= limit and p < fused.MAX_P) else
+              "flash" if (form in fused_flash.LANES and max(p, d) <= fused_flash.MAX_DIM) else "rows")
     seen = spy(monkeypatch)
     rng = np.random.default_rng([p, d])
     q = (rng.standard_normal((37, p)) / np.sqrt(p)).astype(dt)
@@ -93,7 +101,7 @@ def test_crossover_table_is_what_the_dispatch_reads():
 
 @needs_c
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
-def test_middle_d_vector_loops_bitwise_across_tiles_and_threads(dt):
+def test_middle_d_vector_loops_bitwise_across_tiles_and_threads(dt):  # the loops still serve d = 12 elsewhere
     """d = 12 (vector loops since issue 33): one query per pass, tiles of 8 / 3 and 1 / 2 / 3 threads give
     bitwise the same result; 1100 keys span several key blocks (the online rescaling) and, in float32, the
     1024-key partial sums."""
@@ -119,6 +127,7 @@ def test_rows_path_key_tiles_match_reference(mode, opts, dt, monkeypatch):
     """The rows path's key tiles (online softmax over tiles, issue 33), forced small (tiles of ~16 keys over 300
     keys): against the untiled rows path and the long-double reference; keys with log-weight -inf (a zero
     mass's bias) filling whole tiles give 0 weight, not NaN."""
+    monkeypatch.setattr(fused_flash, "prefers", lambda *a: False)  # the rows path itself (plain-C builds)
     rng = np.random.default_rng([33, len(opts), len(mode)])
     p, d, nq, nk = 40, 3, 37, 300
     q = (rng.standard_normal((nq, p)) / np.sqrt(p)).astype(dt)

@@ -9,15 +9,18 @@ Everything here works on plain arrays.  The one primitive, :func:`attend`, evalu
 * ``mode="exp"``: ``out_i = (1/n_k) Σ_j exp(q_i·k_j) v_j`` (unnormalised softmax; computed as
   ``exp(m_i - log n_k) Σ_j exp(q_i·k_j - m_i) v_j`` so that only a genuinely overflowing result is ``inf``).
 
-Three implementations, one semantics:
+Four implementations, one semantics:
 
 * the fused C kernel of :mod:`.fused` (all three modes, key bias, causal prefix, sink): per query, row maximum
   then ``exp``-and-accumulate in one thread, queries spread over POSIX threads; it runs when the feature
   dimension p and the value dimension d are both at most the crossover :data:`.fused.CROSSOVER` of the loops
-  this machine's build runs (AVX-512: 16, AVX2: 12, plain C: 8; measured by
+  this machine's build runs (AVX-512: 10, AVX2: 8, plain C: 8; measured by
   ``numerics/bench_particles.py --crossover``, a fixed table: a call's path and bits depend on its shapes and
   the machine, never on the load);
-* larger heads (either dimension above the crossover, factored trained-model heads with wide values): the
+* above the crossover, up to p, d <= 256, softmax and exp modes on AVX-512 / AVX2 builds: the key-blocked
+  kernel of :mod:`.fused_flash` (per tile of queries and block of keys, logits and value sums by
+  register-blocked micro-kernels with the online softmax between them);
+* other large heads (sigmoid, plain-C builds, factored trained-model heads with values wider than 256): the
   blocked path below with the logits from BLAS and the row maximum, ``exp`` and row sums in one compiled pass
   (:mod:`.fused_rows`; the value-weighted sum again BLAS);
 * the blocked numpy path :func:`attend_numpy` (no compiler: announced once): row blocks of
@@ -205,7 +208,8 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
     (softmax mode only).  Returns ``(n_q, d)`` in the input dtype.
 
     Runs the fused C kernel (:mod:`.fused`) when :func:`.fused.prefers` the shapes (p and d at most the
-    machine's crossover) and it can be built; else the blocked path with BLAS logits and the compiled row pass
+    machine's crossover) and it can be built; above the crossover the key-blocked kernel (:mod:`.fused_flash`)
+    when :func:`.fused_flash.prefers` the call; else the blocked path with BLAS logits and the compiled row pass
     (:mod:`.fused_rows`), or the fused kernel for a variant the row pass lacks; else the blocked numpy path (:func:`attend_numpy`; ``block`` applies to the blocked paths only).  Every
     way the result is bitwise the same for every ``threads`` and from run to run.
     """
@@ -221,6 +225,13 @@ def attend(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str = "sof
             out = attend_fused(q, k, values, threads=threads, **kw)
             if out is not None:
                 return out
+        elif same:  # above the crossover: the key-blocked kernel where it covers the call
+            from .fused_flash import attend_flash, prefers as flash_prefers
+
+            if flash_prefers(mode, q.shape[1], values.shape[1], values.dtype):
+                out = attend_flash(q, k, values, threads=threads, **kw)
+                if out is not None:
+                    return out
         if same and values.dtype in (np.float32, np.float64):  # BLAS logits, fused row pass
             from .fused_rows import row_pass
 

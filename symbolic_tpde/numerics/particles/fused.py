@@ -89,15 +89,17 @@ MAX_P = 32
 MAX_D = 64
 #: Dispatch crossovers of :func:`symbolic_tpde.numerics.particles.attend.attend`, per loop form
 #: (:func:`simd_compiled`: ``"avx512"``, ``"avx2"``, ``""`` the plain-C loops): the largest feature dimension
-#: ``p`` and value dimension ``d`` at which this kernel runs; above either, BLAS logits and the compiled row pass
-#: (:mod:`.fused_rows`).  Measured, not timed at run time (a call's path, hence its bits, must not depend on the
-#: load): ``numerics/bench_particles.py --crossover`` times both paths at d = 8..32 in the same rounds
-#: (docs/performance.md).  AVX-512 (this kind of machine): the vector loops lead to d = 12 (1.1-1.4x), are level
-#: with the rows path at d = 16 (0.9-1.36x either way over five runs) and behind from d = 24 (0.68-0.87x float32,
-#: 0.72-1.28x float64); AVX2 form (built here with TPDE_FUSED_ISA=avx2): ahead at d = 12 (1.10-1.14x), behind
-#: at d = 16 (0.85-0.88x; the rows path's BLAS stayed this machine's AVX-512 one, load 8); the plain-C
-#: loops were 1.25-2.7x behind the rows path at every d > 8 (issue 33).  Sigmoid always runs the plain-C loops.
-CROSSOVER = {"avx512": 16, "avx2": 12, "": 8}
+#: ``p`` and value dimension ``d`` at which this kernel runs; above either, the key-blocked kernel of
+#: :mod:`.fused_flash` (AVX-512 and AVX2 builds, softmax and exp modes, p, d <= 256), else BLAS logits and the
+#: compiled row pass (:mod:`.fused_rows`).  Measured, not timed at run time (a call's path, hence its bits, must
+#: not depend on the load): ``numerics/bench_particles.py --crossover`` times the three paths at d = p in the
+#: same rounds (n = 4000, 2 threads, docs/performance.md).  AVX-512 (this kind of machine, load 2.5-3.3, two
+#: runs): flash / fused 1.03 and 0.93 (0.79-1.31) at d = 8 (float64 / float32), 0.97-0.98 at d = 9, 0.93-1.10
+#: at d = 10 (parity), 0.72 / 0.75 at d = 12, 0.63-0.66 at d = 16: crossover 10.  AVX2 form (built here with
+#: TPDE_FUSED_ISA=avx2): 1.12 / 1.37 at d = 4, 0.90 / 1.05 at d = 7, 0.88-0.92 / 0.93-1.01 at d = 8, 0.75 /
+#: 0.65 at d = 12: crossover 8.  The plain-C loops (no flash kernel) were 1.25-2.7x behind the rows path at
+#: every d > 8 (issue 33): crossover 8 there.  Sigmoid always runs the plain-C loops up to 8, the rows path above.
+CROSSOVER = {"avx512": 10, "avx2": 8, "": 8}
 #: Below this many pairs a call runs in one thread (thread start-up, ~20 µs, would dominate).
 THREADS_MIN_PAIRS = 1 << 16
 #: Compiler flags (part of the cache key, together with the CPU signature because of -march=native).

@@ -33,6 +33,7 @@ typedef double T;
 
 #include "tpde_exp.h"
 #include "tpde_repeat.h"
+#include "tpde_threads.h"
 
 typedef struct {
     long nq, nk; const T *q, *kT, *vT, *bias; const int64_t *prefix;
@@ -546,16 +547,6 @@ void tpde_vexp_array(long n, const T *x, T *y) {  /* the exp of the hot loops */
 int tpde_attend(long nq, long nk, const T *q, const T *kT, const T *vT, const T *bias, const int64_t *prefix,
                 const T *sink_logit, const T *sink_value, double shift, T *out, int threads) {
     tpde_args a = { nq, nk, q, kT, vT, bias, prefix, sink_logit, sink_value, shift, out, 0, 0 };
-    const long chunks = (nq + CHUNK - 1) / CHUNK;
-    if (threads > 64) threads = 64;
-    if (threads > chunks) threads = (int)chunks;
-    pthread_t tid[64];
-    int started = 0;
-    for (int t = 1; t < threads; ++t) {
-        if (pthread_create(&tid[started], NULL, tpde_worker, &a) != 0) break;
-        ++started;
-    }
-    tpde_worker(&a);  /* the calling thread works too; fewer threads only cost time */
-    for (int t = 0; t < started; ++t) pthread_join(tid[t], NULL);
-    return a.failed ? -1 : started + 1;
+    const int ran = tpde_run_threads(tpde_worker, &a, threads, (nq + CHUNK - 1) / CHUNK);
+    return a.failed ? -1 : ran;
 }
