@@ -634,7 +634,7 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
             if st == Status.BLOWUP and excl is None:
                 Tst, e = float(bm.blowup_time[j]), float(err[j])
                 evidence.append("singularity signature of the blow-up monitor; error: extrapolation spread + "
-                                "4.3 x the spread of the times of this run, a rerun at 100·rtol and one perturbed "
+                                "9.9 x the spread of the times of this run, a rerun at 100·rtol and one perturbed "
                                 "by a few ulps")
                 if Tst <= T:
                     out[i] = Verdict("blowup", f"blow-up at T* = {Tst:.12g} ± {e:.2g} (numerical, batched "

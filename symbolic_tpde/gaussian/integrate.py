@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..values import value_eq
-from ..numerics.ode.solve import BlowupMonitor, Event, Solution, Status, StopCondition, sample_error
+from ..numerics.ode.solve import ERROR_RUN_BUDGET, BlowupMonitor, Event, Solution, Status, StopCondition, sample_error
 from ..registry import layout
 from ..inputs.checks import positive_number
 from ..weights import check_gaussian
@@ -281,7 +281,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
             # rest's own error runs start at the switch; the stretch before it (with cond Σ ≥ 45 the switch
             # comes early in nearly every blow-up) is counted by repeating the whole run (as integrate's own)
             times, n = _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac,
-                                           deadline, max_nfev)
+                                           deadline, min(max_nfev, ERROR_RUN_BUDGET * rest.nfev + 10_000))
             rest.nfev += n
             whole = sample_error(rest.blowup_time, times)
             if any(x is None for x in times):

@@ -165,8 +165,9 @@ def tail_estimate(run: RegularRun) -> tuple[float | None, float | None, str]:
 def blowup_time(run: RegularRun, rerun, rtol: float) -> tuple[float | None, float | None, str]:
     """``(T*, error bound, note)`` of a regular-form run that reached ``r_max``: the tail estimate of
     :func:`tail_estimate` plus the integration error, from the same run at a 10x looser tolerance
-    (``rerun(10 rtol)``: truncation) and at the same tolerance with its right-hand side perturbed by a few ulps
-    (``rerun(rtol, roundoff_seed=1)``: round-off), made one bound by
+    (``rerun(10 rtol, max_nfev=…)``: truncation) and at the same tolerance with its right-hand side perturbed by a
+    few ulps (``rerun(rtol, roundoff_seed=1, max_nfev=…)``: round-off; each within
+    :data:`~symbolic_tpde.numerics.ode.solve.ERROR_RUN_BUDGET` times the run's evaluations), made one bound by
     :func:`~symbolic_tpde.numerics.ode.solve.sample_error`; ``T* = None`` when the blow-up law is not settled.
 
     Why the round-off sample (fuzz seed 8302, case 213: softmax, d = 3, V = I + skew): ``Σ`` passes cond 1e16
@@ -174,19 +175,20 @@ def blowup_time(run: RegularRun, rerun, rtol: float) -> tuple[float | None, floa
     ``N = Σ/tr Σ`` keeps only to ``eps·cond``, and the run's T* is round-off noise of spread ≈ 6e-12 at every
     rtol from 1e-9 to 1e-13 (independent 30-digit Taylor series: T* = 1.69410981149523905), while the gap to
     the 10x looser run happened to be 1e-12."""
-    from ..numerics.ode.solve import sample_error
+    from ..numerics.ode.solve import ERROR_RUN_BUDGET, sample_error
 
     Tst, err, note = tail_estimate(run)
     if Tst is None:
         return None, None, note
     others = []
-    for again in (rerun(10 * rtol), rerun(rtol, roundoff_seed=1)):
+    budget = ERROR_RUN_BUDGET * run.nfev + 10_000
+    for again in (rerun(10 * rtol, max_nfev=budget), rerun(rtol, roundoff_seed=1, max_nfev=budget)):
         others.append(tail_estimate(again)[0] if again.stop == "r_max" else None)
     integ = sample_error(Tst, others)
     if any(x is None for x in others):
         integ = max(integ, abs(Tst - float(run.t[-1])))
     return Tst, err + integ, (f"{note}; T* error bound {err + integ:.2g} = tail uncertainty {err:.1g} + "
-                              f"integration error {integ:.1g} (4.3 x the spread of the times of this run, one at "
+                              f"integration error {integ:.1g} (9.9 x the spread of the times of this run, one at "
                               f"rtol = {10 * rtol:g} and one with its right-hand side perturbed by a few ulps)")
 
 
@@ -197,9 +199,9 @@ def reach_singularity(f, d: int, alpha0, Sigma0, T: float, *, rtol: float, freez
     is that of the direct run, floored at 1e-12 (the regular form's ``g`` needs no tighter)."""
     rtol = max(rtol, 1e-12)
 
-    def go(tol, roundoff_seed=None):
+    def go(tol, **kw):
         return integrate_regular(f, d, alpha0, Sigma0, T, rtol=tol, conditions=conditions,
-                                 freeze_alpha=freeze_alpha, max_seconds=max_seconds, roundoff_seed=roundoff_seed)
+                                 freeze_alpha=freeze_alpha, max_seconds=max_seconds, **kw)
 
     run = go(rtol)
     if run.stop != "r_max":

@@ -35,7 +35,7 @@ plus the integration error, from two more runs: one at 100x looser tolerances (i
 truncation error of the tight run for a convergent method) and one at the same tolerances with the right-hand
 side perturbed by a few ulps (:func:`roundoff_sample`: where the dynamics amplify round-off, e.g. a covariance
 of condition 1e16 on the way, the run's error is round-off noise that the looser run's gap can miss by
-chance); :func:`sample_error` makes the three times one bound (a gap of the looser run alone counts 2.5x; each
+chance); :func:`sample_error` makes the three times one bound (a gap of the looser run alone counts 5.7x; each
 extra run costs about one run).  Exponential growth (``q → const``, ``p_k → ∞``) fails the test:
 the run continues, and ``OVERFLOW`` is reported (with its time) if ``r`` exceeds ``r₀·overflow``
 (default ``1e200``).  A step-size collapse after ≥ 3 levels with the signature (weak singularities such as
@@ -231,37 +231,49 @@ def singularity_signature(ts, qs, t0: float) -> tuple[bool, float, float, float]
 
 #: relative size of the pseudo-random perturbation of the right-hand side in a round-off sample run
 #: (:func:`roundoff_sample`): a few ulps, the size of the rounding of one evaluation.  Measured on fuzz case 213
-#: of seed 8302 (softmax, d = 3, V = I + skew, 8 seeds per size): the spread of T* is the same (≈ 6e-12 at
-#: rtol 1e-12) for sizes eps, 4 eps and 64 eps, i.e. the run's own round-off, amplified by the dynamics, sets it
+#: of seed 8302 (softmax, d = 3, V = I + skew; regular form at rtol 1e-12, 8 seeds per size): the standard
+#: deviation of T* is 1.1e-11, 1.5e-11, 1.7e-11 for sizes eps, 16 eps, 256 eps, i.e. nearly independent of the
+#: size: the run's own round-off, amplified by the dynamics, sets it (unperturbed runs at rtol 1e-9 ... 1e-13
+#: scatter by the same 1e-11 around the 30-digit reference)
 ROUNDOFF_NOISE = 4 * float(np.finfo(float).eps)
-#: Student's t quantile (two-sided 95 %, 2 degrees of freedom) that turns the sample standard deviation of three
-#: blow-up times into an error bound (:func:`sample_error`)
-T95_2DOF = 4.303
+#: Student's t quantile (two-sided 99 %, 2 degrees of freedom) that turns the sample standard deviation of three
+#: blow-up times into an error bound (:func:`sample_error`).  99 %, not 95 %: three samples estimate a spread
+#: poorly (measured, case 213 above: the plain run and its two reruns within 1.5e-12 of each other where the
+#: standard deviation over 9 runs is 7.5e-12), and the heavy tail of t with 2 degrees of freedom says so
+T99_2DOF = 9.925
+#: an error-bar run may use this many times the evaluations of the run it checks (plus 10 000); beyond, its time
+#: is missing and the bound falls back on the distance to the last state reached
+ERROR_RUN_BUDGET = 4
 
 
 def roundoff_sample(f: Callable, seed: int, size: float = ROUNDOFF_NOISE) -> Callable:
-    """``f`` with its value multiplied by ``1 + size·u(y)``, ``u ∈ [-1, 1)`` a deterministic hash of the bits of
-    ``y`` and ``seed`` (the same state gives the same value, as a stepper needs): a run that differs from the
-    plain one only by round-off-sized errors, i.e. one more sample of the round-off part of its result."""
+    """``f`` with each component of its value multiplied by its own ``1 + size·u_i(y)``, ``u_i ∈ [-1, 1)`` a
+    deterministic hash of the bits of ``y``, ``i`` and ``seed`` (the same state gives the same value, as a stepper
+    needs; one factor for all components would only re-time an autonomous orbit): a run that differs from the
+    plain one by round-off-sized errors, i.e. one more sample of the round-off part of its result."""
     mix = (int(seed) * 0x9E3779B97F4A7C15) % 2 ** 64
+    golden, lcg = np.uint64(0x9E3779B97F4A7C15), np.uint64(6364136223846793005)
 
     def g(t, y, *args):
         v = np.asarray(f(t, y, *args), float)
         bits = np.frombuffer(np.ascontiguousarray(y, dtype=float).tobytes(), dtype=np.uint64)
-        h = ((int(bits.sum(dtype=np.uint64)) ^ mix) * 6364136223846793005) % 2 ** 64
-        return v * (1.0 + size * ((h >> 11) / 2.0 ** 52 - 1.0))
+        key = np.uint64(int(bits.sum(dtype=np.uint64)) ^ mix)
+        h = (np.arange(v.size, dtype=np.uint64) * golden + key) * lcg          # wraps modulo 2⁶⁴
+        h = (h ^ (h >> np.uint64(29))) * lcg
+        u = (h >> np.uint64(11)).astype(float) / 2.0 ** 52 - 1.0
+        return v * (1.0 + size * u.reshape(v.shape))
     return g
 
 
 def sample_error(T_main: float, others) -> float:
     """Error bound of ``T_main`` from runs that differ from it by tolerance or round-off (``others``: their
-    times): :data:`T95_2DOF` times the sample standard deviation of the three times (a 95 % bound where they
+    times): :data:`T99_2DOF` times the sample standard deviation of the three times (a 99 % bound where they
     are independent normal samples of one error; a tolerance gap ``g`` alone, the other two equal, gives
-    ``2.5 g``).  ``others`` with fewer than two times: the largest gap (the caller widens it)."""
+    ``5.7 g``).  ``others`` with fewer than two times: the largest gap (the caller widens it)."""
     xs = [float(T_main)] + [float(x) for x in others if x is not None and math.isfinite(x)]
     if len(xs) < 3:
         return max((abs(x - xs[0]) for x in xs[1:]), default=0.0)
-    return T95_2DOF * float(np.std(xs, ddof=1))
+    return T99_2DOF * float(np.std(xs, ddof=1))
 
 
 def as_monitor(blowup) -> BlowupMonitor:
@@ -456,6 +468,9 @@ def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 
     if sol.status == Status.BLOWUP and mon.error_run:
         k = len(sol.samples)
         others = []
+        # each error run gets ERROR_RUN_BUDGET times the plain run's evaluations: a perturbed run that loses the
+        # signature (measured: V = I, A + Aᵀ = I, the sensitivity system) must not spend the whole budget
+        kw = dict(kw, max_nfev=min(max_nfev, ERROR_RUN_BUDGET * sol.nfev + 10_000))
         for g, opts in ((f, dict(kw, rtol=100 * rtol, atol=100 * atol)), (roundoff_sample(f, 1), kw)):
             s2 = _Run(g, y0, t0, T, mon, t_eval=None, progress=None, **opts).run()
             sol.nfev += s2.nfev
