@@ -109,3 +109,29 @@ def test_references_by_two_taylor_settings(name):
     a = taylor_blowup_time(pairs, scn["Sigma0"], dps=40, order=60, theta=0.3, tau_stop=1e-18)
     b = taylor_blowup_time(pairs, scn["Sigma0"], dps=30, order=40, theta=0.25, tau_stop=1e-16)
     assert abs(a.blowup_time - b.blowup_time) < 1e-16 and abs(float(a.blowup_time) - ref) <= 2 * np.spacing(ref)
+
+
+def test_roundoff_sample_perturbs_each_component_by_a_few_ulps_deterministically():
+    from symbolic_tpde.numerics.ode.solve import ROUNDOFF_NOISE, roundoff_sample
+
+    f = lambda t, y: np.ones_like(y)          # noqa: E731
+    y = np.linspace(0.1, 1.0, 64)
+    a, b, c = roundoff_sample(f, 1)(0.0, y), roundoff_sample(f, 1)(0.0, y), roundoff_sample(f, 2)(0.0, y)
+    assert np.array_equal(a, b)                            # the same state gives the same value
+    assert not np.array_equal(a, c)                        # another seed is another sample
+    dev = a - 1.0
+    # its own factor per component (values near 1 are quantised to ulps: ~17 possible deviations)
+    assert np.all(np.abs(dev) <= ROUNDOFF_NOISE) and np.count_nonzero(dev) > 32 and len(np.unique(dev)) > 8
+    assert 0.2 * ROUNDOFF_NOISE < np.std(dev) < 0.8 * ROUNDOFF_NOISE        # uniform on [-1, 1): std 1/√3
+    Y = np.tile(y, (3, 1))                                 # batched rows keep their shape
+    assert roundoff_sample(lambda t, y, p: p * y, 1)(0.0, Y, 2.0).shape == Y.shape
+
+
+def test_sample_error_is_student_t_on_three_times_and_a_gap_without_them():
+    from symbolic_tpde.numerics.ode.solve import T99_2DOF, sample_error
+
+    assert sample_error(1.0, [1.0 + 3e-12, 1.0 - 3e-12]) == pytest.approx(T99_2DOF * 3e-12, rel=1e-3)
+    g = 1e-10                       # a truncation gap alone counts T99_2DOF/√3 ≈ 5.7 times
+    assert sample_error(1.0, [1.0 + g, 1.0]) == pytest.approx(T99_2DOF * g / np.sqrt(3), rel=1e-3)
+    assert sample_error(1.0, [1.0 + g, None]) == pytest.approx(g, rel=1e-3)
+    assert sample_error(1.0, [None, None]) == 0.0
