@@ -550,7 +550,8 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     (:func:`_on_horizon`) on evidence from one batched Dormand-Prince run (:func:`symbolic_tpde.numerics.ode.rk.rk_solve`,
     ``α`` frozen at 0) instead of one run per point.  What differs from the single-point evidence (stated in each
     verdict): a singularity is detected by the batched blow-up monitor (levels ``10³…10¹⁰ tr Σ₀`` and the
-    singularity signature; the error bar adds the gap to a rerun at ``100·rtol``) rather than by the regular form,
+    singularity signature; the error bar adds the integration error from a rerun at ``100·rtol`` and a round-off
+    sample, :func:`~symbolic_tpde.numerics.ode.solve.sample_error`) rather than by the regular form,
     and the burst test sees ``log tr Σ`` at :data:`BATCH_BURST_SAMPLES` log-spaced times on ``[T/100, T]``.
     Weights the batch cannot take (a ``Σ`` equation involving ``α``, layers, tilt-existence conditions) go through
     :func:`classify_long_time` point by point."""
@@ -599,7 +600,8 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
 
         def run(tol, t_eval, Y0=Y0, T_run=T_run, sel=rows, seed=None):
             bm = BlowupMonitor(*size, overflow=DEFAULT_LEVELS[-1]).rows(Y0)
-            r = rk.rk_solve(F if seed is None else roundoff_sample(F, seed), 0.0, Y0, T_run, rtol=tol, atol=1e-14 * tol / rtol, monitor=bm, t_eval=t_eval,
+            r = rk.rk_solve(F if seed is None else roundoff_sample(F, seed), 0.0, Y0, T_run, rtol=tol,
+                            atol=1e-14 * tol / rtol, monitor=bm, t_eval=t_eval,
                             args=(P[sel],), max_steps=max_steps)
             return r, bm.settle(r.status), bm
 
