@@ -135,3 +135,19 @@ def test_sample_error_is_student_t_on_three_times_and_a_gap_without_them():
     assert sample_error(1.0, [1.0 + g, 1.0]) == pytest.approx(T99_2DOF * g / np.sqrt(3), rel=1e-3)
     assert sample_error(1.0, [1.0 + g, None]) == pytest.approx(g, rel=1e-3)
     assert sample_error(1.0, [None, None]) == 0.0
+
+
+def test_a_rerun_that_stops_short_widens_the_bound_instead_of_vanishing():
+    """Before: a missing rerun left the regular form's bound at ``|T* - t_end|``, the 1e-40 tail; now its gap
+    where it stopped plus the time the plain run still had to go from there."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.gaussian.matrix_form import frozen_alpha, matrix_rhs
+    from symbolic_tpde.gaussian.regular import blowup_time, integrate_regular
+
+    V, A, S0 = (np.array(OWN[k]) for k in ("V", "A", "Sigma0"))
+    fm = frozen_alpha(matrix_rhs(make_weights([make_head("softmax", A=A, V=V)]), 3)[0], 3)
+    run = integrate_regular(fm, 3, np.zeros(3), S0, 10.0, rtol=1e-10)
+    Tst, err, note = blowup_time(run, lambda r, **kw: integrate_regular(
+        fm, 3, np.zeros(3), S0, 10.0, rtol=r, **dict(kw, max_nfev=300)), 1e-10)
+    ref = REFERENCE["OWN"][1]
+    assert abs(Tst - ref) < 1e-10 and err > 0.01 and "stopped short" in note
