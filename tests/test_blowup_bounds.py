@@ -109,6 +109,12 @@ def test_references_by_two_taylor_settings(name):
     a = taylor_blowup_time(pairs, scn["Sigma0"], dps=40, order=60, theta=0.3, tau_stop=1e-18)
     b = taylor_blowup_time(pairs, scn["Sigma0"], dps=30, order=40, theta=0.25, tau_stop=1e-16)
     assert abs(a.blowup_time - b.blowup_time) < 1e-16 and abs(float(a.blowup_time) - ref) <= 2 * np.spacing(ref)
+    # and a route that shares nothing with the series: validate's own DOP853 in Sundman time (rtol 1e-12; its
+    # round-off noise is ~1e-11 on FUZZ_213, module docstring)
+    from symbolic_tpde.validate.checks_analysis import _sundman_blowup_time
+
+    V, A = (np.array(scn[k]) for k in ("V", "A"))
+    assert abs(_sundman_blowup_time([(V, A)], np.array(scn["Sigma0"])) - ref) < 1e-9 * ref
 
 
 def test_roundoff_sample_perturbs_each_component_by_a_few_ulps_deterministically():
