@@ -11,6 +11,9 @@ with its case.  Two oracles between the commands (issue 30):
 * **premature stall**: ``gaussian`` stalls at ``t_s < T`` while an independent DOP853 run (scipy, the
   inverse-free matrix form written here, not the package's) goes past ``t_s`` with a finite state.
 
+A softmax T* disagreement gets a third opinion, the 30-digit Taylor-series T* (:func:`third_opinion`), which
+says whose bound fails.
+
 ``python numerics/fuzz_verdict.py --cases 300 --seed 0`` prints each case, the counts, the slowest case and
 the oracle failures (``numerics/fuzz_cli.py`` covers hostile input)."""
 
@@ -126,6 +129,23 @@ def compare(scn: dict, g: dict, c: dict) -> str | None:
     return None
 
 
+def third_opinion(scn: dict, g: dict, c: dict) -> str:
+    """For a softmax T* disagreement: which command's bound fails, against the 30-digit Taylor-series T*
+    (:mod:`symbolic_tpde.validate.taylor_blowup`, tens of seconds; its own error ≪ 1e-13)."""
+    from symbolic_tpde.validate.taylor_blowup import taylor_blowup_time
+
+    try:
+        ref = float(taylor_blowup_time([(scn["V"], scn["A"])], scn["Sigma0"], dps=30, order=40, theta=0.25,
+                                       tau_stop=1e-14).blowup_time)
+    except RuntimeError as exc:
+        return f"Taylor reference failed: {exc}"
+    parts = [f"Taylor T* = {ref!r}"]
+    for name, out in (("gaussian", g), ("classify", c)):
+        dev, err = out["blowup_time"] - ref, out.get("blowup_time_error") or 0.0
+        parts.append(f"{name} off by {dev:.2g} ({'within' if abs(dev) <= err else 'OUTSIDE'} its ± {err:.2g})")
+    return ", ".join(parts)
+
+
 def main(argv=None) -> int:
     from symbolic_tpde.cli import main as tpde
 
@@ -172,6 +192,8 @@ def main(argv=None) -> int:
             g = got["gaussian"]
             if g["status"] == "stalled" and g["t"] < scn["T"] and goes_past(scn, g["t"]):
                 why = f"premature stall at t = {g['t']:.6g}: {g['message'][-200:]}"
+            if why and why.startswith("T* disagree") and scn["attention"] == "softmax":
+                why += f"; {third_opinion(scn, got['gaussian'], got['classify'])}"
             if why:
                 oracle.append((k, why, json.dumps(scn)[:400]))
                 line += f"  ORACLE: {why}"

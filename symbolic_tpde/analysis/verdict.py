@@ -332,8 +332,8 @@ def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, 
         return Verdict("tilt-ceased", f"the Gaussian tilt ceases to exist at t = {run.t[-1]:.10g} (numerical)",
                        Sigma_T=run.Sigma_end, t=float(run.t[-1]), evidence=evidence, **base)
     if run.stop == "r_max":
-        Tst, err, note = blowup_time(run, lambda r: integrate_regular(f, d, a0, Sigma0, T, rtol=r, conditions=cond,
-                                      freeze_alpha=closed, max_seconds=max_seconds), rtol)
+        Tst, err, note = blowup_time(run, lambda r, **kw: integrate_regular(
+            f, d, a0, Sigma0, T, rtol=r, conditions=cond, freeze_alpha=closed, max_seconds=max_seconds, **kw), rtol)
         evidence.append(note)
         if Tst is not None and excl is None:
             return Verdict("blowup", f"blow-up at T* = {Tst:.12g} ± {err:.2g} (numerical, regular form)",
@@ -385,8 +385,9 @@ def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, 
         ahead = integrate_regular(f, d, a0, Sigma0, 10 * T, rtol=rtol, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard,
                                   max_seconds=max_seconds)
         if ahead.stop == "r_max":
-            Tst, err, note = blowup_time(ahead, lambda r: integrate_regular(
-                f, d, a0, Sigma0, 10 * T, rtol=r, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard, max_seconds=max_seconds), rtol)
+            Tst, err, note = blowup_time(ahead, lambda r, **kw: integrate_regular(
+                f, d, a0, Sigma0, 10 * T, rtol=r, conditions=cond, freeze_alpha=closed,
+                precision_guard=precision_guard, max_seconds=max_seconds, **kw), rtol)
             if Tst is not None:
                 evidence.append(f"continued past T in the regular form: blow-up at {Tst:.12g} ({note})")
                 return Verdict("no-singularity-before-T", f"no singularity before T = {T:g} (T* = {Tst:.12g} "
@@ -549,13 +550,14 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
     (:func:`_on_horizon`) on evidence from one batched Dormand-Prince run (:func:`symbolic_tpde.numerics.ode.rk.rk_solve`,
     ``α`` frozen at 0) instead of one run per point.  What differs from the single-point evidence (stated in each
     verdict): a singularity is detected by the batched blow-up monitor (levels ``10³…10¹⁰ tr Σ₀`` and the
-    singularity signature; the error bar adds the gap to a rerun at ``100·rtol``) rather than by the regular form,
+    singularity signature; the error bar adds the integration error from a rerun at ``100·rtol`` and a round-off
+    sample, :func:`~symbolic_tpde.numerics.ode.solve.sample_error`) rather than by the regular form,
     and the burst test sees ``log tr Σ`` at :data:`BATCH_BURST_SAMPLES` log-spaced times on ``[T/100, T]``.
     Weights the batch cannot take (a ``Σ`` equation involving ``α``, layers, tilt-existence conditions) go through
     :func:`classify_long_time` point by point."""
     from ..gaussian import GaussianODE
     from ..numerics.ode import rk
-    from ..numerics.ode.solve import DEFAULT_LEVELS, BlowupMonitor, Status
+    from ..numerics.ode.solve import DEFAULT_LEVELS, BlowupMonitor, Status, roundoff_sample, sample_error
 
     from ..weights import Weights
 
@@ -596,9 +598,10 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
         T_run = T if excluded else 10 * T
         Y0 = layout.pack(np.zeros((rows.size, d)), S0[rows])
 
-        def run(tol, t_eval, Y0=Y0, T_run=T_run, sel=rows):
+        def run(tol, t_eval, Y0=Y0, T_run=T_run, sel=rows, seed=None):
             bm = BlowupMonitor(*size, overflow=DEFAULT_LEVELS[-1]).rows(Y0)
-            r = rk.rk_solve(F, 0.0, Y0, T_run, rtol=tol, atol=1e-14 * tol / rtol, monitor=bm, t_eval=t_eval,
+            r = rk.rk_solve(F if seed is None else roundoff_sample(F, seed), 0.0, Y0, T_run, rtol=tol,
+                            atol=1e-14 * tol / rtol, monitor=bm, t_eval=t_eval,
                             args=(P[sel],), max_steps=max_steps)
             return r, bm.settle(r.status), bm
 
@@ -606,9 +609,14 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
         err = bm.spread.copy()
         blown = np.nonzero(status == Status.BLOWUP)[0]
         if blown.size and not excluded:
+            # integration error: a rerun at 100·rtol (truncation) and one perturbed by a few ulps (round-off),
+            # made one bound per row as in the single-point path (numerics.ode.solve.sample_error)
             r2, st2, bm2 = run(100 * rtol, None, Y0[blown], sel=rows[blown])
-            ok2 = st2 == Status.BLOWUP
-            err[blown] += np.where(ok2, np.abs(bm.blowup_time[blown] - bm2.blowup_time), 0.0)
+            r3, st3, bm3 = run(rtol, None, Y0[blown], sel=rows[blown], seed=1)
+            ok2 = (st2 == Status.BLOWUP) & (st3 == Status.BLOWUP)
+            err[blown] += [sample_error(bm.blowup_time[i], [bm2.blowup_time[j] if st2[j] == Status.BLOWUP else None,
+                                                            bm3.blowup_time[j] if st3[j] == Status.BLOWUP else None])
+                           for j, i in enumerate(blown)]
             gap = np.abs(bm.blowup_time[blown] - res.t[blown])
             err[blown[~ok2]] = np.maximum(err[blown[~ok2]], gap[~ok2])
         for j, i in enumerate(rows):
@@ -627,8 +635,9 @@ def classify_many(weights, Sigma0s, T: float = 1e4, *, rtol: float = 1e-10, max_
             st = status[j]
             if st == Status.BLOWUP and excl is None:
                 Tst, e = float(bm.blowup_time[j]), float(err[j])
-                evidence.append("singularity signature of the blow-up monitor; error: extrapolation spread + gap "
-                                "to a rerun at 100·rtol")
+                evidence.append("singularity signature of the blow-up monitor; error: extrapolation spread + "
+                                "9.9 x the spread of the times of this run, a rerun at 100·rtol and one perturbed "
+                                "by a few ulps")
                 if Tst <= T:
                     out[i] = Verdict("blowup", f"blow-up at T* = {Tst:.12g} ± {e:.2g} (numerical, batched "
                                      "blow-up monitor)", blowup_time=Tst, blowup_time_error=e, t=t_end,

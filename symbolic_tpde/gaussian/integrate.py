@@ -7,7 +7,8 @@ the schedule and the Gaussian layer's own stops, handed to the generic integrato
 ``condition_values(t, y)``, the existence conditions of the Gaussian tilt (quantities that must stay > 0; a
 crossing stops the run, reported with status :data:`TILT_CEASED`).
 The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.ode.solve` (growth law
-``r ~ (T* - t)^{-p}``, error bar = extrapolation spread + a 100x looser second run); the same function serves
+``r ~ (T* - t)^{-p}``, error bar = extrapolation spread + the integration error from a 100x looser run and a
+round-off sample, both over the whole run also where it switched to the matrix form); the same function serves
 ``GaussianODE.integrate`` and the ``tpde gaussian`` command, so both report the same numbers.
 When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
 ``eps·‖Σ‖²`` the componentwise error control cannot accept), the run is repeated in the regular form of
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..values import value_eq
-from ..numerics.ode.solve import BlowupMonitor, Event, Solution, Status, StopCondition
+from ..numerics.ode.solve import ERROR_RUN_BUDGET, BlowupMonitor, Event, Solution, Status, StopCondition, sample_error
 from ..registry import layout
 from ..inputs.checks import positive_number
 from ..weights import check_gaussian
@@ -163,6 +164,33 @@ def matrix_form_for(ode, f, y0, freeze_alpha: bool):
     return g, tilt_margins(ode.schedule(0.0), d)
 
 
+def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
+                        max_nfev) -> tuple[list, int]:
+    """``([T* at 100x looser tolerances, T* with the right-hand sides perturbed by a few ulps], evaluations)`` of
+    the whole switched run (generated form to the precision switch, then the matrix form ``fm``), the error runs
+    of :func:`~symbolic_tpde.numerics.ode.solve.integrate` (module docstring there) made from ``t = 0``; a time
+    is ``None`` where that run does not reach a blow-up."""
+    from ..numerics.ode.solve import integrate, roundoff_sample
+
+    mon = BlowupMonitor(*layout.gaussian_size(ode.d), error_run=False)
+    a_tol = 1e-14 * max(1.0, float(np.abs(np.asarray(y0, float)).max(initial=0.0))) if atol is None else atol
+    times, nfev = [], 0
+    for tols, g0, g1 in ((dict(rtol=100 * rtol, atol=100 * a_tol), f, fm),
+                         (dict(rtol=rtol, atol=a_tol), roundoff_sample(f, 1), roundoff_sample(fm, 1))):
+        common = dict(method=method, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS, max_nfev=max_nfev,
+                      **tols)
+        run = integrate(g0, y0, (0.0, float(T)), breakpoints=bps,
+                        events=[mon] + [e for e in stops + extra if not isinstance(e, BlowupMonitor)], **common)
+        nfev += run.nfev
+        if run.status == Status.EVENT and run.event.kind == "precision-switch":
+            t1 = float(run.t_end)
+            run = integrate(g1, run.y_end, (t1, float(T)), breakpoints=[b for b in bps if b > t1],
+                            events=[mon] + tilt_stops(tilt_m), **common)
+            nfev += run.nfev
+        times.append(run.blowup_time if run.status == Status.BLOWUP else None)
+    return times, nfev
+
+
 def _precision_note(y, d: int, rtol: float) -> str:
     c = _cond(layout.unpack(np.asarray(y, float), d)[1])
     return (f"cond Σ = {c:.3g}, cond Σ·eps = {c * np.finfo(float).eps:.2g} "
@@ -236,9 +264,11 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
         te = None if t_eval is None else np.asarray(t_eval, float)
         k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
+        # its blow-up error runs are made below over the whole run, not from the switch
+        quiet = [BlowupMonitor(*layout.gaussian_size(d), error_run=False)] if blowup else []
         rest = integrate(fm, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                          t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
-                         events=gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m),
+                         events=quiet + tilt_stops(tilt_m),
                          max_nfev=max(max_nfev - sol.nfev, 1),
                          progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
         first_t, first_y = np.asarray(sol.t)[:k], np.asarray(sol.y)[:k]
@@ -249,6 +279,16 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         rest.events = list(sol.events) + list(rest.events)
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
                         f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol)")
+        if blowup and rest.status == Status.BLOWUP:
+            # integrate's error runs would start at the switch; the stretch before it (with cond Σ ≥ 45 the
+            # switch comes early in nearly every blow-up) is counted by repeating the whole run
+            times, n = _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac,
+                                           deadline, min(max_nfev, ERROR_RUN_BUDGET * rest.nfev + 10_000))
+            rest.nfev += n
+            whole = sample_error(rest.blowup_time, times)
+            if any(x is None for x in times):
+                whole = max(whole, abs(rest.blowup_time - rest.t_end))
+            rest.blowup_time_error += whole
         sol, f, cond = rest, fm, tilt_m
     if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None
             and np.all(np.isfinite(sol.y_end)) and ode.schedule.is_constant):

@@ -31,8 +31,12 @@ the softmax Riccati equation ``Σ = M/τ + N + O(τ)`` (``τ = T* - t``), ``p = 
 (arXiv 2501.18322, the Gaussian moment ODEs).  After the top level the run is declared ``BLOWUP`` if
 the last two exponents agree within 10 %, ``0 < p < 20`` and ``T* - t ≤ 1e-3 (T* - t₀)``.  Error bar:
 ``|T_K - T_{K-1}|`` (extrapolation spread, an over-estimate of a quadratically converging sequence)
-``+ |T*(rtol) - T*(100 rtol)|`` (a second run at 100x looser tolerances: over-estimates the integration error
-of the tight run for a convergent method).  Exponential growth (``q → const``, ``p_k → ∞``) fails the test:
+plus the integration error, from two more runs: one at 100x looser tolerances (its gap over-estimates the
+truncation error of the tight run for a convergent method) and one at the same tolerances with the right-hand
+side perturbed by a few ulps (:func:`roundoff_sample`: where the dynamics amplify round-off, e.g. a covariance
+of condition 1e16 on the way, the run's error is round-off noise that the looser run's gap can miss by
+chance); :func:`sample_error` makes the three times one bound (a gap of the looser run alone counts 5.7x; each
+extra run costs about one run).  Exponential growth (``q → const``, ``p_k → ∞``) fails the test:
 the run continues, and ``OVERFLOW`` is reported (with its time) if ``r`` exceeds ``r₀·overflow``
 (default ``1e200``).  A step-size collapse after ≥ 3 levels with the signature (weak singularities such as
 ``(T* - t)^{-1/2}``) is also ``BLOWUP``.
@@ -47,7 +51,7 @@ blow-up signature; a non-finite rhs is an :class:`Event` ``"nonfinite"`` with it
 Bounded work.  Two caps, both reported as a status with the time reached, never a hang: ``max_nfev``
 right-hand side evaluations (``STALLED``) and ``max_seconds`` of wall-clock time (``TIME_LIMIT``; a
 :class:`Deadline`, checked before every rhs evaluation, so the overshoot is at most one evaluation; the
-100x-looser error-bar run shares the same deadline).  :class:`Deadline` is the package's one wall-clock cap:
+error-bar runs share the same deadline).  :class:`Deadline` is the package's one wall-clock cap:
 the particle loops of :mod:`.integrate` check the same object once per step.
 """
 
@@ -96,7 +100,7 @@ class Event:
 @dataclass(frozen=True)
 class BlowupMonitor:
     """Size ``r = size(y) > 0`` with its derivative ``dsize(y, f(t, y))``, levels, overflow factor, and
-    whether to make the second (100x looser) run for the error bar.  :meth:`rows` applies the same criterion
+    whether to make the error-bar runs (module docstring).  :meth:`rows` applies the same criterion
     to the rows of a batched :func:`.rk.rk_solve` (``size``/``dsize`` must then accept ``(m, n)`` arrays)."""
 
     size: Callable
@@ -223,6 +227,53 @@ def singularity_signature(ts, qs, t0: float) -> tuple[bool, float, float, float]
           and np.isfinite(T[-1]) and T[-1] > ts[-1] and (T[-1] - ts[-1]) <= 1e-3 * (T[-1] - t0))
     with np.errstate(invalid="ignore"):  # exponential growth: T_k may be ±inf (then ok is False)
         return bool(ok), float(T[-1]), float(abs(T[-1] - T[-2])), float(pK)
+
+
+#: relative size of the pseudo-random perturbation of the right-hand side in a round-off sample run
+#: (:func:`roundoff_sample`): a few ulps, the size of the rounding of one evaluation.  Measured on fuzz case 213
+#: of seed 8302 (softmax, d = 3, V = I + skew; regular form at rtol 1e-12, 8 seeds per size): the standard
+#: deviation of T* is 1.1e-11, 1.5e-11, 1.7e-11 for sizes eps, 16 eps, 256 eps, i.e. nearly independent of the
+#: size: the run's own round-off, amplified by the dynamics, sets it (unperturbed runs at rtol 1e-9 ... 1e-13
+#: scatter by the same 1e-11 around the 30-digit reference)
+ROUNDOFF_NOISE = 4 * float(np.finfo(float).eps)
+#: Student's t quantile (two-sided 99 %, 2 degrees of freedom) that turns the sample standard deviation of three
+#: blow-up times into an error bound (:func:`sample_error`).  99 %, not 95 %: three samples estimate a spread
+#: poorly (measured, case 213 above: the plain run and its two reruns within 1.5e-12 of each other where the
+#: standard deviation over 9 runs is 7.5e-12), and the heavy tail of t with 2 degrees of freedom says so
+T99_2DOF = 9.925
+#: an error-bar run may use this many times the evaluations of the run it checks (plus 10 000); beyond, its time
+#: is missing and the bound falls back on the distance to the last state reached
+ERROR_RUN_BUDGET = 4
+
+
+def roundoff_sample(f: Callable, seed: int, size: float = ROUNDOFF_NOISE) -> Callable:
+    """``f`` with each component of its value multiplied by its own ``1 + size·u_i(y)``, ``u_i ∈ [-1, 1)`` a
+    deterministic hash of the bits of ``y``, ``i`` and ``seed`` (the same state gives the same value, as a stepper
+    needs; one factor for all components would only re-time an autonomous orbit): a run that differs from the
+    plain one by round-off-sized errors, i.e. one more sample of the round-off part of its result."""
+    mix = (int(seed) * 0x9E3779B97F4A7C15) % 2 ** 64
+    golden, lcg = np.uint64(0x9E3779B97F4A7C15), np.uint64(6364136223846793005)
+
+    def g(t, y, *args):
+        v = np.asarray(f(t, y, *args), float)
+        bits = np.frombuffer(np.ascontiguousarray(y, dtype=float).tobytes(), dtype=np.uint64)
+        key = np.uint64(int(bits.sum(dtype=np.uint64)) ^ mix)
+        h = (np.arange(v.size, dtype=np.uint64) * golden + key) * lcg          # wraps modulo 2⁶⁴
+        h = (h ^ (h >> np.uint64(29))) * lcg
+        u = (h >> np.uint64(11)).astype(float) / 2.0 ** 52 - 1.0
+        return v * (1.0 + size * u.reshape(v.shape))
+    return g
+
+
+def sample_error(T_main: float, others) -> float:
+    """Error bound of ``T_main`` from runs that differ from it by tolerance or round-off (``others``: their
+    times): :data:`T99_2DOF` times the sample standard deviation of the three times (a 99 % bound where they
+    are independent normal samples of one error; a tolerance gap ``g`` alone, the other two equal, gives
+    ``5.7 g``).  ``others`` with fewer than two times: the largest gap (the caller widens it)."""
+    xs = [float(T_main)] + [float(x) for x in others if x is not None and math.isfinite(x)]
+    if len(xs) < 3:
+        return max((abs(x - xs[0]) for x in xs[1:]), default=0.0)
+    return T99_2DOF * float(np.std(xs, ddof=1))
 
 
 def as_monitor(blowup) -> BlowupMonitor:
@@ -416,15 +467,22 @@ def integrate(f: Callable, y0, t_span, *, method: str = "dopri5", rtol: float = 
     sol = _Run(f, y0, t0, T, mon, t_eval=t_eval, progress=progress, **kw).run()
     if sol.status == Status.BLOWUP and mon.error_run:
         k = len(sol.samples)
-        loose = dict(kw, rtol=100 * rtol, atol=100 * atol)
-        s2 = _Run(f, y0, t0, T, mon, t_eval=None, progress=None, **loose).run()
-        smp2 = s2.samples[:k]
-        if s2.status == Status.BLOWUP and len(smp2) >= 3:
-            T2, _ = extrapolate([s[0] for s in smp2], [s[2] for s in smp2])
-            sol.blowup_time_error += abs(float(T2[-1]) - sol.blowup_time)
+        others = []
+        # each error run gets ERROR_RUN_BUDGET times the plain run's evaluations: a perturbed run that loses the
+        # signature (measured: V = I, A + Aᵀ = I, the sensitivity system) must not spend the whole budget
+        kw = dict(kw, max_nfev=min(max_nfev, ERROR_RUN_BUDGET * sol.nfev + 10_000))
+        for g, opts in ((f, dict(kw, rtol=100 * rtol, atol=100 * atol)), (roundoff_sample(f, 1), kw)):
+            s2 = _Run(g, y0, t0, T, mon, t_eval=None, progress=None, **opts).run()
+            sol.nfev += s2.nfev
+            smp2 = s2.samples[:k]
+            if s2.status == Status.BLOWUP and len(smp2) >= 3:
+                T2, _ = extrapolate([s[0] for s in smp2], [s[2] for s in smp2])
+                others.append(float(T2[-1]))
+        if len(others) == 2:
+            sol.blowup_time_error += sample_error(sol.blowup_time, others)
         else:
-            sol.blowup_time_error = max(sol.blowup_time_error, abs(sol.blowup_time - sol.t_end))
-        sol.nfev += s2.nfev
+            sol.blowup_time_error = max(sol.blowup_time_error + sample_error(sol.blowup_time, others),
+                                        abs(sol.blowup_time - sol.t_end))
     return sol
 
 
