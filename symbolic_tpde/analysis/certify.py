@@ -293,6 +293,9 @@ def _adapted_basis(J):
     the quadratic Lyapunov function ``eᵀLe`` (repeated, defective and complex eigenvalues included)."""
     from scipy.linalg import solve_continuous_lyapunov
 
+    ev = np.linalg.eigvals(J)
+    if not np.all(np.isfinite(ev)) or ev.real.max() >= -1e-12 * max(1.0, float(np.abs(ev).max())):
+        return None          # not Hurwitz (e.g. V = cI: DG(N*) is singular): no Lyapunov ball to build
     L = solve_continuous_lyapunov(J.T, -np.eye(len(J)))
     L = 0.5 * (L + L.T)
     w, U = np.linalg.eigh(L)
