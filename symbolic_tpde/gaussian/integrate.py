@@ -164,6 +164,67 @@ def matrix_form_for(ode, f, y0, freeze_alpha: bool):
     return g, tilt_margins(ode.schedule(0.0), d)
 
 
+def pair_form_for(ode, freeze_alpha: bool, rtol: float):
+    """``(g, lift, stop)``: the pair form (:func:`.matrix_form.pair_rhs`, ``α`` frozen when ``freeze_alpha``) of
+    ``ode``'s constant weights, its lift from a layout state, and the :class:`StopCondition` ``"pair-switch"``
+    that ends a matrix-form run where ``J``'s solve has lost the precision (``cond(I - ΣM)·eps`` reached
+    :data:`PRECISION_SWITCH`·``rtol``, the criterion of the first switch) while ``P - M`` is better conditioned;
+    ``None`` without a head with ``M ≠ 0`` (softmax: ``J = VΣA`` needs no solve) or for non-constant weights."""
+    from .matrix_form import frozen_alpha, pair_rhs
+
+    if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
+        return None
+    got = pair_rhs(ode.schedule(0.0), ode.d)
+    if got is None:
+        return None
+    g, lift, kappas = got
+    room = math.log(PRECISION_SWITCH * rtol / np.finfo(float).eps)
+
+    def margin(t, y):
+        k_sigma, k_p = kappas(y)
+        return np.array([room - math.log(k_sigma) if k_p < k_sigma else 1.0])
+
+    stop = StopCondition(margin, "pair-switch", "cond(I - ΣM)·eps reached rtol/100 at t = {t:.12g}", near_zero=0.0)
+    return (frozen_alpha(g, ode.d) if freeze_alpha else g), lift, stop
+
+
+def _joined(sol, rest, k: int, n: int):
+    """``rest`` (a run continued from ``sol``'s end, its states cut to the first ``n`` entries) after the first
+    ``k`` rows of ``sol``: one :class:`Solution` with both runs' evaluations, steps and events."""
+    rest.t = np.concatenate([np.asarray(sol.t)[:k], np.asarray(rest.t)])
+    rest.y = np.vstack([np.asarray(sol.y)[:k].reshape(-1, n), np.asarray(rest.y)[..., :n].reshape(-1, n)])
+    rest.y_end = None if rest.y_end is None else np.asarray(rest.y_end)[:n]
+    rest.nfev += sol.nfev
+    rest.n_steps += sol.n_steps
+    rest.events = list(sol.events) + list(rest.events)
+    return rest
+
+
+def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
+                           tilt_m, deadline):
+    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
+    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`; monitors and tilt conditions see the layout part ``(α, Σ)`` of the
+    state, the rows keep it), and the sentence that says so for the run's message."""
+    from ..numerics.ode.solve import integrate
+
+    g, lift, _ = pair
+    d, n = ode.d, layout.state_size(ode.d)
+    t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
+    te = None if t_eval is None else np.asarray(t_eval, float)
+    k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
+    size, dsize = layout.gaussian_size(d)
+    events = [BlowupMonitor(lambda z: size(z[..., :n]), lambda z, fz: dsize(z[..., :n], fz[..., :n]),
+                            error_run=False)] if blowup else []
+    if tilt_m is not None:
+        events += tilt_stops(lambda t, z: tilt_m(t, np.asarray(z)[:n]))
+    rest = integrate(g, lift(y1), (t1, float(T)), method=method, rtol=rtol, atol=atol,
+                     t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1], events=events,
+                     max_nfev=max(max_nfev - sol.nfev, 1), progress=progress, jac=None, max_seconds=deadline,
+                     stuck_evals=STUCK_EVALS)
+    return _joined(sol, rest, k, n), (f"from t = {t1:.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
+                                      "the run went on with Σ⁻¹ beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
+
+
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
                         max_nfev) -> tuple[list, int]:
     """``([T* at 100x looser tolerances, T* with the right-hand sides perturbed by a few ulps], evaluations)`` of
@@ -219,11 +280,7 @@ def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
                      events=gaussian_events(ode, blowup)[:1 if blowup else 0], max_nfev=max(max_nfev - sol.nfev, 1),
                      progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
-    rest.t = np.concatenate([np.asarray(sol.t)[:k], np.asarray(rest.t)])
-    rest.y = np.vstack([np.asarray(sol.y)[:k].reshape(-1, len(y1)), np.asarray(rest.y).reshape(-1, len(y1))])
-    rest.nfev += sol.nfev
-    rest.n_steps += sol.n_steps
-    rest.events = list(sol.events) + list(rest.events)
+    rest = _joined(sol, rest, k, len(y1))
     tr = float(np.trace(layout.unpack(y1, d)[1]))
     rest.message = (f"{rest.message} (the generated right-hand side stopped being finite at t = {t1:.10g}, "
                     f"tr Σ = {tr:.3g}; the run went on in the matrix form of the affine field)")
@@ -248,10 +305,12 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     fm, tilt_m = got if got is not None else (None, None)
     room = math.log(PRECISION_SWITCH * rtol / np.finfo(float).eps)
     stops = gaussian_events(ode, blowup)
+    pair = None if fm is None else pair_form_for(ode, freeze_alpha, rtol)
+    pair_stop = [] if pair is None else [pair[2]]
     if fm is not None and math.log(_cond(layout.unpack(np.asarray(y0, float), d)[1])) >= room:
         # ill-conditioned from the start: the matrix form throughout, with its scale-free tilt conditions
         f, fm, cond = fm, None, tilt_m
-        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m)
+        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m) + pair_stop
     extra = [] if fm is None else [StopCondition(
         lambda t, y: np.array([room - math.log(_cond(layout.unpack(np.asarray(y, float), d)[1]))]),
         "precision-switch", "cond Σ·eps reached rtol/100 at t = {t:.12g}", near_zero=0.0)]
@@ -268,17 +327,18 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         quiet = [BlowupMonitor(*layout.gaussian_size(d), error_run=False)] if blowup else []
         rest = integrate(fm, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                          t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
-                         events=quiet + tilt_stops(tilt_m),
+                         events=quiet + tilt_stops(tilt_m) + pair_stop,
                          max_nfev=max(max_nfev - sol.nfev, 1),
                          progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
-        first_t, first_y = np.asarray(sol.t)[:k], np.asarray(sol.y)[:k]
-        rest.t = np.concatenate([first_t, np.asarray(rest.t)])
-        rest.y = np.vstack([first_y.reshape(-1, len(y1)), np.asarray(rest.y).reshape(-1, len(y1))])
-        rest.nfev += sol.nfev
-        rest.n_steps += sol.n_steps
-        rest.events = list(sol.events) + list(rest.events)
+        note = ""
+        if rest.status == Status.EVENT and rest.event.kind == "pair-switch":
+            rest, note = _continue_in_pair_form(ode, rest, pair, T, blowup, method, rtol, atol,
+                                                None if te is None else te[k:], [b for b in bps if b > t1],
+                                                max(max_nfev - sol.nfev, 1), progress, jac, tilt_m, deadline)
+            note = f"; {note}"
+        rest = _joined(sol, rest, k, len(y1))
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
-                        f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol)")
+                        f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol{note})")
         if blowup and rest.status == Status.BLOWUP:
             # integrate's error runs would start at the switch; the stretch before it (with cond Σ ≥ 45 the
             # switch comes early in nearly every blow-up) is counted by repeating the whole run
@@ -290,6 +350,11 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
                 whole = max(whole, abs(rest.blowup_time - rest.t_end))
             rest.blowup_time_error += whole
         sol, f, cond = rest, fm, tilt_m
+    elif sol.status == Status.EVENT and sol.event.kind == "pair-switch":
+        # ill-conditioned from the start, in matrix form until its solve lost the precision
+        sol, note = _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev,
+                                           progress, jac, tilt_m, deadline)
+        sol.message = f"{sol.message} ({note})"
     if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None
             and np.all(np.isfinite(sol.y_end)) and ode.schedule.is_constant):
         # the rhs stopped being finite at a finite state (the generated Sinkhorn form overflows from tr Σ ~ 1e77):
