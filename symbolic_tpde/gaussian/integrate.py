@@ -10,6 +10,15 @@ The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.ode.sol
 ``r ~ (T* - t)^{-p}``, error bar = extrapolation spread + the integration error from a 100x looser run and a
 round-off sample, both over the whole run also where it switched to the matrix form); the same function serves
 ``GaussianODE.integrate`` and the ``tpde gaussian`` command, so both report the same numbers.
+Where ``cond Σ·eps`` reaches :data:`PRECISION_SWITCH`·``rtol`` the generated entrywise right-hand side is left for
+the inverse-free matrix form (:mod:`.matrix_form`); for heads with ``M = R + Rᵀ ≠ 0`` (ℓ2, custom), where then the
+matrix form's own solve with ``I - ΣM`` reaches the same bound and ``P - M`` is better conditioned, the run goes on
+in the pair form ``(Σ, P = Σ⁻¹)`` of :func:`.matrix_form.pair_rhs` (``J = V(P - M)⁻¹Bᵀ`` to ``eps``): an
+exponentially growing, anisotropic ``Σ`` (measured: ``cond Σ`` to 6e11, fuzz seed 9430 case 260) is followed to
+``T`` with ``Σ`` normwise to ~1e-11 of a 30-digit reference, where the matrix form's step collapsed (``J`` carried
+``cond(I - ΣM)·eps`` of relative noise, 1e-6 at cond 1e10).  Why not a rescaled error norm: a normwise error
+weight ``rtol·sqrt(Σ_ii Σ_jj)`` on the matrix form was measured to collapse the same way (the noise is in ``J``
+itself, not in small entries), and loosening ``rtol`` to that noise lost ``Σ``'s positive definiteness.
 When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
 ``eps·‖Σ‖²`` the componentwise error control cannot accept), the run is repeated in the regular form of
 :mod:`.regular` (Sundman time), which reaches the singularity: status ``"blowup"`` with its ``T*`` and error
@@ -294,7 +303,9 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     from ``y0`` with the Gaussian layer's stops; its status as the Gaussian layer reports it
     (:func:`reported_status`).  A stall (after :data:`~.regular.STUCK_EVALS` evaluations without progress, or the
     budget) is followed, when ``blowup``, by the regular form (module docstring); the stall stands when that
-    does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one."""
+    does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one.
+    The precision switches (generated form → matrix form → pair form) are in the module docstring; each is
+    named with its time in the message."""
     from ..numerics.ode.solve import Deadline, integrate
 
     d = ode.d

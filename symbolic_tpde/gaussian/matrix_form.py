@@ -8,7 +8,8 @@ its step collapses although the solution goes on.  The matrix form evaluates the
 linear solve with ``I - ΣM`` (``M = R + Rᵀ``), exact products for softmax (``M = 0``), so it loses only
 ``cond(I - ΣM)·eps``.  :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian` switches to it where
 ``cond Σ·eps`` exceeds the tolerance; the long-time classifier (:mod:`symbolic_tpde.analysis.verdict`) uses it
-throughout.
+throughout.  Where ``I - ΣM`` itself becomes ill-conditioned (``Σ`` growing anisotropically under a head with
+``M ≠ 0``), :func:`pair_rhs` carries ``P = Σ⁻¹`` beside ``Σ`` and solves with the well-conditioned ``P - M``.
 """
 
 from __future__ import annotations
