@@ -388,3 +388,18 @@ def test_exponential_anisotropic_growth_reaches_T_in_the_pair_form(covariance_on
         monkeypatch.setattr(gi, "pair_form_for", lambda *a, **k: None)
         old = ode.integrate(a0, S0, T, blowup=False, max_nfev=20 * sol.nfev)
         assert str(old.status) == "stalled" and old.t[-1] < T, old.message
+
+
+def test_a_stiff_stop_says_so_and_a_non_stiff_one_does_not():
+    """The stall/time-limit note of gaussian (issue 30 item 2, left open: softmax runs collapsing onto rank one
+    are stiff, Jacobian eigenvalues ~ -2e3 beside rates ~ 1e-2 at the stop of fuzz seed 7301 case 14): a linear
+    field diag(-0.01, -1e4) at a state whose fast component has decayed is called stiff with its eigenvalue and
+    the stability bound 3/|λ| of an explicit step; diag(-1, -2) is not."""
+    from types import SimpleNamespace
+
+    from symbolic_tpde.gaussian.integrate import _stiffness_note
+
+    stop = SimpleNamespace(t_end=5.0, y_end=np.array([1.0, 1e-9]))
+    note = _stiffness_note(lambda t, y: np.array([-0.01, -1e4]) * y, stop)
+    assert "stiff there" in note and "-1e+04" in note and "0.0003" in note, note
+    assert _stiffness_note(lambda t, y: np.array([-1.0, -2.0]) * y, stop) == ""
