@@ -403,3 +403,27 @@ def test_a_stiff_stop_says_so_and_a_non_stiff_one_does_not():
     note = _stiffness_note(lambda t, y: np.array([-0.01, -1e4]) * y, stop)
     assert "stiff there" in note and "-1e+04" in note and "0.0003" in note, note
     assert _stiffness_note(lambda t, y: np.array([-1.0, -2.0]) * y, stop) == ""
+
+
+def test_l2_growth_past_1e77_goes_on_in_the_matrix_form(monkeypatch):
+    """Fuzz seed 11530, case 20 (ℓ2, d = 2, T = 1000): Σ grows exponentially and nearly isotropically
+    (cond Σ ≈ 1.3), and the generated entrywise right-hand side, whose products of Σ entries overflow, went stuck
+    at tr Σ ≈ 4e77 ("stalled", cond Σ·eps = 3e-16: not a precision stall).  This case of the same class (its
+    matrices rounded to one decimal, another Σ₀) stalled at t = 114.5 the same way; it now leaves the generated
+    form where |Σ| reaches 1e30 and reaches T = 150 (tr Σ ≈ 1e100), equal to the independent DOP853 run on the
+    matrix form to 1e-9 of ‖Σ‖ (both: rtol 1e-12 per step over ~10³ steps)."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.gaussian import integrate as gi
+
+    V, Q, K = [[1.1, 0.3], [-0.7, 0.4]], [[-1.3, -1.0], [1.9, -0.2]], [[0.9, -0.4], [-0.1, 0.6]]
+    S0, T = np.array([[0.5, 0.1], [0.1, 0.8]]), 150.0
+    ode = GaussianODE.from_weights(make_weights([make_head("l2", Q=np.array(Q), K=np.array(K), tau=2.0,
+                                                           V=np.array(V))]))
+    sol = ode.integrate(np.zeros(2), S0, T)
+    assert str(sol.status) == "ok" and sol.t[-1] == T and "|Σ| reached 1e+30" in sol.message, sol.message
+    ref = _reference(Q, V, K, 2.0, S0, T)
+    assert np.trace(ref) > 1e90
+    assert np.abs(sol.Sigma[-1] - ref).max() <= 1e-9 * np.abs(ref).max()
+    monkeypatch.setattr(gi, "MAGNITUDE_SWITCH", np.inf)       # the former path: the generated form throughout
+    old = ode.integrate(np.zeros(2), S0, T, blowup=False)
+    assert str(old.status) == "stalled" and old.t[-1] < T and np.trace(old.Sigma[-1]) > 1e70, old.message

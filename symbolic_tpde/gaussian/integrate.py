@@ -136,6 +136,12 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
                             sol.blowup_time_error, sol.exponent, sol.events, sol.y, sol.nfev)
 
 
+#: the generated right-hand side is also left for the matrix form where an entry of ``Σ`` reaches this: it multiplies
+#: entries of ``Σ`` (cofactors, determinants; measured: the d = 2 ℓ2 form is garbage, its step stuck, from
+#: ``tr Σ ≈ 1e77``, i.e. products of four entries), so up to degree 10 its products stay below float64's 1.8e308;
+#: the matrix form is scale-free (one solve with ``I - ΣM``, ``J`` bounded) up to the overflow stop
+MAGNITUDE_SWITCH = 1e30
+
 #: :func:`_stiffness_note` calls a stop stiff where the most negative real part of a Jacobian eigenvalue exceeds the
 #: state's own rate ``‖f‖/‖y‖`` this many times (measured at the stop of fuzz seed 7301 case 14: 5e5)
 STIFF_RATIO = 1e3
@@ -350,13 +356,19 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     stops = gaussian_events(ode, blowup)
     pair = None if fm is None else pair_form_for(ode, freeze_alpha, rtol)
     pair_stop = [] if pair is None else [pair[2]]
-    if fm is not None and math.log(_cond(layout.unpack(np.asarray(y0, float), d)[1])) >= room:
-        # ill-conditioned from the start: the matrix form throughout, with its scale-free tilt conditions
+    big = math.log(MAGNITUDE_SWITCH)
+
+    def margins(t, y):
+        S = layout.unpack(np.asarray(y, float), d)[1]
+        return np.array([room - math.log(_cond(S)), big - math.log(max(float(np.abs(S).max()), 1e-300))])
+
+    if fm is not None and np.min(margins(0.0, y0)) <= 0:
+        # ill-conditioned (or large) from the start: the matrix form throughout, with its scale-free tilt conditions
         f, fm, cond = fm, None, tilt_m
         stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m) + pair_stop
     extra = [] if fm is None else [StopCondition(
-        lambda t, y: np.array([room - math.log(_cond(layout.unpack(np.asarray(y, float), d)[1]))]),
-        "precision-switch", "cond Σ·eps reached rtol/100 at t = {t:.12g}", near_zero=0.0)]
+        margins, "precision-switch", "cond Σ·eps reached rtol/100 or |Σ| reached 1e30 at t = {t:.12g}",
+        near_zero=0.0)]
     sol = integrate(f, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol, t_eval=t_eval,
                     breakpoints=bps, events=stops + extra,
                     max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=deadline,
@@ -381,7 +393,10 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
             note = f"; {note}"
         rest = _joined(sol, rest, k, len(y1))
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
-                        f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol{note})")
+                        f"form at t = {t1:.10g}, where "
+                        + (f"cond Σ·eps reached {PRECISION_SWITCH:g}·rtol" if sol.event.index == 0 else
+                           f"|Σ| reached {MAGNITUDE_SWITCH:g}, beyond which its products of Σ entries overflow")
+                        + f"{note})")
         if blowup and rest.status == Status.BLOWUP:
             # integrate's error runs would start at the switch; the stretch before it (with cond Σ ≥ 45 the
             # switch comes early in nearly every blow-up) is counted by repeating the whole run
