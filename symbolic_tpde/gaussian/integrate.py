@@ -274,10 +274,9 @@ def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, a
 def _stiffness_note(f, sol) -> str:
     """Why a run that stopped at a finite state was slow, when it was stiffness: ``"; stiff there: …"`` when the
     Jacobian of ``f`` at the stop (central differences at two steps that must agree, ``4n`` evaluations) has an
-    eigenvalue ``λ`` with
-    ``-Re λ`` more than :data:`STIFF_RATIO` times the state's own rate ``‖f(y)‖/‖y‖`` (an explicit step is then
-    bounded by stability, ``h ≲ 3/|λ|``, not by accuracy: the solution goes on, at ``~|λ|`` steps per unit
-    time); ``""`` otherwise."""
+    eigenvalue ``λ`` with ``-Re λ`` more than :data:`STIFF_RATIO` times the state's own rate ``‖f(y)‖/‖y‖`` (an
+    explicit step is then bounded by stability, ``h ≲ 3/|λ|``, not by accuracy: the solution goes on, at ``~|λ|``
+    steps per unit time); ``""`` otherwise."""
     y = np.asarray(sol.y_end, float)
     if not np.all(np.isfinite(y)):
         return ""
