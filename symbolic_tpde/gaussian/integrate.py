@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -198,9 +198,12 @@ def _precision_note(y, d: int, rtol: float) -> str:
 
 
 def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol, atol, t_eval, bps, max_nfev,
-                             progress, jac, deadline):
+                             progress, jac, deadline, y0=None):
     """``(sol, f)``: ``sol`` continued from its last finite state in :func:`.matrix_form.affine_rhs` (when the
-    weights have one and it is finite there), else unchanged."""
+    weights have one and it is finite there), else unchanged.  The continuation keeps the run's overflow stop
+    (size ``r₀·overflow`` with ``r₀`` the size at ``y0``, the start of the whole run): a monitor started afresh
+    at the continued state would move it up by that state's size (from ``1e200 r₀`` to ``1e302 r₀`` for an ℓ2
+    run whose generated form overflows at ``tr Σ ≈ 1e102``), past where the right-hand side itself overflows."""
     from ..numerics.ode.solve import integrate
     from .matrix_form import affine_rhs, frozen_alpha
 
@@ -215,9 +218,13 @@ def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol,
             return sol, f
     te = None if t_eval is None else np.asarray(t_eval, float)
     k = len(sol.t) if te is None else int(np.searchsorted(te, t1, side="right"))
+    events = gaussian_events(ode, blowup)[:1 if blowup else 0]
+    if events and y0 is not None:
+        mon = events[0]
+        events = [replace(mon, overflow=mon.overflow * mon.size(np.asarray(y0, float)) / mon.size(y1))]
     rest = integrate(fa, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
-                     events=gaussian_events(ode, blowup)[:1 if blowup else 0], max_nfev=max(max_nfev - sol.nfev, 1),
+                     events=events, max_nfev=max(max_nfev - sol.nfev, 1),
                      progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
     rest.t = np.concatenate([np.asarray(sol.t)[:k], np.asarray(rest.t)])
     rest.y = np.vstack([np.asarray(sol.y)[:k].reshape(-1, len(y1)), np.asarray(rest.y).reshape(-1, len(y1))])
@@ -295,7 +302,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         # the rhs stopped being finite at a finite state (the generated Sinkhorn form overflows from tr Σ ~ 1e77):
         # the same run goes on in the matrix form of affine_field (scale-free), to the solver's overflow stop
         sol, f = _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol, atol, t_eval, bps,
-                                          max_nfev, progress, jac, deadline)
+                                          max_nfev, progress, jac, deadline, y0=y0)
     sol.status = reported_status(sol)
     if sol.status == Status.TIME_LIMIT and sol.y_end is not None and np.all(np.isfinite(sol.y_end)):
         # why a run is slow: where cond Σ·eps exceeds rtol the entries no longer carry the small eigenvalues
