@@ -139,29 +139,19 @@ def _cond(S) -> float:
 
 
 def matrix_form_for(ode, f, y0, freeze_alpha: bool):
-    """``(g, tilt)``: the inverse-free matrix form of ``ode``'s moment equation (:func:`.matrix_form.matrix_rhs`) on
-    the Gaussian layout (``α`` frozen when ``freeze_alpha``), checked against the generated ``f`` at ``y0`` to
+    """``(g, tilt)``: the inverse-free matrix form of ``ode``'s moment equation (:func:`.matrix_form.matrix_rhs`,
+    built and checked by :func:`.matrix_form.checked_matrix_rhs`) on the Gaussian layout (``α`` frozen when ``freeze_alpha``), checked against the generated ``f`` at ``y0`` to
     ``1e-10`` relative (both are float64 evaluations of one formula at the start), and its scale-free tilt
     conditions (:func:`.matrix_form.tilt_margins`, ``None``: none); ``None`` (layers, a time-dependent schedule,
     kinds without a quadratic log-kernel, a disagreement)."""
-    from .matrix_form import frozen_alpha, matrix_rhs
+    from .matrix_form import checked_matrix_rhs
 
     if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
         return None
-    got = matrix_rhs(ode.schedule(0.0), ode.d)
-    if got is None:
+    got = checked_matrix_rhs(ode.schedule(0.0), ode.d, f, [y0], freeze_alpha=freeze_alpha)
+    if got is None or not got[3]:
         return None
-    fm, d = got[0], ode.d
-    g = frozen_alpha(fm, d) if freeze_alpha else fm
-    y0 = np.asarray(y0, float)
-    with np.errstate(all="ignore"):
-        ref, new = np.asarray(f(0.0, y0), float), g(0.0, y0)
-    if not (np.all(np.isfinite(ref)) and np.allclose(new, ref, rtol=1e-10,
-                                                       atol=1e-10 * max(1.0, float(np.abs(ref).max())))):
-        return None
-    from .matrix_form import tilt_margins
-
-    return g, tilt_margins(ode.schedule(0.0), d)
+    return got[0], got[2]
 
 
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
