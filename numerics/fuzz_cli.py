@@ -786,7 +786,7 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
             shown = "" if scn is None else (_dumps(scn)[:150] if not isinstance(scn, bytes) else scn[:50])
             return "wrong success", f"{' '.join(args)[:120]} {shown}"
         if isinstance(obj, dict) and obj.get("status") not in (None, "ok", "blowup", "tilt-ceased", "overflow",
-                                                                   "stalled"):
+                                                                   "stalled", "fixed-point"):
             return "wrong success", text[:200]
         broken = check_invariants(args[0], obj)
         if broken:
