@@ -224,7 +224,7 @@ def _vanishing_attention(theta, weights, norm) -> str:
 #: run would otherwise grind to its step budget and end "stalled": measured on ``tpde particles --scenario
 #: sphere_sa_s2 --n 16 --T 1e6``, the tokens are one cluster by t ≈ 30 and stay within ~1e-10 (the tolerance) of
 #: each other; the explicit steps are then bounded by stability, not accuracy (h ≈ 3.3 whatever the tolerance,
-#: 1e-10 or 1e-6), 50 000 steps to t ≈ 1.6e5 in 31-45 s.  A stiff scipy method is no cure (measured from that
+#: 1e-10 or 1e-6), 50 000 steps to t ≈ 1.65e5 in 48 s wall at load 3 (now: "fixed-point" at t ≈ 1.4e3, 1.7 s).  A stiff scipy method is no cure (measured from that
 #: collapsed state to T = 1e6: BDF 1.3 s on sphere_sa_s2 but stalled on sphere_causal_vmf, LSODA the reverse,
 #: Radau stalled on both; on a cluster that keeps moving, sphere_ngpt, all three are slower than these steps).
 #: A run that could reach ``T`` within its budget is never stopped by this detector.
