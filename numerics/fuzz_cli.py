@@ -699,7 +699,8 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
     fds = []
     if any("{pipe}" in a for a in argv):   # <(cat case.json): an anonymous pipe, its writer closed
         r, w = os.pipe()
-        blob = open(path, "rb").read() if scn is not None else open(_builtin("softmax_2d"), "rb").read()
+        with open(path if scn is not None else _builtin("softmax_2d"), "rb") as fh:
+            blob = fh.read()
         os.write(w, blob[:60000])
         os.close(w)
         fds.append(r)
