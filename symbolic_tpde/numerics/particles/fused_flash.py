@@ -72,14 +72,19 @@ def params(T: str, form: str, p: int, d: int, n_k: int = 0) -> dict:
     w = LANES[form][T]
     s = SHAPE[form]
     nc = -(-d // w)
-    cc = max(c for c in range(1, s["CCMAX"] + 1) if nc % c == 0)
+    half = int(form == "avx512" and 0 < d % w <= w // 2)  # the last vector's components in a half-width one
+    nf = nc - half
+    cc = max(c for c in range(1, s["CCMAX"] + 1) if nf % c == 0) if nf else 1
     r = s["ACC"] // cc
     large = n_k * (p + d) * (4 if T == "float" else 8) > LARGE_KV_BYTES
     qb = s["QB_LARGE" if large else "QB"]
     while qb % r or qb % s["RL"]:  # R in {6, 8, 12, 24} (AVX-512), {4, 6, 12} (AVX2): QB a multiple of each
         r -= 1
+    rt = s["ACC"]
+    while qb % rt:
+        rt -= 1
     return {"P": p, "D": d, "DP": nc * w, "QB": qb, "KB": s["KB"][T], "RL": s["RL"], "KV": s["KV"], "R": r,
-            "CC": cc, "PW": s["KV"] * w, "NPW": w}
+            "CC": cc, "PW": s["KV"] * w, "NPW": w, "HALF": half, "RT": rt}
 
 
 def work_bytes(dtype, p: int, d: int, n_k: int = 0) -> int:
@@ -90,7 +95,8 @@ def work_bytes(dtype, p: int, d: int, n_k: int = 0) -> int:
     if form not in LANES:
         return 0
     prm = params(fused.ctype(dt), form, p, d, n_k)
-    return (prm["QB"] * prm["KB"] + prm["R"] * prm["CC"] * prm["NPW"]) * dt.itemsize + prm["QB"] * prm["DP"] * 8
+    blk = max(prm["R"] * prm["CC"] * prm["NPW"], prm["RT"] * prm["NPW"] // 2)
+    return (prm["QB"] * prm["KB"] + blk) * dt.itemsize + prm["QB"] * prm["DP"] * 8
 
 
 def _cdecl(T: str) -> str:
