@@ -13,7 +13,10 @@ bias?, prefix?, sink?) does what torch's CPU flash kernel does with two GEMM cal
   contiguous and stays in L1 while every group of queries uses it) into a buffer of ``QB × KB`` logits kept
   in L1/L2; then, per query, the block maximum, the running maximum and the weights ``e^{l − m}`` in place
   (the vector exp of :mod:`.fused_simd`, ≤ 1.2 eps); then the value sums by a second micro-kernel (``R``
-  queries × ``CC`` vectors of value components, one value load per ``R`` fused multiply-adds);
+  queries × ``CC`` vectors of value components, one value load per ``R`` fused multiply-adds); on AVX-512 a
+  last vector of components at most half full goes through a half-width (256-bit) micro-kernel of ``RT``
+  queries instead (``HALF``: half the cost of a 512-bit FMA where the machine splits those, as AMD Zen 4
+  does; the same chain of FMAs per component, so the same bits);
 * the block sums (in the work dtype over at most 1024 keys) are merged into float64 running sums rescaled to
   the running maximum: ``acc ← e^{m_old − m_new} acc + block`` (the factor exactly 1 when the maximum did not
   move), as the vector loops of :mod:`.fused` do.
