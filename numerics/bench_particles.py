@@ -42,7 +42,10 @@ extra n) it times, in the same run and on the same data (``q = X Aᵀ``, keys an
 Variants run in interleaved rounds (``R`` rounds, default 5, 3 above n = 8000; ``numpy``, ``naive`` only up
 to n = 32 000), medians over rounds; a call
 shorter than 0.15 s is repeated within its round, so that every timed segment is at least that long; ratios
-are medians of per-round ratios, so a shared machine's load drift cancels.  ``ns/pair`` = time / (n_q n): n_q = n queries, except in the
+are medians of per-round ratios, so a shared machine's load drift cancels.  Every timed segment starts after a pause
+(``--settle``, default 0.2 s) in which the previous segment's idle helper threads stop spinning (OpenBLAS's
+workers busy-wait ~0.1 s after the ``naive`` column's multithreaded products; before this pause the segment
+right after ``naive``, the fused kernel's, shared the second core with that spin).  ``ns/pair`` = time / (n_q n): n_q = n queries, except in the
 n = 128 000 cells, where the first 16 000 particles are the queries against all n keys (``LARGE_QUERIES``: the
 cost per pair is set by the key count; all n queries would take an hour).
 Accuracy (``rel.err``; ``tch.err`` torch's): max relative difference from the numpy path in float64 on the same
@@ -82,6 +85,13 @@ LARGE_QUERIES = 16_000
 #: Shortest timed segment (s): calls shorter than this are repeated within a round, so a round's ratio is not
 #: one 5 ms call against another on a shared machine whose speed moves by 2x within seconds.
 MIN_SEGMENT_S = 0.15
+#: Pause before every timed segment (s), so that no segment starts while the previous one's helper threads still
+#: spin on the other core: OpenBLAS's idle workers busy-wait about 0.1 s after a multithreaded product (the
+#: ``naive`` column's; measured here: 0.099 s of CPU time during a 0.3 s sleep after a 2000 x 64 x 2000 product),
+#: libgomp's (torch's, the yardstick's) about 7 ms.  Without it the segment timed right after ``naive`` (the
+#: fused kernel's) shared the cores with a spinning thread for two thirds of its 0.15 s, which hit the short
+#: calls at n = 2000 most (docs/performance.md, "after the n = 2000 / float32 work").
+SETTLE_S = 0.2
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 YARD_C = r"""
@@ -308,6 +318,9 @@ def main(argv=None) -> int:
     ap.add_argument("--large", action="store_true", help="also n = 128 000 at d = 2 and 8 (default without --quick)")
     ap.add_argument("--crossover", action="store_true",
                     help="only: the fused kernel's vector loops vs BLAS logits + row pass at d = 8..32")
+    ap.add_argument("--settle", type=float, default=SETTLE_S,
+                    help=f"pause in s before every timed segment (default {SETTLE_S}: other segments' idle threads "
+                         "stop spinning); 0: none (the runs before 2026-12-05 04:00)")
     ap.add_argument("--no-forms", dest="forms", action="store_false",
                     help="skip the columns of the kernel as other x86 machines build it (avx2, plain)")
     a = ap.parse_args(argv)
@@ -395,6 +408,7 @@ def table(a) -> None:
                         mem[name] = tracemalloc.get_traced_memory()[1] / 2**20
                         tracemalloc.stop()
                     if dt_call < 1.0:
+                        time.sleep(a.settle)
                         t0 = time.perf_counter()
                         fn()
                         dt_call = time.perf_counter() - t0
@@ -404,6 +418,7 @@ def table(a) -> None:
                 for _ in range(R):
                     r = {}
                     for name, fn in fns.items():  # each timed segment >= MIN_SEGMENT_S: short calls repeated
+                        time.sleep(a.settle)      # (no other segment's threads still spinning: SETTLE_S)
                         t0 = time.perf_counter()
                         for _ in range(reps[name]):
                             fn()
@@ -479,6 +494,7 @@ def crossover(a) -> None:
             for _ in range(a.repeats):
                 r = {}
                 for name, fn in fns.items():
+                    time.sleep(a.settle)
                     t0, k = time.perf_counter(), 0
                     while k == 0 or time.perf_counter() - t0 < MIN_SEGMENT_S:
                         fn()

@@ -699,7 +699,8 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
     fds = []
     if any("{pipe}" in a for a in argv):   # <(cat case.json): an anonymous pipe, its writer closed
         r, w = os.pipe()
-        blob = open(path, "rb").read() if scn is not None else open(_builtin("softmax_2d"), "rb").read()
+        with open(path if scn is not None else _builtin("softmax_2d"), "rb") as fh:
+            blob = fh.read()
         os.write(w, blob[:60000])
         os.close(w)
         fds.append(r)
@@ -786,7 +787,7 @@ def run_case(argv, scn, invalid, tmpdir: str, hang: float = 30.0, files: dict | 
             shown = "" if scn is None else (_dumps(scn)[:150] if not isinstance(scn, bytes) else scn[:50])
             return "wrong success", f"{' '.join(args)[:120]} {shown}"
         if isinstance(obj, dict) and obj.get("status") not in (None, "ok", "blowup", "tilt-ceased", "overflow",
-                                                                   "stalled"):
+                                                                   "stalled", "fixed-point"):
             return "wrong success", text[:200]
         broken = check_invariants(args[0], obj)
         if broken:

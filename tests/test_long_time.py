@@ -248,6 +248,36 @@ def test_certified_enclosure_d3_non_normal_V():
     assert c.upper is not None and c.lower <= Tn <= c.upper and c.upper - c.lower < 1e-5, c.sides
 
 
+@pytest.mark.parametrize("V", [1e3, 1e8, 1e50])
+def test_l2_growth_past_the_generated_forms_range_is_overflow_at_its_time_without_warnings(tmp_path, capsys, V):
+    """The slow CLI fuzz (seed 12345, cases 545, 715, 2173, 2381, 2568, 3777): ℓ2, d = 1, Q = 1, K = 0.5, τ = 1,
+    a large V.  Its generated right-hand side overflows in its intermediates at tr Σ ≈ 1e102 and the run goes on
+    in the affine matrix form; that continuation had its overflow stop moved from r₀·1e200 to ~1e302, past
+    where its own right-hand side overflows (4V·Σ), so V = 1e8 ended "stalled", V = 1e50 stalled by its
+    collapsed steps, V = 1e3 stopped at 4e302, and SciPy's RK warned "invalid value encountered in dot" on the
+    infinite stages.  Now every V stops with status overflow at Σ = 1e200, with no warning, at the time of the
+    closed form written here: in d = 1, J = VΣB/(1 - ΣM) with B = 2QK/τ = 1, M = -2K²/τ = -0.5, so
+    dΣ/dt = 2VΣ²/(1 + Σ/2) and Σ reaches X from 1 at t = ((1 - 1/X) + ln(X)/2)/(2V).  Tolerance 1e-9 relative:
+    the run's rtol 1e-12 over ~230 e-folds of growth and a root found on its dense output."""
+    import math
+    import warnings
+
+    from symbolic_tpde.cli import main
+
+    path = tmp_path / "l2.json"
+    path.write_text(json.dumps({"attention": "l2", "Q": [[1.0]], "K": [[0.5]], "V": [[V]], "tau": 1.0,
+                                "alpha0": [0.0], "Sigma0": [[1.0]], "T": 0.5}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rc = main(["gaussian", "--scenario", str(path), "--json", "--backend", "numpy"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["status"] == "overflow", out["message"]
+    X = 1e200
+    t_ref = ((1 - 1 / X) + 0.5 * math.log(X)) / (2 * V)
+    assert out["t"] == pytest.approx(t_ref, rel=1e-9)
+    assert out["Sigma"][0][0] == pytest.approx(X, rel=1e-9)
+
+
 def test_sinkhorn_growth_past_1e77_is_overflow_with_its_time_not_a_stall(capsys):
     """Issue 30 (statuses that cannot mislead): a d = 2 Sinkhorn run growing exponentially (no finite-time
     blow-up) had its generated right-hand side overflow at tr Σ ≈ 1e77 and was reported "stalled".  It goes on

@@ -434,6 +434,63 @@ def test_step_collapse_through_the_commands(tmp_path):
     assert out["status"] == "stalled" and "step collapse" in out["detail"] and out["steps"] < 2_000
 
 
+def _sa_velocity_loop(theta, beta):
+    """Post-LN SA with A = V = I written here as a loop: θ̇_i = P⊥_{θ_i} Σ_j w_ij θ_j, w_ij ∝ e^{β<θ_i, θ_j>}."""
+    out = np.zeros_like(theta)
+    for i, ti in enumerate(theta):
+        w = np.array([math.exp(beta * float(ti @ tj)) for tj in theta])
+        a = (w[:, None] * theta).sum(0) / w.sum()
+        out[i] = a - float(ti @ a) * ti
+    return out
+
+
+def test_a_collapsed_cloud_that_would_grind_to_its_budget_is_a_fixed_point_with_its_evidence():
+    """The last session's leftover: tpde particles on the sphere at T = 1e6 after the tokens collapse took
+    31-45 s (stability-bounded steps h ≈ 3.3 on a state that no longer moves) to end "stalled" at its budget.
+    With ``fixed_points`` the run stops once the state has not moved by more than FIXED_FACTOR·tol over two
+    windows and T is out of the budget's reach: status "fixed-point" at that time.  Checked independently: the
+    velocity of a loop-written SA field at the reported state is below 1e-8 (100 tol), and integrating on from
+    that state (without the detector) for another 2000 time units moves no token by more than 1e-8.  A run that
+    can reach T within its budget is not stopped (status ok), and a cluster that keeps moving (nGPT with a
+    rotating V) ends at its step limit, not as a fixed point."""
+    from symbolic_tpde.numerics.particles.sphere import FIXED_FACTOR, load_sphere_scenario
+
+    X0 = sample({"type": "uniform_sphere"}, 16, 3, np.random.default_rng(0))
+    w = _w("sphere_sa", 3, 1.0)
+    run = simulate_sphere(X0, w, 1e6, max_steps=50_000, fixed_points=True)
+    assert run.status == "fixed-point" and run.t < 5e3 and run.steps < 2_000, (run.status, run.t, run.steps)
+    assert "a fixed point to the tolerance" in run.detail and "the budget has" in run.detail
+    assert np.max(np.abs(_sa_velocity_loop(run.theta, 1.0))) <= FIXED_FACTOR * run.tolerance
+    on = simulate_sphere(run.theta, w, 2000.0)
+    assert on.status == "ok" and np.max(np.abs(on.theta - run.theta)) <= FIXED_FACTOR * run.tolerance
+    # within the budget's reach: integrated to T as before
+    short = simulate_sphere(X0, w, 2000.0, max_steps=50_000, fixed_points=True)
+    assert short.status == "ok" and short.t == 2000.0
+    # a moving cluster (nGPT, V with complex eigenvalues: the collapsed token rotates) is not a fixed point
+    ng = load_sphere_scenario("sphere_ngpt")
+    Xn = ng.initial(8, np.random.default_rng(0))
+    mv = simulate_sphere(Xn, ng.weights, 1e6, norm="ngpt", alpha=ng.alpha, max_steps=1_500, fixed_points=True)
+    assert mv.status == "stalled" and "step limit" in mv.detail
+
+
+def test_fixed_point_through_tpde_particles(tmp_path):
+    """tpde particles --T 1e6 on a collapsing sphere scenario: exit 0, status fixed-point with its time and
+    evidence, one cluster, in well under the budget (steps < 2000 of 50 000)."""
+    import contextlib
+    import io
+    import json
+
+    from symbolic_tpde.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["particles", "--scenario", "sphere_causal_vmf", "--n", "16", "--seed", "0", "--T", "1e6",
+                   "--json"])
+    out = json.loads(buf.getvalue())
+    assert rc == 0 and out["status"] == "fixed-point" and out["clusters"] == 1, out
+    assert out["t"] < 5e3 and out["steps"] < 2_000 and "a fixed point to the tolerance" in out["detail"]
+
+
 def test_sphere_steps_check_what_they_display():
     """Issue 19 item 5: each reduction step is an equation object checked on what it displays (the explicit
     particle system at n = 3, 4, quadrature for the circle): a displayed result altered by 1% is refused."""

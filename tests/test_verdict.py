@@ -372,3 +372,40 @@ def test_a_slow_sundman_blowup_falls_back_on_the_direct_forms_T_star():
     assert ts[1] - ts[0] < 1e-9
     assert v.outcome == "blowup" and "direct form" in v.label, v.label
     assert abs(v.blowup_time - ts[1]) <= v.blowup_time_error + 1e-9
+
+
+def test_the_matrix_form_is_built_and_checked_in_one_place_for_gaussian_and_classify():
+    """``tpde gaussian`` (:func:`~symbolic_tpde.gaussian.integrate.matrix_form_for`) and the classifier
+    (``verdict._matrix_form``) take the inverse-free form from one function,
+    :func:`~symbolic_tpde.gaussian.matrix_form.checked_matrix_rhs`: the same right-hand side on the same state,
+    the affine form (Sinkhorn) only for the classifier, and a generated form that disagrees (here scaled by
+    1 + 1e-6, far above the 1e-10 check) refused by both, the classifier saying so in its evidence."""
+    from symbolic_tpde.analysis.clustering import covariance_rhs
+    from symbolic_tpde.analysis.verdict import _matrix_form
+    from symbolic_tpde.gaussian.integrate import matrix_form_for
+    from symbolic_tpde.registry import layout
+
+    d = 2
+    S0 = np.array([[1.0, 0.3], [0.3, 0.6]])
+    y0 = layout.pack(np.zeros(d), S0)
+    ode = _ode("l2", Q=np.array([[1.0, 0.5], [-0.5, 1.0]]), K=np.eye(d), V=np.array([[1.0, 0.2], [0.0, 0.9]]),
+               tau=2.0)
+    f = covariance_rhs(ode, 1.0)
+    g_gauss, _ = matrix_form_for(ode, f, y0, True)
+    evidence = []
+    g_verdict, cond, guard = _matrix_form(ode, f, d, S0, True, evidence, 1e-10)
+    y = layout.pack(np.zeros(d), 3.0 * S0)
+    assert np.array_equal(g_gauss(0.0, y), g_verdict(0.0, y)) and guard and cond is not None
+    assert np.allclose(g_verdict(0.0, y), f(0.0, y), rtol=1e-10) and "checked against" in evidence[0]
+
+    wrong = lambda t, z: (1 + 1e-6) * f(t, z)  # noqa: E731
+    evidence = []
+    assert matrix_form_for(ode, wrong, y0, True) is None
+    assert _matrix_form(ode, wrong, d, S0, True, evidence, 1e-10) is None
+    assert evidence == ["matrix form disagrees with the generated form at Σ₀: the generated form is used"]
+
+    sk = _ode("sinkhorn", A=np.array([[1.2, 0.1], [0.1, 0.9]]), V=1.8 * np.eye(d), epsilon=1.0)
+    fs = covariance_rhs(sk, 1.0)
+    assert matrix_form_for(sk, fs, y0, True) is None          # gaussian keeps the generated Sinkhorn form
+    g_s, cond_s, guard_s = _matrix_form(sk, fs, d, S0, True, [], 1e-10)
+    assert cond_s is None and not guard_s and np.allclose(g_s(0.0, y), fs(0.0, y), rtol=1e-10)

@@ -93,44 +93,31 @@ class Verdict:
 
 
 def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: float):
-    """The covariance right-hand side in matrix form (:func:`.closed_forms.covariance_velocity`, no ``Σ⁻¹``)
-    for constant weights whose heads all have one, checked against the generated entrywise form at ``Σ₀`` and
-    at a second point (to ``1e-10`` relative: both are float64 evaluations of the same formula at a
-    well-conditioned point); ``None`` (use the generated form) otherwise."""
-    from .closed_forms import covariance_velocity
+    """The covariance right-hand side in matrix form (no ``Σ⁻¹``; :func:`symbolic_tpde.gaussian.matrix_form.
+    checked_matrix_rhs`, every affine kind) for constant weights whose heads all have one, checked against the
+    generated entrywise form at ``Σ₀`` and at a second point (to ``1e-10`` relative: both are float64 evaluations
+    of the same formula at a well-conditioned point), with the precision and tilt stop conditions; ``None`` (use
+    the generated form) otherwise."""
+    from ..gaussian.matrix_form import checked_matrix_rhs
 
     if not closed or not getattr(ode.schedule, "is_constant", False):
         return None
-    w = ode.schedule(0.0)
-    if covariance_velocity(w, Sigma0) is None:
+    Sigma0 = np.asarray(Sigma0, float)
+    probe = [Sigma0, Sigma0 + 0.5 * np.trace(Sigma0) / d * np.eye(d)]
+    got = checked_matrix_rhs(ode.schedule(0.0), d, f, [layout.pack(np.zeros(d), S) for S in probe],
+                             freeze_alpha=True, affine=True)
+    if got is None:
         return None
-    probe = [np.asarray(Sigma0, float), np.asarray(Sigma0, float) + 0.5 * np.trace(Sigma0) / d * np.eye(d)]
-    for S in probe:
-        ref = layout.unpack(np.asarray(f(0.0, layout.pack(np.zeros(d), S)), float), d)[1]
-        got = covariance_velocity(w, S)
-        if not np.allclose(got, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))):
-            evidence.append("matrix form disagrees with the generated form at Σ₀: the generated form is used")
-            return None
+    rhs, Mall, margins, agrees = got
+    if not agrees:
+        evidence.append("matrix form disagrees with the generated form at Σ₀: the generated form is used")
+        return None
     evidence.append("covariance equation evaluated in matrix form (inverse-free tilt, one linear solve), "
                     "checked against the generated entrywise form at Σ₀ to 1e-10")
 
-    from ..gaussian.matrix_form import frozen_alpha, matrix_rhs, tilt_margins
-
-    fast = matrix_rhs(w, d)
-    if fast is not None:             # the prebuilt form (α frozen at 0: the covariance equation alone)
-        rhs = frozen_alpha(fast[0], d)
-    else:
-        def rhs(t, y):      # the hot path: layout's index arrays are made once per d
-            return layout.pack(np.zeros(d), covariance_velocity(w, layout.unpack(y, d)[1]))
-
-    # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0 (:func:`symbolic_tpde.gaussian.matrix_form.tilt_margins`, scale-free)
-    from .closed_forms import quadratic_form
-
-    margins = tilt_margins(w, d)
-
-    # the solve with I - ΣM loses cond(I - ΣM)·eps: the run stops ("precision") before that exceeds rtol/100
-    Mall = [f_[1] + f_[1].T for f_ in (quadratic_form(h) for h in w.heads) if f_ is not None]
-    Mall = [M for M in Mall if np.abs(M).max() > 0]
+    # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0 (margins: :func:`symbolic_tpde.gaussian.matrix_form.tilt_margins`,
+    # scale-free); the solve with I - ΣM loses cond(I - ΣM)·eps: the run stops ("precision") before that exceeds
+    # rtol/100
     room = math.log(0.01 * rtol / np.finfo(float).eps)
 
     def conditions(t, y):

@@ -86,7 +86,7 @@ def run_particles(args, *, save, exit_blowup: int, max_pair_work: float) -> int:
     try:
         run = simulate_sphere(X0, scn.weights, T, norm=scn.norm, alpha=scn.alpha, dtype=np.dtype(args.dtype),
                               max_steps=step_budget(args.n, scn.d, len(scn.weights.heads)),
-                              t_eval=t_eval, max_seconds=max_seconds(args))
+                              t_eval=t_eval, max_seconds=max_seconds(args), fixed_points=True)
     except BlowupError as exc:
         out = {"status": "blowup", "geometry": "sphere", "n": args.n, "t": exc.t, "where": exc.where,
                "detail": exc.detail}

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -158,29 +158,19 @@ def _cond(S) -> float:
 
 
 def matrix_form_for(ode, f, y0, freeze_alpha: bool):
-    """``(g, tilt)``: the inverse-free matrix form of ``ode``'s moment equation (:func:`.matrix_form.matrix_rhs`) on
-    the Gaussian layout (``α`` frozen when ``freeze_alpha``), checked against the generated ``f`` at ``y0`` to
+    """``(g, tilt)``: the inverse-free matrix form of ``ode``'s moment equation (:func:`.matrix_form.matrix_rhs`,
+    built and checked by :func:`.matrix_form.checked_matrix_rhs`) on the Gaussian layout (``α`` frozen when ``freeze_alpha``), checked against the generated ``f`` at ``y0`` to
     ``1e-10`` relative (both are float64 evaluations of one formula at the start), and its scale-free tilt
     conditions (:func:`.matrix_form.tilt_margins`, ``None``: none); ``None`` (layers, a time-dependent schedule,
     kinds without a quadratic log-kernel, a disagreement)."""
-    from .matrix_form import frozen_alpha, matrix_rhs
+    from .matrix_form import checked_matrix_rhs
 
     if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
         return None
-    got = matrix_rhs(ode.schedule(0.0), ode.d)
-    if got is None:
+    got = checked_matrix_rhs(ode.schedule(0.0), ode.d, f, [y0], freeze_alpha=freeze_alpha)
+    if got is None or not got[3]:
         return None
-    fm, d = got[0], ode.d
-    g = frozen_alpha(fm, d) if freeze_alpha else fm
-    y0 = np.asarray(y0, float)
-    with np.errstate(all="ignore"):
-        ref, new = np.asarray(f(0.0, y0), float), g(0.0, y0)
-    if not (np.all(np.isfinite(ref)) and np.allclose(new, ref, rtol=1e-10,
-                                                       atol=1e-10 * max(1.0, float(np.abs(ref).max())))):
-        return None
-    from .matrix_form import tilt_margins
-
-    return g, tilt_margins(ode.schedule(0.0), d)
+    return got[0], got[2]
 
 
 def pair_form_for(ode, freeze_alpha: bool, rtol: float):
@@ -309,9 +299,12 @@ def _precision_note(y, d: int, rtol: float) -> str:
 
 
 def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol, atol, t_eval, bps, max_nfev,
-                             progress, jac, deadline):
+                             progress, jac, deadline, y0=None):
     """``(sol, f)``: ``sol`` continued from its last finite state in :func:`.matrix_form.affine_rhs` (when the
-    weights have one and it is finite there), else unchanged."""
+    weights have one and it is finite there), else unchanged.  The continuation keeps the run's overflow stop
+    (size ``r₀·overflow`` with ``r₀`` the size at ``y0``, the start of the whole run): a monitor started afresh
+    at the continued state would move it up by that state's size (from ``1e200 r₀`` to ``1e302 r₀`` for an ℓ2
+    run whose generated form overflows at ``tr Σ ≈ 1e102``), past where the right-hand side itself overflows."""
     from ..numerics.ode.solve import integrate
     from .matrix_form import affine_rhs, frozen_alpha
 
@@ -326,9 +319,13 @@ def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol,
             return sol, f
     te = None if t_eval is None else np.asarray(t_eval, float)
     k = len(sol.t) if te is None else int(np.searchsorted(te, t1, side="right"))
+    events = gaussian_events(ode, blowup)[:1 if blowup else 0]
+    if events and y0 is not None:
+        mon = events[0]
+        events = [replace(mon, overflow=mon.overflow * mon.size(np.asarray(y0, float)) / mon.size(y1))]
     rest = integrate(fa, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
-                     events=gaussian_events(ode, blowup)[:1 if blowup else 0], max_nfev=max(max_nfev - sol.nfev, 1),
+                     events=events, max_nfev=max(max_nfev - sol.nfev, 1),
                      progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
     rest = _joined(sol, rest, k, len(y1))
     tr = float(np.trace(layout.unpack(y1, d)[1]))
@@ -421,7 +418,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         # the rhs stopped being finite at a finite state (the generated Sinkhorn form overflows from tr Σ ~ 1e77):
         # the same run goes on in the matrix form of affine_field (scale-free), to the solver's overflow stop
         sol, f = _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol, atol, t_eval, bps,
-                                          max_nfev, progress, jac, deadline)
+                                          max_nfev, progress, jac, deadline, y0=y0)
     sol.status = reported_status(sol)
     if sol.status == Status.TIME_LIMIT and sol.y_end is not None and np.all(np.isfinite(sol.y_end)):
         # why a run is slow: where cond Σ·eps exceeds rtol the entries no longer carry the small eigenvalues

@@ -19,7 +19,7 @@ import numpy as np
 from ..registry import kinds, layout
 
 __all__ = ["head_form", "quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "frozen_alpha",
-           "tilt_margins", "pair_rhs"]
+           "tilt_margins", "pair_rhs", "checked_matrix_rhs"]
 
 
 def head_form(head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -306,3 +306,40 @@ def tilt_margins(weights, d: int):
         return np.array([1.0 - np.linalg.eigvalsh(half @ M @ half).max() for M in Ms])
 
     return g
+
+
+def checked_matrix_rhs(weights, d: int, f, points, *, freeze_alpha: bool, affine: bool = False):
+    """The one construction of the inverse-free matrix form for a run (``tpde gaussian`` through
+    :func:`symbolic_tpde.gaussian.integrate.matrix_form_for`, the long-time classifier through
+    :mod:`symbolic_tpde.analysis.verdict`): ``(g, Ms, tilt, agrees)`` for constant ``weights``, or ``None`` where
+    they have no such form.
+
+    ``g`` is :func:`matrix_rhs`'s right-hand side (``affine``: else :func:`affine_rhs`'s, every affine kind,
+    Sinkhorn included), with ``α`` frozen at 0 when ``freeze_alpha``; ``Ms`` the non-zero ``M = R + Rᵀ`` of the
+    heads with a quadratic log-kernel (the solves with ``I - ΣM`` whose conditioning limits ``g``'s accuracy);
+    ``tilt`` :func:`tilt_margins` (``None``: none); ``agrees`` whether ``g`` equals the generated right-hand
+    side ``f`` at every packed state of ``points`` to ``1e-10`` relative (both are float64 evaluations of one
+    formula at well-conditioned points, so a larger gap is a wrong form, not round-off), ``f`` finite there."""
+    got = matrix_rhs(weights, d)
+    if got is not None:
+        g = got[0]
+    elif affine:
+        g = affine_rhs(weights, d)
+        if g is None:
+            return None
+    else:
+        return None
+    g = frozen_alpha(g, d) if freeze_alpha else g
+    agrees = True
+    for y in points:
+        y = np.asarray(y, float)
+        with np.errstate(all="ignore"):
+            ref, new = np.asarray(f(0.0, y), float), np.asarray(g(0.0, y), float)
+        agrees = agrees and bool(np.all(np.isfinite(ref)) and np.allclose(
+            new, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))))
+    Ms = []
+    for h in weights.heads:
+        form = quadratic_form(h)
+        if form is not None and np.abs(form[1] + form[1].T).max() > 0:
+            Ms.append(form[1] + form[1].T)
+    return g, Ms, tilt_margins(weights, d), agrees

@@ -406,7 +406,14 @@ class _ScipyStepper:
         if self.s.status == "finished":
             return None
         t0 = float(self.s.t)
-        self.s.step()
+        # A stage that lands where the right-hand side is not finite (overshooting a blow-up, a generated form
+        # overflowing in its intermediates) is already recorded by _Rhs (``bad_t``: the ``nonfinite`` event);
+        # scipy's explicit pairs reject that step (its error norm is NaN, not < 1) and retry at h/5, but first
+        # weigh the stages (``inf·0``) and warn "invalid value encountered in dot".  The package's own stepper
+        # (rk.RKSolver) takes its steps under the same errstate.  For the implicit methods _Rhs raises _NonFinite
+        # on such a value before scipy uses it.
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.s.step()
         if self.s.status == "failed":
             return "failed"
         return t0, float(self.s.t), np.array(self.s.y, float), self.s.dense_output()

@@ -13,7 +13,10 @@ bias?, prefix?, sink?) does what torch's CPU flash kernel does with two GEMM cal
   contiguous and stays in L1 while every group of queries uses it) into a buffer of ``QB × KB`` logits kept
   in L1/L2; then, per query, the block maximum, the running maximum and the weights ``e^{l − m}`` in place
   (the vector exp of :mod:`.fused_simd`, ≤ 1.2 eps); then the value sums by a second micro-kernel (``R``
-  queries × ``CC`` vectors of value components, one value load per ``R`` fused multiply-adds);
+  queries × ``CC`` vectors of value components, one value load per ``R`` fused multiply-adds); on AVX-512 a
+  last vector of components at most half full goes through a half-width (256-bit) micro-kernel of ``RT``
+  queries instead (``HALF``: half the cost of a 512-bit FMA where the machine splits those, as AMD Zen 4
+  does; the same chain of FMAs per component, so the same bits);
 * the block sums (in the work dtype over at most 1024 keys) are merged into float64 running sums rescaled to
   the running maximum: ``acc ← e^{m_old − m_new} acc + block`` (the factor exactly 1 when the maximum did not
   move), as the vector loops of :mod:`.fused` do.
@@ -72,14 +75,19 @@ def params(T: str, form: str, p: int, d: int, n_k: int = 0) -> dict:
     w = LANES[form][T]
     s = SHAPE[form]
     nc = -(-d // w)
-    cc = max(c for c in range(1, s["CCMAX"] + 1) if nc % c == 0)
+    half = int(form == "avx512" and 0 < d % w <= w // 2)  # the last vector's components in a half-width one
+    nf = nc - half
+    cc = max(c for c in range(1, s["CCMAX"] + 1) if nf % c == 0) if nf else 1
     r = s["ACC"] // cc
     large = n_k * (p + d) * (4 if T == "float" else 8) > LARGE_KV_BYTES
     qb = s["QB_LARGE" if large else "QB"]
     while qb % r or qb % s["RL"]:  # R in {6, 8, 12, 24} (AVX-512), {4, 6, 12} (AVX2): QB a multiple of each
         r -= 1
+    rt = s["ACC"]
+    while qb % rt:
+        rt -= 1
     return {"P": p, "D": d, "DP": nc * w, "QB": qb, "KB": s["KB"][T], "RL": s["RL"], "KV": s["KV"], "R": r,
-            "CC": cc, "PW": s["KV"] * w, "NPW": w}
+            "CC": cc, "PW": s["KV"] * w, "NPW": w, "HALF": half, "RT": rt}
 
 
 def work_bytes(dtype, p: int, d: int, n_k: int = 0) -> int:
@@ -90,7 +98,8 @@ def work_bytes(dtype, p: int, d: int, n_k: int = 0) -> int:
     if form not in LANES:
         return 0
     prm = params(fused.ctype(dt), form, p, d, n_k)
-    return (prm["QB"] * prm["KB"] + prm["R"] * prm["CC"] * prm["NPW"]) * dt.itemsize + prm["QB"] * prm["DP"] * 8
+    blk = max(prm["R"] * prm["CC"] * prm["NPW"], prm["RT"] * prm["NPW"] // 2)
+    return (prm["QB"] * prm["KB"] + blk) * dt.itemsize + prm["QB"] * prm["DP"] * 8
 
 
 def _cdecl(T: str) -> str:

@@ -57,7 +57,7 @@ from .fields import as_schedule, field, masked_field, softmax_field, softmax_unn
 from .attend import as_points, attend, work_dtype
 from .simulate import segments
 
-__all__ = ["NORMS", "SphereRun", "StepCollapse", "attention_vectors", "sphere_velocity", "simulate_sphere",
+__all__ = ["NORMS", "SphereRun", "StepCollapse", "FixedPointWatch", "attention_vectors", "sphere_velocity", "simulate_sphere",
            "default_tolerance"]
 
 NORMS = ("post", "pre", "peri", "ngpt")
@@ -216,6 +216,73 @@ def _vanishing_attention(theta, weights, norm) -> str:
             "right-hand side the steps cannot resolve)")
 
 
+#: fixed-point detector of :func:`simulate_sphere` (``fixed_points=True``: ``tpde particles``), on the step-collapse
+#: detector's cadence (every ``COLLAPSE_WINDOW`` attempts of a cloud): a window over which no entry of the state
+#: moved by more than ``FIXED_FACTOR·tol`` (relative to ``max(1, |Y|_∞)``), and at whose pace ``T`` needs more
+#: steps than the budget has left, is a strike; ``FIXED_STRIKES`` strikes in a row stop the cloud with status
+#: ``"fixed-point"`` at that time, with the evidence (the largest move, the window's span, the velocity).  Such a
+#: run would otherwise grind to its step budget and end "stalled": measured on ``tpde particles --scenario
+#: sphere_sa_s2 --n 16 --T 1e6``, the tokens are one cluster by t ≈ 30 and stay within ~1e-10 (the tolerance) of
+#: each other; the explicit steps are then bounded by stability, not accuracy (h ≈ 3.3 whatever the tolerance,
+#: 1e-10 or 1e-6), 50 000 steps to t ≈ 1.65e5 in 48 s wall at load 3 (now: "fixed-point" at t ≈ 1.4e3, 1.7 s).  A stiff scipy method is no cure (measured from that
+#: collapsed state to T = 1e6: BDF 1.3 s on sphere_sa_s2 but stalled on sphere_causal_vmf, LSODA the reverse,
+#: Radau stalled on both; on a cluster that keeps moving, sphere_ngpt, all three are slower than these steps).
+#: A run that could reach ``T`` within its budget is never stopped by this detector.
+FIXED_FACTOR, FIXED_STRIKES = 100.0, 2
+
+
+class FixedPointWatch:
+    """Per cloud: the state, time and attempt count at the last checkpoint, and the strikes (constants above).
+    :meth:`update` after every step (and renormalisation) returns ``{row: evidence}`` for the clouds that sit at a
+    fixed point to the tolerance."""
+
+    def __init__(self, Y, T: float, max_steps: int, tol: float, F, n: int, d: int):
+        self.T, self.max_steps, self.tol, self.F, self.n, self.d = float(T), max_steps, tol, F, n, d
+        N = len(Y)
+        self.Y = np.array(Y, dtype=float)
+        self.mark = np.zeros((N, 3))          # attempts, accepted, t at the last checkpoint
+        self.strikes = np.zeros(N, dtype=int)
+        self.moved = np.zeros(N)
+
+    def restart(self, s) -> None:
+        self.mark[:] = 0.0
+        self.mark[:, 2] = s.t
+        self.Y[:] = s.Y
+
+    def update(self, s) -> dict:
+        out = {}
+        act = s.active
+        due = act[s.n_steps[act] + s.n_rejected[act] - self.mark[act, 0] >= COLLAPSE_WINDOW]
+        for i in due:
+            y = np.asarray(s.Y[i], float)
+            a0, n0, t0 = self.mark[i]
+            n_acc, span = float(s.n_steps[i] - n0), float(s.t[i] - t0)
+            moved = float(np.max(np.abs(y - self.Y[i]))) / max(1.0, float(np.max(np.abs(y))))
+            self.mark[i] = s.n_steps[i] + s.n_rejected[i], s.n_steps[i], s.t[i]
+            self.Y[i] = y
+            mean = span / max(n_acc, 1.0)
+            left = max(self.max_steps - float(s.n_steps[i]), 1.0)
+            need = (self.T - float(s.t[i])) / mean if mean > 0 else np.inf
+            if moved <= FIXED_FACTOR * self.tol and need > left:
+                self.strikes[i] += 1
+                self.moved[i] = max(self.moved[i], moved) if self.strikes[i] > 1 else moved
+            else:
+                self.strikes[i] = 0
+            if self.strikes[i] >= FIXED_STRIKES:
+                v = np.asarray(self.F(np.array([float(s.t[i])]), y[None]), float)[0].reshape(self.n, self.d)
+                th = _unit(y.reshape(self.n, self.d))
+                m = _unit(th.mean(axis=0))
+                out[int(i)] = (f"a fixed point to the tolerance: over each of the last {FIXED_STRIKES} windows of "
+                               f"{COLLAPSE_WINDOW} attempted steps (the last from t = {t0:.6g}, {span:.3g} time units) "
+                               f"no coordinate moved by more than {self.moved[i]:.2g} (<= {FIXED_FACTOR:g} tol = "
+                               f"{FIXED_FACTOR * self.tol:.2g}); the largest velocity is "
+                               f"{float(np.max(np.linalg.norm(v, axis=1))):.2g}, every token is within "
+                               f"{float(np.max(np.linalg.norm(th - m, axis=1))):.2g} of the mean direction; at "
+                               f"the pace of these steps (h = {mean:.3g}) "
+                               f"T = {self.T:.6g} would need {need:.3g} more steps, the budget has {int(left)} left")
+        return out
+
+
 def default_tolerance(dtype) -> float:
     return 1e-10 if np.dtype(dtype) == np.float64 else 100 * float(np.finfo(np.float32).eps)
 
@@ -239,7 +306,8 @@ class SphereRun:
     dtype: str
     tolerance: float
     max_renorm: float
-    status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T; "stalled": below
+    status: str = "ok"                 # "time-limit": max_seconds stopped the run at t < T; "stalled",
+                                       # "fixed-point" (simulate_sphere's fixed_points): below
     detail: str = ""                   # why a run that is not "ok" stopped
 
     __eq__ = value_eq                  # by value, arrays entry by entry (symbolic_tpde.values)
@@ -248,7 +316,7 @@ class SphereRun:
 def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights], T: float, *,
                     norm: str = "post", alpha: float = 1.0, dtype=None, tol: float | None = None,
                     t_eval=None, max_steps: int = 200_000, max_seconds: float | None = None, block=None,
-                    threads=None) -> SphereRun:
+                    threads=None, fixed_points: bool = False) -> SphereRun:
     """Evolve ``X0`` (``(n, d)`` or a batch ``(B, n, d)``) to ``T`` under ``norm`` (module docstring).
 
     For post/ngpt the rows of ``X0`` are normalised first; for pre/peri ``X0`` is ``x = rθ`` (non-zero rows).
@@ -258,6 +326,9 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
     collapsed while the state and its velocity were finite (no blow-up: e.g. a speed factor ``alpha`` so large
     that the flow's time scale is below what the tolerance resolves); ``t`` as for the time limit.  A state or
     velocity that left the finite floats raises :class:`~symbolic_tpde.errors.BlowupError`.
+    ``fixed_points``: stop a cloud whose state has stopped moving (to ``FIXED_FACTOR·tol``) and that would
+    otherwise spend its step budget before ``T`` (:class:`FixedPointWatch`): ``status == "fixed-point"``, ``t``
+    the time of the detection, ``detail`` the evidence; not integrated past that time.
     """
     from ..ode.solve import Deadline
 
@@ -311,12 +382,15 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
     t = 0.0
     dl = Deadline(max_seconds)
     status, detail = "ok", ""
-    watch, collapsed = StepCollapse(B, T, max_steps), {}
+    watch, collapsed, fixed = StepCollapse(B, T, max_steps), {}, {}
     for a, b in (segments(sched, T) if T > 0 else []):
         F = rhs(sched(a) if sched.func is None else None)
         s = rk.RKSolver(F, a, Y, b, method="dopri5", rtol=tol, atol=tol, max_steps=max_steps)
         rec = rk.Recorder(tq, s.Y, s.t)
         watch.restart(s)
+        still = FixedPointWatch(s.Y, T, max_steps, tol, F, n, d) if fixed_points else None
+        if still is not None:
+            still.restart(s)
         while s.active.size:
             acc = s.step()
             for i, why in watch.update(s, acc).items():
@@ -328,6 +402,10 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
                 max_renorm = max(max_renorm, float(np.max(np.abs(nr - 1))))
                 s.Y[acc.rows] = (Z / nr).reshape(len(acc.rows), n * d)
             rec.record(s.tab, acc)
+            if still is not None:
+                for i, why in still.update(s).items():
+                    s.stop([i])
+                    fixed[i] = why
             if dl.expired() and s.active.size:
                 status, detail = "time-limit", f"the wall-clock cap stopped the run at t = {float(np.min(s.t)):.6g}"
                 break
@@ -345,7 +423,9 @@ def simulate_sphere(X0, schedule: Schedule | Weights | Callable[[float], Weights
                                   "the state or the field left the finite floats")
             # the state and its velocity are finite: no blow-up, the integrator could not go on
             status = "stalled"
-            if i in collapsed:
+            if i in fixed:
+                status, detail = "fixed-point", f"cloud {i}: stopped at t = {s.t[i]:.6g}: {fixed[i]}"
+            elif i in collapsed:
                 Zi = Yi.reshape(n, d)
                 detail = (f"cloud {i}: stalled at t = {s.t[i]:.6g} ({collapsed[i]}"
                           f"{_vanishing_attention(_unit(Zi), sched(float(s.t[i])), norm)})")

@@ -8,7 +8,12 @@
  *   QB   queries per tile (a thread's unit of work; the caller pads the queries to whole tiles),
  *   KB   keys per block (a multiple of PW; the caller pads the keys to whole panels),
  *   RL, KV   the logit micro-kernel: RL queries x KV vectors of keys (PW = KV * W keys per panel),
- *   R, CC    the value micro-kernel: R queries x CC vectors of value components,
+ *   R, CC    the value micro-kernel: R queries x CC vectors of value components, over the NCF = NC - HALF
+ *            whole vectors of the value components,
+ *   HALF, RT (AVX-512 only) 1 when the last vector of value components holds at most W/2 of them: those go
+ *            through a micro-kernel of RT queries x one half-width (256-bit) vector, which costs half a
+ *            512-bit fused multiply-add on machines that split 512-bit operations (AMD Zen 4); each
+ *            component is the same chain of fused multiply-adds as in a whole vector, so the bits are the same,
  *   PW, NPW  keys per panel and the vector width W the Python side assumed (checked below),
  *   and the vector exp's constants (tpde_vec.h).
  *
@@ -49,10 +54,14 @@ typedef double T;
 #if W != NPW
 #error "vector width differs from the one the Python side assumed"
 #endif
-#if PW != KV * W || KB % PW != 0 || DP % (CC * W) != 0 || QB % RL != 0 || QB % R != 0 || KB > 1024
+#define NC (DP / W)
+#define NCF (NC - HALF)
+#if PW != KV * W || KB % PW != 0 || NCF % CC != 0 || QB % RL != 0 || QB % R != 0 || KB > 1024 || QB % RT != 0
 #error "inconsistent tile parameters"
 #endif
-#define NC (DP / W)
+#if HALF && TPDE_SIMD != 1
+#error "half-width value tail: AVX-512 builds only"
+#endif
 /* acc[0 .. n1)[0 .. n2) = 0 (unrolled: the micro-kernels keep acc in registers) */
 #define TPDE_ZERO2(acc, n1, n2) \
     TPDE_PRAGMA(GCC unroll 32) for (int r_ = 0; r_ < (n1); ++r_) \
@@ -113,11 +122,36 @@ static inline void tpde_values(const T *restrict w, const T *restrict v, long nb
         for (int u = 0; u < CC; ++u) VSTORE(blk + r * CC * W + u * W, acc[r][u]);
 }
 
+#if HALF
+#if TPDE_FLOAT
+typedef __m256 VH;
+#define VHS(op) op##_ps
+#else
+typedef __m256d VH;
+#define VHS(op) op##_pd
+#endif
+#define HW (W / 2)
+/* blk[r][HW] = sum over the block's nb keys of w[r][j] v[j][NCF W ..] for RT queries, half-width vectors */
+static inline void tpde_values_half(const T *restrict w, const T *restrict v, long nb, T *restrict blk) {
+    VH acc[RT];
+#pragma GCC unroll 32
+    for (int r = 0; r < RT; ++r) acc[r] = VHS(_mm256_setzero)();
+    for (long j = 0; j < nb; ++j) {
+        const VH b = VHS(_mm256_loadu)(v + j * DP);
+#pragma GCC unroll 32
+        for (int r = 0; r < RT; ++r) acc[r] = VHS(_mm256_fmadd)(VHS(_mm256_set1)(w[r * KB + j]), b, acc[r]);
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < RT; ++r) VHS(_mm256_storeu)(blk + r * HW, acc[r]);
+}
+#endif
+
 static void *tpde_fworker(void *arg) {
     tpde_fargs *a = (tpde_fargs *)arg;
     T *S = (T *)aligned_alloc(64, sizeof(T) * QB * KB);
     double *acc = (double *)aligned_alloc(64, sizeof(double) * QB * DP);
-    T *blk = (T *)aligned_alloc(64, sizeof(T) * R * CC * W);
+    const long nblk = (long)R * CC * W > (long)RT * W / 2 ? (long)R * CC * W : (long)RT * W / 2;
+    T *blk = (T *)aligned_alloc(64, sizeof(T) * nblk);
     if (!S || !acc || !blk) {
         __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED);
         free(S); free(acc); free(blk);
@@ -192,7 +226,7 @@ static void *tpde_fworker(void *arg) {
             /* 3. value sums */
             const T *vb = a->v + jb * DP;
             for (int r0 = 0; r0 < QB; r0 += R)
-                for (int c0 = 0; c0 < NC; c0 += CC) {
+                for (int c0 = 0; c0 < NCF; c0 += CC) {
                     tpde_values(S + r0 * KB, vb + c0 * W, nbp, blk);
                     for (int r = 0; r < R; ++r) {
                         double *restrict ar = acc + (r0 + r) * DP + c0 * W;
@@ -204,6 +238,20 @@ static void *tpde_fworker(void *arg) {
                             for (int c = 0; c < CC * W; ++c) ar[c] = ar[c] * f + (double)br[c];
                     }
                 }
+#if HALF
+            for (int r0 = 0; r0 < QB; r0 += RT) {
+                tpde_values_half(S + r0 * KB, vb + NCF * W, nbp, blk);
+                for (int r = 0; r < RT; ++r) {
+                    double *restrict ar = acc + (r0 + r) * DP + NCF * W;
+                    const T *restrict br = blk + r * HW;
+                    const double f = sc[r0 + r];
+                    if (f == 1.0)
+                        for (int c = 0; c < HW; ++c) ar[c] += (double)br[c];
+                    else
+                        for (int c = 0; c < HW; ++c) ar[c] = ar[c] * f + (double)br[c];
+                }
+            }
+#endif
         }
         /* finish: softmax (acc + e^(s - m) v_s) / (den + e^(s - m)); exp e^(m - log nk) acc (0 * inf = 0, inf
          * only when the true value overflows); the same expressions as fused_attend.c */
