@@ -209,8 +209,21 @@ def _joined(sol, rest, k: int, n: int):
     return rest
 
 
+def _kept_monitor(d: int, y0, y1, n: int | None = None) -> BlowupMonitor:
+    """The quiet blow-up monitor (no error runs of its own) of a run continued at ``y1`` in another form: its levels
+    from ``y1`` (a blow-up's samples come after a switch), its overflow stop the whole run's, ``r₀·overflow``
+    with ``r₀`` the size at ``y0`` (started afresh it would move up by the size at the switch, as in
+    :func:`_continue_in_affine_form`); it reads the layout part, the first ``n`` entries, of a longer state (the
+    pair form)."""
+    size, dsize = layout.gaussian_size(d)
+    m = layout.state_size(d) if n is None else n
+    r0, r1 = (float(size(np.asarray(y, float)[:m])) for y in (y0, y1))
+    return BlowupMonitor(lambda z: size(z[..., :m]), lambda z, fz: dsize(z[..., :m], fz[..., :m]),
+                         overflow=BlowupMonitor.overflow * r0 / r1, error_run=False)
+
+
 def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
-                           tilt_m, deadline):
+                           tilt_m, deadline, y0):
     """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
     ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`; monitors and tilt conditions see the layout part ``(α, Σ)`` of the
     state, the rows keep it), and the sentence that says so for the run's message."""
@@ -221,9 +234,7 @@ def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval
     t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
     te = None if t_eval is None else np.asarray(t_eval, float)
     k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
-    size, dsize = layout.gaussian_size(d)
-    events = [BlowupMonitor(lambda z: size(z[..., :n]), lambda z, fz: dsize(z[..., :n], fz[..., :n]),
-                            error_run=False)] if blowup else []
+    events = [_kept_monitor(d, y0, y1, n)] if blowup else []
     if tilt_m is not None:
         events += tilt_stops(lambda t, z: tilt_m(t, np.asarray(z)[:n]))
     rest = integrate(g, lift(y1), (t1, float(T)), method=method, rtol=rtol, atol=atol,
@@ -379,7 +390,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         te = None if t_eval is None else np.asarray(t_eval, float)
         k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
         # its blow-up error runs are made below over the whole run, not from the switch
-        quiet = [BlowupMonitor(*layout.gaussian_size(d), error_run=False)] if blowup else []
+        quiet = [_kept_monitor(d, y0, y1)] if blowup else []
         rest = integrate(fm, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                          t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
                          events=quiet + tilt_stops(tilt_m) + pair_stop,
@@ -389,7 +400,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         if rest.status == Status.EVENT and rest.event.kind == "pair-switch":
             rest, note = _continue_in_pair_form(ode, rest, pair, T, blowup, method, rtol, atol,
                                                 None if te is None else te[k:], [b for b in bps if b > t1],
-                                                max(max_nfev - sol.nfev, 1), progress, jac, tilt_m, deadline)
+                                                max(max_nfev - sol.nfev, 1), progress, jac, tilt_m, deadline, y0)
             note = f"; {note}"
         rest = _joined(sol, rest, k, len(y1))
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
@@ -411,7 +422,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     elif sol.status == Status.EVENT and sol.event.kind == "pair-switch":
         # ill-conditioned from the start, in matrix form until its solve lost the precision
         sol, note = _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev,
-                                           progress, jac, tilt_m, deadline)
+                                           progress, jac, tilt_m, deadline, y0)
         sol.message = f"{sol.message} ({note})"
     if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None
             and np.all(np.isfinite(sol.y_end)) and ode.schedule.is_constant):
