@@ -292,9 +292,12 @@ def _stiffness_note(f, sol) -> str:
             Jac[:, j] = (np.asarray(f(sol.t_end, y + e), float) - np.asarray(f(sol.t_end, y - e), float)) / (2 * dj)
         return float(np.linalg.eigvals(Jac).real.min()) if np.all(np.isfinite(Jac)) else math.nan
 
-    with np.errstate(all="ignore"):
-        fy = np.asarray(f(sol.t_end, y), float)
-        lam, lam2 = most_negative(1e-6), most_negative(1e-4)
+    try:
+        with np.errstate(all="ignore"):
+            fy = np.asarray(f(sol.t_end, y), float)
+            lam, lam2 = most_negative(1e-6), most_negative(1e-4)
+    except (np.linalg.LinAlgError, ArithmeticError, ValueError):
+        return ""           # a neighbour of the stop where the right-hand side does not exist: no diagnosis
     rate = float(np.abs(fy).max()) / scale
     # two difference steps must agree: a right-hand side that is round-off noise there has no Jacobian to report
     if not (np.all(np.isfinite(fy)) and lam < 0 and abs(lam - lam2) <= 0.1 * abs(lam)) or -lam < STIFF_RATIO * rate:
