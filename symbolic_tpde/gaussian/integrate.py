@@ -10,6 +10,15 @@ The blow-up time is the extrapolated one of :mod:`symbolic_tpde.numerics.ode.sol
 ``r ~ (T* - t)^{-p}``, error bar = extrapolation spread + the integration error from a 100x looser run and a
 round-off sample, both over the whole run also where it switched to the matrix form); the same function serves
 ``GaussianODE.integrate`` and the ``tpde gaussian`` command, so both report the same numbers.
+Where ``cond Σ·eps`` reaches :data:`PRECISION_SWITCH`·``rtol`` the generated entrywise right-hand side is left for
+the inverse-free matrix form (:mod:`.matrix_form`); for heads with ``M = R + Rᵀ ≠ 0`` (ℓ2, custom), where then the
+matrix form's own solve with ``I - ΣM`` reaches the same bound and ``P - M`` is better conditioned, the run goes on
+in the pair form ``(Σ, P = Σ⁻¹)`` of :func:`.matrix_form.pair_rhs` (``J = V(P - M)⁻¹Bᵀ`` to ``eps``): an
+exponentially growing, anisotropic ``Σ`` (measured: ``cond Σ`` to 6e11, fuzz seed 9430 case 260) is followed to
+``T`` with ``Σ`` normwise to ~1e-11 of a 30-digit reference, where the matrix form's step collapsed (``J`` carried
+``cond(I - ΣM)·eps`` of relative noise, 1e-6 at cond 1e10).  Why not a rescaled error norm: a normwise error
+weight ``rtol·sqrt(Σ_ii Σ_jj)`` on the matrix form was measured to collapse the same way (the noise is in ``J``
+itself, not in small entries), and loosening ``rtol`` to that noise lost ``Σ``'s positive definiteness.
 When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
 ``eps·‖Σ‖²`` the componentwise error control cannot accept), the run is repeated in the regular form of
 :mod:`.regular` (Sundman time), which reaches the singularity: status ``"blowup"`` with its ``T*`` and error
@@ -127,6 +136,16 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
                             sol.blowup_time_error, sol.exponent, sol.events, sol.y, sol.nfev)
 
 
+#: the generated right-hand side is also left for the matrix form where an entry of ``Σ`` reaches this: it multiplies
+#: entries of ``Σ`` (cofactors, determinants; measured: the d = 2 ℓ2 form is garbage, its step stuck, from
+#: ``tr Σ ≈ 1e77``, i.e. products of four entries), so up to degree 10 its products stay below float64's 1.8e308;
+#: the matrix form is scale-free (one solve with ``I - ΣM``, ``J`` bounded) up to the overflow stop
+MAGNITUDE_SWITCH = 1e30
+
+#: :func:`_stiffness_note` calls a stop stiff where the most negative real part of a Jacobian eigenvalue exceeds the
+#: state's own rate ``‖f‖/‖y‖`` this many times (measured at the stop of fuzz seed 7301 case 14: 5e5)
+STIFF_RATIO = 1e3
+
 #: the generated right-hand side is left for the matrix form (:mod:`.matrix_form`) where ``cond(Σ)·eps`` exceeds
 #: ``rtol`` times this: the entrywise cofactor form loses about ``100·cond(Σ)·eps`` relative accuracy (measured:
 #: 2e-9 at cond Σ ≈ 1e5), so the switch happens before its noise reaches the error control
@@ -154,6 +173,78 @@ def matrix_form_for(ode, f, y0, freeze_alpha: bool):
     return got[0], got[2]
 
 
+def pair_form_for(ode, freeze_alpha: bool, rtol: float):
+    """``(g, lift, stop)``: the pair form (:func:`.matrix_form.pair_rhs`, ``α`` frozen when ``freeze_alpha``) of
+    ``ode``'s constant weights, its lift from a layout state, and the :class:`StopCondition` ``"pair-switch"``
+    that ends a matrix-form run where ``J``'s solve has lost the precision (``cond(I - ΣM)·eps`` reached
+    :data:`PRECISION_SWITCH`·``rtol``, the criterion of the first switch) while ``P - M`` is better conditioned;
+    ``None`` without a head with ``M ≠ 0`` (softmax: ``J = VΣA`` needs no solve) or for non-constant weights."""
+    from .matrix_form import frozen_alpha, pair_rhs
+
+    if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
+        return None
+    got = pair_rhs(ode.schedule(0.0), ode.d)
+    if got is None:
+        return None
+    g, lift, kappas = got
+    room = math.log(PRECISION_SWITCH * rtol / np.finfo(float).eps)
+
+    def margin(t, y):
+        k_sigma, k_p = kappas(y)
+        return np.array([room - math.log(k_sigma) if k_p < k_sigma else 1.0])
+
+    stop = StopCondition(margin, "pair-switch", "cond(I - ΣM)·eps reached rtol/100 at t = {t:.12g}", near_zero=0.0)
+    return (frozen_alpha(g, ode.d) if freeze_alpha else g), lift, stop
+
+
+def _joined(sol, rest, k: int, n: int):
+    """``rest`` (a run continued from ``sol``'s end, its states cut to the first ``n`` entries) after the first
+    ``k`` rows of ``sol``: one :class:`Solution` with both runs' evaluations, steps and events."""
+    rest.t = np.concatenate([np.asarray(sol.t)[:k], np.asarray(rest.t)])
+    rest.y = np.vstack([np.asarray(sol.y)[:k].reshape(-1, n), np.asarray(rest.y)[..., :n].reshape(-1, n)])
+    rest.y_end = None if rest.y_end is None else np.asarray(rest.y_end)[:n]
+    rest.nfev += sol.nfev
+    rest.n_steps += sol.n_steps
+    rest.events = list(sol.events) + list(rest.events)
+    return rest
+
+
+def _kept_monitor(d: int, y0, y1, n: int | None = None) -> BlowupMonitor:
+    """The quiet blow-up monitor (no error runs of its own) of a run continued at ``y1`` in another form: its levels
+    from ``y1`` (a blow-up's samples come after a switch), its overflow stop the whole run's, ``r₀·overflow``
+    with ``r₀`` the size at ``y0`` (started afresh it would move up by the size at the switch, as in
+    :func:`_continue_in_affine_form`); it reads the layout part, the first ``n`` entries, of a longer state (the
+    pair form)."""
+    size, dsize = layout.gaussian_size(d)
+    m = layout.state_size(d) if n is None else n
+    r0, r1 = (float(size(np.asarray(y, float)[:m])) for y in (y0, y1))
+    return BlowupMonitor(lambda z: size(z[..., :m]), lambda z, fz: dsize(z[..., :m], fz[..., :m]),
+                         overflow=BlowupMonitor.overflow * r0 / r1, error_run=False)
+
+
+def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
+                           tilt_m, deadline, y0):
+    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
+    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`; monitors and tilt conditions see the layout part ``(α, Σ)`` of the
+    state, the rows keep it), and the sentence that says so for the run's message."""
+    from ..numerics.ode.solve import integrate
+
+    g, lift, _ = pair
+    d, n = ode.d, layout.state_size(ode.d)
+    t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
+    te = None if t_eval is None else np.asarray(t_eval, float)
+    k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
+    events = [_kept_monitor(d, y0, y1, n)] if blowup else []
+    if tilt_m is not None:
+        events += tilt_stops(lambda t, z: tilt_m(t, np.asarray(z)[:n]))
+    rest = integrate(g, lift(y1), (t1, float(T)), method=method, rtol=rtol, atol=atol,
+                     t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1], events=events,
+                     max_nfev=max(max_nfev - sol.nfev, 1), progress=progress, jac=None, max_seconds=deadline,
+                     stuck_evals=STUCK_EVALS)
+    return _joined(sol, rest, k, n), (f"from t = {t1:.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
+                                      "the run went on with Σ⁻¹ beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
+
+
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
                         max_nfev) -> tuple[list, int]:
     """``([T* at 100x looser tolerances, T* with the right-hand sides perturbed by a few ulps], evaluations)`` of
@@ -179,6 +270,40 @@ def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, a
             nfev += run.nfev
         times.append(run.blowup_time if run.status == Status.BLOWUP else None)
     return times, nfev
+
+
+def _stiffness_note(f, sol) -> str:
+    """Why a run that stopped at a finite state was slow, when it was stiffness: ``"; stiff there: …"`` when the
+    Jacobian of ``f`` at the stop (central differences at two steps that must agree, ``4n`` evaluations) has an
+    eigenvalue ``λ`` with ``-Re λ`` more than :data:`STIFF_RATIO` times the state's own rate ``‖f(y)‖/‖y‖`` (an
+    explicit step is then bounded by stability, ``h ≲ 3/|λ|``, not by accuracy: the solution goes on, at ``~|λ|``
+    steps per unit time); ``""`` otherwise."""
+    y = np.asarray(sol.y_end, float)
+    if not np.all(np.isfinite(y)):
+        return ""
+    scale = max(float(np.abs(y).max()), 1e-300)
+
+    def most_negative(rel):
+        Jac = np.empty((y.size, y.size))
+        for j in range(y.size):
+            dj = rel * max(abs(y[j]), 1e-6 * scale)
+            e = np.zeros_like(y)
+            e[j] = dj
+            Jac[:, j] = (np.asarray(f(sol.t_end, y + e), float) - np.asarray(f(sol.t_end, y - e), float)) / (2 * dj)
+        return float(np.linalg.eigvals(Jac).real.min()) if np.all(np.isfinite(Jac)) else math.nan
+
+    try:
+        with np.errstate(all="ignore"):
+            fy = np.asarray(f(sol.t_end, y), float)
+            lam, lam2 = most_negative(1e-6), most_negative(1e-4)
+    except (np.linalg.LinAlgError, ArithmeticError, ValueError):
+        return ""           # a neighbour of the stop where the right-hand side does not exist: no diagnosis
+    rate = float(np.abs(fy).max()) / scale
+    # two difference steps must agree: a right-hand side that is round-off noise there has no Jacobian to report
+    if not (np.all(np.isfinite(fy)) and lam < 0 and abs(lam - lam2) <= 0.1 * abs(lam)) or -lam < STIFF_RATIO * rate:
+        return ""
+    return (f"; stiff there: a Jacobian eigenvalue with real part {lam:.3g} against the state's rate {rate:.2g} "
+            f"bounds an explicit step to about {3 / -lam:.2g} (stability, not accuracy)")
 
 
 def _precision_note(y, d: int, rtol: float) -> str:
@@ -216,11 +341,7 @@ def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
                      events=events, max_nfev=max(max_nfev - sol.nfev, 1),
                      progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
-    rest.t = np.concatenate([np.asarray(sol.t)[:k], np.asarray(rest.t)])
-    rest.y = np.vstack([np.asarray(sol.y)[:k].reshape(-1, len(y1)), np.asarray(rest.y).reshape(-1, len(y1))])
-    rest.nfev += sol.nfev
-    rest.n_steps += sol.n_steps
-    rest.events = list(sol.events) + list(rest.events)
+    rest = _joined(sol, rest, k, len(y1))
     tr = float(np.trace(layout.unpack(y1, d)[1]))
     rest.message = (f"{rest.message} (the generated right-hand side stopped being finite at t = {t1:.10g}, "
                     f"tr Σ = {tr:.3g}; the run went on in the matrix form of the affine field)")
@@ -234,7 +355,9 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     from ``y0`` with the Gaussian layer's stops; its status as the Gaussian layer reports it
     (:func:`reported_status`).  A stall (after :data:`~.regular.STUCK_EVALS` evaluations without progress, or the
     budget) is followed, when ``blowup``, by the regular form (module docstring); the stall stands when that
-    does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one."""
+    does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one.
+    The precision switches (generated form → matrix form → pair form) are in the module docstring; each is
+    named with its time in the message."""
     from ..numerics.ode.solve import Deadline, integrate
 
     d = ode.d
@@ -245,13 +368,21 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     fm, tilt_m = got if got is not None else (None, None)
     room = math.log(PRECISION_SWITCH * rtol / np.finfo(float).eps)
     stops = gaussian_events(ode, blowup)
-    if fm is not None and math.log(_cond(layout.unpack(np.asarray(y0, float), d)[1])) >= room:
-        # ill-conditioned from the start: the matrix form throughout, with its scale-free tilt conditions
+    pair = None if fm is None else pair_form_for(ode, freeze_alpha, rtol)
+    pair_stop = [] if pair is None else [pair[2]]
+    big = math.log(MAGNITUDE_SWITCH)
+
+    def margins(t, y):
+        S = layout.unpack(np.asarray(y, float), d)[1]
+        return np.array([room - math.log(_cond(S)), big - math.log(max(float(np.abs(S).max()), 1e-300))])
+
+    if fm is not None and np.min(margins(0.0, y0)) <= 0:
+        # ill-conditioned (or large) from the start: the matrix form throughout, with its scale-free tilt conditions
         f, fm, cond = fm, None, tilt_m
-        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m)
+        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m) + pair_stop
     extra = [] if fm is None else [StopCondition(
-        lambda t, y: np.array([room - math.log(_cond(layout.unpack(np.asarray(y, float), d)[1]))]),
-        "precision-switch", "cond Σ·eps reached rtol/100 at t = {t:.12g}", near_zero=0.0)]
+        margins, "precision-switch", "cond Σ·eps reached rtol/100 or |Σ| reached 1e30 at t = {t:.12g}",
+        near_zero=0.0)]
     sol = integrate(f, y0, (0.0, float(T)), method=method, rtol=rtol, atol=atol, t_eval=t_eval,
                     breakpoints=bps, events=stops + extra,
                     max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=deadline,
@@ -262,20 +393,24 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         te = None if t_eval is None else np.asarray(t_eval, float)
         k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
         # its blow-up error runs are made below over the whole run, not from the switch
-        quiet = [BlowupMonitor(*layout.gaussian_size(d), error_run=False)] if blowup else []
+        quiet = [_kept_monitor(d, y0, y1)] if blowup else []
         rest = integrate(fm, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                          t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
-                         events=quiet + tilt_stops(tilt_m),
+                         events=quiet + tilt_stops(tilt_m) + pair_stop,
                          max_nfev=max(max_nfev - sol.nfev, 1),
                          progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
-        first_t, first_y = np.asarray(sol.t)[:k], np.asarray(sol.y)[:k]
-        rest.t = np.concatenate([first_t, np.asarray(rest.t)])
-        rest.y = np.vstack([first_y.reshape(-1, len(y1)), np.asarray(rest.y).reshape(-1, len(y1))])
-        rest.nfev += sol.nfev
-        rest.n_steps += sol.n_steps
-        rest.events = list(sol.events) + list(rest.events)
+        note = ""
+        if rest.status == Status.EVENT and rest.event.kind == "pair-switch":
+            rest, note = _continue_in_pair_form(ode, rest, pair, T, blowup, method, rtol, atol,
+                                                None if te is None else te[k:], [b for b in bps if b > t1],
+                                                max(max_nfev - sol.nfev, 1), progress, jac, tilt_m, deadline, y0)
+            note = f"; {note}"
+        rest = _joined(sol, rest, k, len(y1))
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
-                        f"form at t = {t1:.10g}, where cond Σ·eps reached {PRECISION_SWITCH:g}·rtol)")
+                        f"form at t = {t1:.10g}, where "
+                        + (f"cond Σ·eps reached {PRECISION_SWITCH:g}·rtol" if sol.event.index == 0 else
+                           f"|Σ| reached {MAGNITUDE_SWITCH:g}, beyond which its products of Σ entries overflow")
+                        + f"{note})")
         if blowup and rest.status == Status.BLOWUP:
             # integrate's error runs would start at the switch; the stretch before it (with cond Σ ≥ 45 the
             # switch comes early in nearly every blow-up) is counted by repeating the whole run
@@ -287,6 +422,11 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
                 whole = max(whole, abs(rest.blowup_time - rest.t_end))
             rest.blowup_time_error += whole
         sol, f, cond = rest, fm, tilt_m
+    elif sol.status == Status.EVENT and sol.event.kind == "pair-switch":
+        # ill-conditioned from the start, in matrix form until its solve lost the precision
+        sol, note = _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev,
+                                           progress, jac, tilt_m, deadline, y0)
+        sol.message = f"{sol.message} ({note})"
     if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None
             and np.all(np.isfinite(sol.y_end)) and ode.schedule.is_constant):
         # the rhs stopped being finite at a finite state (the generated Sinkhorn form overflows from tr Σ ~ 1e77):
@@ -296,10 +436,10 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     sol.status = reported_status(sol)
     if sol.status == Status.TIME_LIMIT and sol.y_end is not None and np.all(np.isfinite(sol.y_end)):
         # why a run is slow: where cond Σ·eps exceeds rtol the entries no longer carry the small eigenvalues
-        sol.message = f"{sol.message}; at the stop {_precision_note(sol.y_end, d, rtol)}"
+        sol.message = f"{sol.message}; at the stop {_precision_note(sol.y_end, d, rtol)}{_stiffness_note(f, sol)}"
     if not (blowup and sol.status == Status.STALLED):
         return sol
-    sol.message = f"{sol.message}; at the stall {_precision_note(sol.y_end, d, rtol)}"
+    sol.message = f"{sol.message}; at the stall {_precision_note(sol.y_end, d, rtol)}{_stiffness_note(f, sol)}"
     a0, S0 = layout.unpack(np.asarray(y0, float), d)
     got = reach_singularity(f, d, a0, S0, T, rtol=rtol, freeze_alpha=freeze_alpha, conditions=cond,
                             max_seconds=deadline)

@@ -8,7 +8,8 @@ its step collapses although the solution goes on.  The matrix form evaluates the
 linear solve with ``I - ΣM`` (``M = R + Rᵀ``), exact products for softmax (``M = 0``), so it loses only
 ``cond(I - ΣM)·eps``.  :func:`symbolic_tpde.gaussian.integrate.integrate_gaussian` switches to it where
 ``cond Σ·eps`` exceeds the tolerance; the long-time classifier (:mod:`symbolic_tpde.analysis.verdict`) uses it
-throughout.
+throughout.  Where ``I - ΣM`` itself becomes ill-conditioned (``Σ`` growing anisotropically under a head with
+``M ≠ 0``), :func:`pair_rhs` carries ``P = Σ⁻¹`` beside ``Σ`` and solves with the well-conditioned ``P - M``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from ..registry import kinds, layout
 
 __all__ = ["head_form", "quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "frozen_alpha",
-           "tilt_margins", "checked_matrix_rhs"]
+           "tilt_margins", "pair_rhs", "checked_matrix_rhs"]
 
 
 def head_form(head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -169,6 +170,87 @@ def matrix_rhs(weights, d: int):
 
     f.n_states = n
     return f, [h[2] for h in heads if h[2] is not None]
+
+
+def pair_rhs(weights, d: int):
+    """``(f, lift, kappas)`` of the *pair form*: the Gaussian layout extended by ``P = Σ⁻¹`` (packed upper
+    triangle after ``Σ``), for constant ``weights`` with at least one head whose ``M = R + Rᵀ ≠ 0`` (ℓ2, custom);
+    ``None`` for other weights (those of :func:`matrix_rhs` with no such head, or none at all).
+
+    The tilt gives ``(I - ΣM)⁻¹Σ = (P - M)⁻¹``, so a head with ``M ≠ 0`` contributes ``J = V(P - M)⁻¹Bᵀ``,
+    ``b = V(P - M)⁻¹(Pα + r)``, and ``dP/dt = -P(dΣ/dt)P = -(PJ + JᵀP)`` (``PΣ = I``).  Why: where ``Σ`` grows
+    anisotropically (its large eigenvalues exponentially, e.g. ``M ≺ 0`` and ``J → V(-M)⁻¹Bᵀ``), ``I - ΣM`` has
+    the condition of ``Σ`` and :func:`matrix_rhs`'s solve returns ``J`` with a relative error
+    ``cond(I - ΣM)·eps`` (measured 1e-6 at cond 1e10): an rhs that rough makes an error-controlled step at
+    ``rtol = 1e-12`` collapse although the solution goes on.  ``P - M`` is then well conditioned (its eigenvalues
+    lie between ``λ_min(-M)`` and ``1/λ_min(Σ) + ‖M‖``), so ``J`` comes with ``eps`` relative error; ``Σ`` and
+    ``P`` both evolve by products with that ``J`` (no inverse of an ill-conditioned matrix anywhere), ``Σ``
+    keeps its large eigenvalues and ``P`` its small ones (``λ_min(Σ) = 1/λ_max(P)``).  Heads with ``M = 0``
+    contribute ``J = VΣBᵀ``, ``b = V(α + Σr)`` as in :func:`matrix_rhs`.
+
+    ``lift(y)``: the pair state from a layout state (``P`` by a Cholesky solve).  ``kappas(y)``: the 2-norm
+    condition numbers ``(max cond(I - ΣM), max cond(P - M))`` over the heads with ``M ≠ 0`` at a layout state:
+    the accuracy of ``J`` by each route (:func:`symbolic_tpde.gaussian.integrate.integrate_moments` switches to the
+    pair form where the first has lost the precision and the second is smaller)."""
+    got = matrix_rhs(weights, d)
+    if got is None or not got[1]:
+        return None
+    heads = []
+    for h in weights.heads:
+        B, R, r = head_form(h)
+        M = R + R.T
+        heads.append((np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T),
+                      M if np.abs(M).max() > 0 else None, r))
+    W = c = None
+    if weights.ffn is not None:
+        W, c = np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)
+    n = layout.state_size(d)
+    iu = np.triu_indices(d)
+    m = len(iu[0])
+    tri = np.zeros((d, d), int)
+    tri[iu] = np.arange(m)
+    tri[iu[1], iu[0]] = tri[iu]
+    sym, flat = tri.ravel(), iu[0] * d + iu[1]
+
+    def f(t, z):
+        z = np.asarray(z, float)
+        a, S, P = z[:d], z[d:n][sym].reshape(d, d), z[n:][sym].reshape(d, d)
+        b = np.zeros(d) if c is None else c.copy()
+        J = np.zeros((d, d)) if W is None else W.copy()
+        for V, Bt, M, r in heads:
+            if M is None:
+                b += V @ (a + S @ r)
+                J += V @ (S @ Bt)
+            else:
+                X = np.linalg.solve(P - M, np.column_stack([P @ a + r, Bt]))
+                b += V @ X[:, 0]
+                J += V @ X[:, 1:]
+        JS, PJ = J @ S, P @ J
+        out = np.empty(n + m)
+        out[:d] = b + J @ a
+        out[d:n] = (JS + JS.T).ravel()[flat]
+        out[n:] = -(PJ + PJ.T).ravel()[flat]
+        return out
+
+    def lift(y):
+        y = np.asarray(y, float)
+        S = y[d:][sym].reshape(d, d)
+        P = np.linalg.solve(S, np.eye(d))
+        return np.concatenate([y, (0.5 * (P + P.T))[iu]])
+
+    Ms = got[1]
+
+    def kappas(y):
+        S = np.asarray(y, float)[d:][sym].reshape(d, d)
+        k_sigma = max(np.linalg.cond(np.eye(d) - S @ M) for M in Ms)
+        try:
+            P = np.linalg.inv(S)
+        except np.linalg.LinAlgError:
+            return k_sigma, np.inf
+        return k_sigma, max(np.linalg.cond(P - M) for M in Ms)
+
+    f.n_states = n + m
+    return f, lift, kappas
 
 
 def affine_rhs(weights, d: int):
