@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -209,17 +209,18 @@ def _joined(sol, rest, k: int, n: int):
     return rest
 
 
-def _kept_monitor(d: int, y0, y1, n: int | None = None) -> BlowupMonitor:
-    """The quiet blow-up monitor (no error runs of its own) of a run continued at ``y1`` in another form: its levels
-    from ``y1`` (a blow-up's samples come after a switch), its overflow stop the whole run's, ``r₀·overflow``
-    with ``r₀`` the size at ``y0`` (started afresh it would move up by the size at the switch, as in
-    :func:`_continue_in_affine_form`); it reads the layout part, the first ``n`` entries, of a longer state (the
-    pair form)."""
+def _kept_monitor(d: int, y0, y1, n: int | None = None, error_run: bool = False) -> BlowupMonitor:
+    """The blow-up monitor of a run continued at ``y1`` in another form (matrix, pair or affine form), quiet unless
+    ``error_run`` (the error runs of a precision-switched run are made over the whole run,
+    :func:`_switched_run_times`): its levels from ``y1`` (a blow-up's samples come after a switch), its overflow
+    stop the whole run's, ``r₀·overflow`` with ``r₀`` the size at ``y0`` (started afresh it would move up by the
+    size at the switch, past where the right-hand side itself overflows); it reads the layout part, the first
+    ``n`` entries, of a longer state (the pair form)."""
     size, dsize = layout.gaussian_size(d)
     m = layout.state_size(d) if n is None else n
     r0, r1 = (float(size(np.asarray(y, float)[:m])) for y in (y0, y1))
     return BlowupMonitor(lambda z: size(z[..., :m]), lambda z, fz: dsize(z[..., :m], fz[..., :m]),
-                         overflow=BlowupMonitor.overflow * r0 / r1, error_run=False)
+                         overflow=BlowupMonitor.overflow * r0 / r1, error_run=error_run)
 
 
 def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
@@ -313,7 +314,7 @@ def _precision_note(y, d: int, rtol: float) -> str:
 
 
 def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol, atol, t_eval, bps, max_nfev,
-                             progress, jac, deadline, y0=None):
+                             progress, jac, deadline, y0):
     """``(sol, f)``: ``sol`` continued from its last finite state in :func:`.matrix_form.affine_rhs` (when the
     weights have one and it is finite there), else unchanged.  The continuation keeps the run's overflow stop
     (size ``r₀·overflow`` with ``r₀`` the size at ``y0``, the start of the whole run): a monitor started afresh
@@ -333,10 +334,8 @@ def _continue_in_affine_form(ode, sol, f, T, freeze_alpha, blowup, method, rtol,
             return sol, f
     te = None if t_eval is None else np.asarray(t_eval, float)
     k = len(sol.t) if te is None else int(np.searchsorted(te, t1, side="right"))
-    events = gaussian_events(ode, blowup)[:1 if blowup else 0]
-    if events and y0 is not None:
-        mon = events[0]
-        events = [replace(mon, overflow=mon.overflow * mon.size(np.asarray(y0, float)) / mon.size(y1))]
+    # its own error runs (from the continuation: the generated form is not finite before it), the run's overflow stop
+    events = [_kept_monitor(d, y0, y1, error_run=True)] if blowup else []
     rest = integrate(fa, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
                      events=events, max_nfev=max(max_nfev - sol.nfev, 1),
