@@ -11,7 +11,9 @@
    * the **regular form** of :mod:`symbolic_tpde.gaussian.regular` (Sundman time, ``tr Σ`` and ``Σ/tr Σ``)
      reaches a singularity: the verdict "blow-up" needs ``d(log r)/ds`` settled over the last 40 e-folds of
      ``r = tr Σ``, else the growth is exponential ("diverge") or unsettled ("undetermined").  Error bound: the
-     tail's uncertainty plus the difference to a run at a 10x looser tolerance;
+     tail's uncertainty plus the difference to a run at a 10x looser tolerance.  For heads with a matrix form it
+     evaluates that form, and goes on in the pair form (``Σ⁻¹`` beside ``Σ``) where ``tpde gaussian`` does
+     (:func:`_matrix_form`); it stops for precision only where the form in use carries ``rtol`` of relative error;
    * on ``[0, T]``, without a singularity: the covariance at ``T/2ᵏ``; convergence ``Σ(t) = Σ* + Ct^{-p} + …``
      is fitted on the last two doublings (``p`` from ``‖Σ(T/2) - Σ(T/4)‖/‖Σ(T) - Σ(T/2)‖ = 2^p``), ``Σ*`` is
      extrapolated (Richardson for that law) and its error is the gap to the same extrapolation one doubling
@@ -20,6 +22,12 @@
    * "oscillating / bursting": ``log tr Σ`` swings up and down by more than a factor 10 on ``[T/100, T]``
      (ℓ2 with a skew part), never called convergent;
    * "diverge": ``tr Σ`` grows; the exponential rate is fitted on ``[T/2, T]`` and on ``[T/4, T/2]``.
+
+One wall-clock cap (``max_seconds``) covers the whole classification: the regular form gets ``1 - DIRECT_SHARE`` of
+it, every later stage (error reruns, the look past ``T``, the sampled run, the direct form) what is left.  A stage
+it stops says so: the regular form or the sampled run with an "undetermined" verdict and the time reached, the
+look past ``T`` in the evidence, a rerun for ``T*``'s error bar by a wider bound (:func:`~symbolic_tpde.gaussian.
+regular.blowup_time`).
 
 Outcomes: ``"blowup"``, ``"no-singularity-before-T"`` (``T* > T``), ``"rank"`` (``rank = 0`` is collapse),
 ``"diverge"``, ``"oscillating"``, ``"tilt-ceased"``, ``"metastable"`` (a plateau near a rank-deficient state
@@ -30,7 +38,6 @@ settled limit is named in that verdict's label), ``"undetermined"`` (with the re
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
