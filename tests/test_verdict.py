@@ -382,7 +382,7 @@ def test_the_matrix_form_is_built_and_checked_in_one_place_for_gaussian_and_clas
     1 + 1e-6, far above the 1e-10 check) refused by both, the classifier saying so in its evidence."""
     from symbolic_tpde.analysis.clustering import covariance_rhs
     from symbolic_tpde.analysis.verdict import _matrix_form
-    from symbolic_tpde.gaussian.integrate import matrix_form_for
+    from symbolic_tpde.gaussian.integrate import matrix_form_for, pair_form_for
     from symbolic_tpde.registry import layout
 
     d = 2
@@ -393,9 +393,13 @@ def test_the_matrix_form_is_built_and_checked_in_one_place_for_gaussian_and_clas
     f = covariance_rhs(ode, 1.0)
     g_gauss, _ = matrix_form_for(ode, f, y0, True)
     evidence = []
-    g_verdict, cond, guard = _matrix_form(ode, f, d, S0, True, evidence, 1e-10)
+    g_verdict, cond, guard, cont = _matrix_form(ode, f, d, S0, True, evidence, 1e-10)
     y = layout.pack(np.zeros(d), 3.0 * S0)
     assert np.array_equal(g_gauss(0.0, y), g_verdict(0.0, y)) and guard and cond is not None
+    # its continuation is gaussian's pair form: the same right-hand side, lift and switch rule
+    g_pair, lift, switch = pair_form_for(ode, True, 1e-10)
+    assert np.array_equal(cont.f(0.0, lift(y)), g_pair(0.0, lift(y))) and np.array_equal(cont.lift(y), lift(y))
+    assert np.array_equal(cont.switch(0.0, y), switch.g(0.0, y))
     assert np.allclose(g_verdict(0.0, y), f(0.0, y), rtol=1e-10) and "checked against" in evidence[0]
 
     wrong = lambda t, z: (1 + 1e-6) * f(t, z)  # noqa: E731
@@ -407,5 +411,63 @@ def test_the_matrix_form_is_built_and_checked_in_one_place_for_gaussian_and_clas
     sk = _ode("sinkhorn", A=np.array([[1.2, 0.1], [0.1, 0.9]]), V=1.8 * np.eye(d), epsilon=1.0)
     fs = covariance_rhs(sk, 1.0)
     assert matrix_form_for(sk, fs, y0, True) is None          # gaussian keeps the generated Sinkhorn form
-    g_s, cond_s, guard_s = _matrix_form(sk, fs, d, S0, True, [], 1e-10)
-    assert cond_s is None and not guard_s and np.allclose(g_s(0.0, y), fs(0.0, y), rtol=1e-10)
+    g_s, cond_s, guard_s, cont_s = _matrix_form(sk, fs, d, S0, True, [], 1e-10)
+    assert cond_s is None and not guard_s and cont_s is None and np.allclose(g_s(0.0, y), fs(0.0, y), rtol=1e-10)
+
+
+def test_classify_goes_on_in_the_pair_form_where_gaussian_does():
+    """Issue 30 (the class of fuzz seed 9430, case 260; this custom head is drawn here, d = 2): Σ grows
+    exponentially and anisotropically, the matrix form's solve with I - ΣM loses its precision at t ≈ 3.5, where
+    the classifier used to stop ("precision runs out") while ``tpde gaussian`` goes on in the pair form to T.  The
+    classifier now goes on in the same pair form (gaussian's right-hand side and switch) and its Σ(T) is
+    gaussian's: the two runs differ in time variable (Sundman s against t), tolerance (1e-10 against 1e-12) and
+    switch times, so they agree to their tolerances amplified along a run that grows 1e11-fold (measured 2.6e-10;
+    the bound 1e-7 leaves a factor 400)."""
+    from symbolic_tpde.analysis.clustering import integrate_covariance
+    from symbolic_tpde.registry import layout
+
+    B = np.array([[0.306, -0.383], [0.063, -0.085]])
+    V = np.eye(2) + 0.094 * np.array([[0.0, 1.0], [-1.0, 0.0]])
+    S0 = np.array([[1.0, 0.3], [0.3, 0.6]])
+    ode = _ode("custom", B=B, R=-0.05 * np.eye(2), V=V)
+    v = classify_long_time(ode, S0, 10.0, max_seconds=30)
+    assert v.outcome == "diverge" and v.t == 10.0 and "no singularity before T = 10" in v.label, v.label
+    switched = [e for e in v.evidence if "went on in the pair form" in e]
+    assert switched and float(switched[0].split()[3].rstrip(",")) < 10.0, v.evidence
+    sol = integrate_covariance(ode, S0, 10.0)
+    assert sol.status == "ok" and "Σ⁻¹ beside Σ" in sol.message, sol.message
+    S = layout.unpack(sol.y_end, 2)[1]
+    assert np.trace(S) > 1e10                    # grown far past where the matrix form's solve lost its precision
+    assert np.linalg.norm(v.Sigma_T - S) <= 1e-7 * np.linalg.norm(S)
+
+
+def test_a_sinkhorn_classify_keeps_its_wall_clock_cap():
+    """Issue 30 (fuzz seed 12011: a Sinkhorn classify took 100 s under an 8 s cap): one cap for the whole
+    classification, every stage after the regular form (its error reruns, the look past T, the sampled run, the
+    direct form) takes what is left of it.  A Sinkhorn case that grows for T = 1e4 with a 0.5 s cap returns
+    "undetermined" at the cap, with the time reached; the bound, cap + 5 s, leaves room for the one-off work
+    before the clock (derivation, the covariance-closure test) on a cold cache and a loaded machine.  The
+    sampled run alone, handed an expired cap, stops with status time-limit (it had no cap before)."""
+    import time
+
+    from symbolic_tpde.analysis.verdict import _samples
+    from symbolic_tpde.analysis.clustering import covariance_rhs
+    from symbolic_tpde.numerics.ode.solve import Deadline
+
+    A = np.array([[0.3, 0.1, 0.0], [0.0, 0.2, -0.1], [0.05, 0.0, 0.25]])
+    V = np.array([[1.0, 0.6, 0.1], [0.0, 1.0, -0.5], [0.0, 0.0, 0.9]])
+    S0 = np.array([[0.4, -0.1, -0.1], [-0.1, 0.7, 0.3], [-0.1, 0.3, 0.9]])
+    ode = _ode("sinkhorn", A=A, V=V)
+    cap = 0.5
+    t0 = time.perf_counter()
+    v = classify_long_time(ode, S0, 1e4, max_seconds=cap)
+    wall = time.perf_counter() - t0
+    assert wall <= cap + 5.0, wall
+    assert v.outcome == "undetermined" and "wall-clock cap" in v.label and v.t < 1e4, v.label
+
+    expired = Deadline(1e-3)
+    time.sleep(0.01)
+    assert expired.share(0.5).left() == 1e-3 and Deadline(None).share(0.5).left() is None
+    got = _samples(ode, covariance_rhs(ode, 1e4), 3, np.zeros(3), S0, 1e4, 1e-10, None, True, [],
+                   dict(source="numerical", horizon=1e4), deadline=expired)
+    assert got.outcome == "undetermined" and "time-limit" in got.label and got.t < 1e4, got.label

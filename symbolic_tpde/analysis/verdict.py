@@ -11,7 +11,9 @@
    * the **regular form** of :mod:`symbolic_tpde.gaussian.regular` (Sundman time, ``tr Σ`` and ``Σ/tr Σ``)
      reaches a singularity: the verdict "blow-up" needs ``d(log r)/ds`` settled over the last 40 e-folds of
      ``r = tr Σ``, else the growth is exponential ("diverge") or unsettled ("undetermined").  Error bound: the
-     tail's uncertainty plus the difference to a run at a 10x looser tolerance;
+     tail's uncertainty plus the difference to a run at a 10x looser tolerance.  For heads with a matrix form it
+     evaluates that form, and goes on in the pair form (``Σ⁻¹`` beside ``Σ``) where ``tpde gaussian`` does
+     (:func:`_matrix_form`); it stops for precision only where the form in use carries ``rtol`` of relative error;
    * on ``[0, T]``, without a singularity: the covariance at ``T/2ᵏ``; convergence ``Σ(t) = Σ* + Ct^{-p} + …``
      is fitted on the last two doublings (``p`` from ``‖Σ(T/2) - Σ(T/4)‖/‖Σ(T) - Σ(T/2)‖ = 2^p``), ``Σ*`` is
      extrapolated (Richardson for that law) and its error is the gap to the same extrapolation one doubling
@@ -20,6 +22,12 @@
    * "oscillating / bursting": ``log tr Σ`` swings up and down by more than a factor 10 on ``[T/100, T]``
      (ℓ2 with a skew part), never called convergent;
    * "diverge": ``tr Σ`` grows; the exponential rate is fitted on ``[T/2, T]`` and on ``[T/4, T/2]``.
+
+One wall-clock cap (``max_seconds``) covers the whole classification: the regular form gets ``1 - DIRECT_SHARE`` of
+it, every later stage (error reruns, the look past ``T``, the sampled run, the direct form) what is left.  A stage
+it stops says so: the regular form or the sampled run with an "undetermined" verdict and the time reached, the
+look past ``T`` in the evidence, a rerun for ``T*``'s error bar by a wider bound (:func:`~symbolic_tpde.gaussian.
+regular.blowup_time`).
 
 Outcomes: ``"blowup"``, ``"no-singularity-before-T"`` (``T* > T``), ``"rank"`` (``rank = 0`` is collapse),
 ``"diverge"``, ``"oscillating"``, ``"tilt-ceased"``, ``"metastable"`` (a plateau near a rank-deficient state
@@ -30,13 +38,14 @@ settled limit is named in that verdict's label), ``"undetermined"`` (with the re
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..gaussian.regular import R_MAX_FACTOR, STIFF_SWITCH_EVALS, blowup_time, integrate_regular
+from ..gaussian.integrate import PRECISION_SWITCH
 from ..memo import Memo
+from ..numerics.ode.solve import Deadline
 from ..registry import layout
 from .theorems import Facts, facts_for
 
@@ -96,9 +105,13 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
     """The covariance right-hand side in matrix form (no ``Σ⁻¹``; :func:`symbolic_tpde.gaussian.matrix_form.
     checked_matrix_rhs`, every affine kind) for constant weights whose heads all have one, checked against the
     generated entrywise form at ``Σ₀`` and at a second point (to ``1e-10`` relative: both are float64 evaluations
-    of the same formula at a well-conditioned point), with the precision and tilt stop conditions; ``None`` (use
-    the generated form) otherwise."""
-    from ..gaussian.matrix_form import checked_matrix_rhs
+    of the same formula at a well-conditioned point), with the precision and tilt stop conditions, and, for heads
+    with ``M = R + Rᵀ ≠ 0``, its continuation in the pair form where ``tpde gaussian`` goes on in it
+    (:class:`~symbolic_tpde.gaussian.regular.Continuation` of :func:`symbolic_tpde.gaussian.integrate.pair_form_for`:
+    its right-hand side and its switch); ``None`` (use the generated form) otherwise."""
+    from ..gaussian.integrate import pair_form_for
+    from ..gaussian.matrix_form import checked_matrix_rhs, pair_rhs
+    from ..gaussian.regular import Continuation
 
     if not closed or not getattr(ode.schedule, "is_constant", False):
         return None
@@ -116,17 +129,35 @@ def _matrix_form(ode, f, d: int, Sigma0, closed: bool, evidence: list, rtol: flo
                     "checked against the generated entrywise form at Σ₀ to 1e-10")
 
     # the tilt exists iff Σ⁻¹ - R - Rᵀ ≻ 0 (margins: :func:`symbolic_tpde.gaussian.matrix_form.tilt_margins`,
-    # scale-free); the solve with I - ΣM loses cond(I - ΣM)·eps: the run stops ("precision") before that exceeds
-    # rtol/100
-    room = math.log(0.01 * rtol / np.finfo(float).eps)
+    # scale-free).  J comes from a solve with I - ΣM (relative error cond(I - ΣM)·eps) or, in the pair form, with
+    # P - M (cond(P - M)·eps).  The run goes on in the pair form where tpde gaussian does (pair_form_for: its
+    # right-hand side and its switch, cond(I - ΣM)·eps reaching PRECISION_SWITCH·rtol while P - M is better
+    # conditioned), and stops ("precision") where the route it is on carries a relative error of rtol, which the
+    # error control cannot accept (the criterion of gaussian's stall message): before the switch the better of
+    # the two routes (the switch comes first where the pair form is better), after it cond(P - M), P the carried
+    # Σ⁻¹
+    if not Mall:
+        return rhs, None, False, None
+    lost = math.log(rtol / np.finfo(float).eps)
+    pair = pair_form_for(ode, True, rtol)        # None where a head has no matrix form (e.g. beside Sinkhorn)
+    kappas = None if pair is None else pair_rhs(ode.schedule(0.0), d)[2]
+    n = layout.state_size(d)
+    tilt = (lambda t, y: []) if margins is None else margins   # noqa: E731
 
     def conditions(t, y):
-        S = layout.unpack(np.asarray(y, float), d)[1]
-        S = 0.5 * (S + S.T)
-        out = [room - math.log(max(np.linalg.cond(np.eye(d) - S @ M) for M in Mall))] if Mall else []
-        return np.array(out + ([] if margins is None else list(margins(t, y))))
+        if kappas is not None:
+            k = min(kappas(y))
+        else:
+            S = layout.unpack(np.asarray(y, float), d)[1]
+            k = max(np.linalg.cond(np.eye(d) - 0.5 * (S + S.T) @ M) for M in Mall)
+        return np.array([lost - math.log(k)] + list(tilt(t, y)))
 
-    return rhs, (conditions if Mall else None), len(Mall) > 0
+    def conditions_pair(t, z):
+        P = layout.unpack(np.concatenate([np.zeros(d), np.asarray(z, float)[n:]]), d)[1]
+        return np.array([lost - math.log(max(np.linalg.cond(P - M) for M in Mall))] + list(tilt(t, z[:n])))
+
+    cont = None if pair is None else Continuation(pair[0], pair[1], pair[2].g, conditions_pair)
+    return rhs, conditions, True, cont
 
 
 # ------------------------------------------------------------------------------------------ the classifier
@@ -295,32 +326,44 @@ def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, 
     f = covariance_rhs(ode, T) if closed else gaussian_rhs(ode, T)
     cond = getattr(ode, "condition_values", None)
     g = _matrix_form(ode, f, d, Sigma0, closed, evidence, rtol)
-    precision_guard = False
+    precision_guard, cont = False, None
     if g is not None:
-        f, cond, precision_guard = g
+        f, cond, precision_guard, cont = g
     a0 = np.zeros(d) if closed or alpha0 is None else np.asarray(alpha0, float)
-    started = time.perf_counter()
+    # one wall-clock cap for the whole classification: every run below (reruns, the look past T, the sampled
+    # run, the direct form) takes what is left of it
+    deadline = Deadline.of(max_seconds)
+
+    def regular(horizon, tol=rtol, cap=deadline, **kw):
+        return integrate_regular(f, d, a0, Sigma0, horizon, rtol=tol, conditions=cond, freeze_alpha=closed,
+                                 precision_guard=precision_guard, continuation=cont, max_seconds=cap, **kw)
+
     # the regular form gets DIRECT_SHARE of the cap less: the direct form's blow-up signature is the fallback
     # when it stops short of a settled law (_direct_blowup)
-    run = integrate_regular(f, d, a0, Sigma0, T, rtol=rtol, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard,
-                            max_seconds=None if max_seconds is None else (1 - DIRECT_SHARE) * max_seconds)
+    run = regular(T, cap=deadline.share(1 - DIRECT_SHARE))
     base = dict(source="numerical", horizon=T, facts=facts.as_list(), covariance_only=closed)
     evidence.append(f"regular form (Sundman time, tr Σ and Σ/tr Σ): stopped by {run.stop} at t = {run.t[-1]:.10g}, "
                     f"tr Σ = {math.exp(run.log_r[-1]):.4g}, {run.nfev} right-hand sides ({run.method})")
+    if run.switched_at is not None:
+        evidence.append(f"from t = {run.switched_at:.10g}, where the solve with I - ΣM had lost the precision "
+                        f"(cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, the switch of tpde gaussian), the "
+                        "run went on in the pair form: Σ⁻¹ carried beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
     if excl is not None:
         evidence.append(f"theorem '{excl.name}': {excl.statement}")
     if run.stop == "precision":
         t_stop = float(run.t[-1])
         lam = np.linalg.eigvalsh(run.Sigma_end)
-        why = (f"the moment equation's float64 precision runs out at t = {t_stop:.6g} (cond Σ = "
-               f"{lam.max() / max(lam.min(), 1e-300):.3g}, tr Σ = {lam.sum():.3g})")
+        route = ("cond(Σ⁻¹ - M)" if run.switched_at is not None else "cond(I - ΣM)")
+        with np.errstate(all="ignore"):
+            cond_S = lam.max() / max(lam.min(), 1e-300)
+        why = (f"the moment equation's float64 precision runs out at t = {t_stop:.6g} ({route}·eps reached rtol; "
+               f"cond Σ = {cond_S:.3g}, tr Σ = {lam.sum():.3g})")
         return _lost_precision(excl, run.t, run.log_r, why, run.Sigma_end, evidence, base)
     if run.stop == "tilt":
         return Verdict("tilt-ceased", f"the Gaussian tilt ceases to exist at t = {run.t[-1]:.10g} (numerical)",
                        Sigma_T=run.Sigma_end, t=float(run.t[-1]), evidence=evidence, **base)
     if run.stop == "r_max":
-        Tst, err, note = blowup_time(run, lambda r, **kw: integrate_regular(
-            f, d, a0, Sigma0, T, rtol=r, conditions=cond, freeze_alpha=closed, max_seconds=max_seconds, **kw), rtol)
+        Tst, err, note = blowup_time(run, lambda r, **kw: regular(T, r, **kw), rtol)
         evidence.append(note)
         if Tst is not None and excl is None:
             return Verdict("blowup", f"blow-up at T* = {Tst:.12g} ± {err:.2g} (numerical, regular form)",
@@ -342,9 +385,7 @@ def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, 
                "time-limit": "the wall-clock cap was reached",
                "stalled": "the evaluation budget was spent"}.get(run.stop, f"integrator status {run.status}")
         if excl is None and run.stop in ("time-limit", "stalled", "stuck") and swing <= BURST:
-            left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - started),
-                                                        0.5 * DIRECT_SHARE * max_seconds)
-            got = _direct_blowup(ode, a0, Sigma0, T, closed, left)
+            got = _direct_blowup(ode, a0, Sigma0, T, closed, deadline.left())
             if got is not None:
                 Tst, err, msg = got
                 evidence.append(f"the regular form stopped at t = {t_stop:.10g} ({why}; tr Σ = {lam.sum():.3g}); "
@@ -369,12 +410,12 @@ def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, 
     # no singularity on [0, T]
     if excl is None:
         # nothing excludes a later blow-up: continue the regular form to 10 T (cheap) to say whether one follows
-        ahead = integrate_regular(f, d, a0, Sigma0, 10 * T, rtol=rtol, conditions=cond, freeze_alpha=closed, precision_guard=precision_guard,
-                                  max_seconds=max_seconds)
+        ahead = regular(10 * T)
+        if ahead.stop == "time-limit":
+            evidence.append(f"the look for a blow-up after T (the regular form to 10 T) reached the wall-clock cap "
+                            f"at t = {ahead.t[-1]:.6g}")
         if ahead.stop == "r_max":
-            Tst, err, note = blowup_time(ahead, lambda r, **kw: integrate_regular(
-                f, d, a0, Sigma0, 10 * T, rtol=r, conditions=cond, freeze_alpha=closed,
-                precision_guard=precision_guard, max_seconds=max_seconds, **kw), rtol)
+            Tst, err, note = blowup_time(ahead, lambda r, **kw: regular(10 * T, r, **kw), rtol)
             if Tst is not None:
                 evidence.append(f"continued past T in the regular form: blow-up at {Tst:.12g} ({note})")
                 return Verdict("no-singularity-before-T", f"no singularity before T = {T:g} (T* = {Tst:.12g} "
@@ -382,7 +423,8 @@ def _classify(ode, Sigma0, T: float = 1e4, *, alpha0=None, rtol: float = 1e-10, 
                                blowup_time_error=err, Sigma_T=run.Sigma_end, t=T, evidence=evidence, **base)
     return _on_horizon(T, Sigma0, rtol, facts, evidence, base, run.t, run.log_r, run.Sigma_end,
                        lambda: _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base,
-                                        stiff=run.method != "DOP853"), ode, closed)
+                                        stiff="LSODA" in run.method, continuation=cont, deadline=deadline),
+                       ode, closed)
 
 
 def _lost_precision(excl, t_lr, log_r, why, Sigma_end, evidence, base) -> Verdict:
@@ -443,14 +485,25 @@ def _on_horizon(T, Sigma0, rtol, facts, evidence, base, t_lr, log_r, Sigma_T, sa
     return v
 
 
-def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base, stiff=False):
-    """``Σ(T/2ᵏ)``, ``k = K … 0`` (DOP853; implicit LSODA where it stops), or an
-    "undetermined" Verdict."""
+def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base, stiff=False, continuation=None,
+             deadline=None):
+    """``Σ(T/2ᵏ)``, ``k = K … 0`` (DOP853; implicit LSODA where it stops; in the pair form from where the regular
+    form went on in it, ``continuation``), or an "undetermined" Verdict; ``deadline``: the classification's
+    wall-clock cap."""
     from ..gaussian.integrate import reported_status, tilt_stops
     from ..numerics.ode.solve import integrate
 
     ts = T / 2.0 ** np.arange(K_DOUBLINGS, -1, -1)
     y0 = layout.pack(a0, Sigma0)
+    common = dict(rtol=rtol, atol=1e-14 * max(1.0, float(np.abs(y0).max())), t_eval=ts,
+                  breakpoints=ode.schedule.breakpoints(T), max_seconds=deadline)
+
+    def run(method, **kw):
+        if continuation is None:
+            return integrate(f, y0, (0.0, T), method=method, events=tilt_stops(cond), **common, **kw)
+        return continuation.integrate(f, y0, (0.0, T), stops=tilt_stops, conditions=cond, method=method, **common,
+                                      **kw)
+
     # where the implicit fallback exists, the explicit run gets the regular form's share before the switch (a
     # stiff, collapsed direction holds it to its stability limit: STIFF_SWITCH_EVALS), and none when the regular
     # form on the same interval already needed the switch (``stiff``)
@@ -458,18 +511,14 @@ def _samples(ode, f, d, a0, Sigma0, T, rtol, cond, closed, evidence, base, stiff
         sol = None
         evidence.append("the regular form was stiff on [0, T]: the sampled run is implicit from the start")
     else:
-        sol = integrate(f, y0, (0.0, T), method="DOP853", rtol=rtol,
-                        atol=1e-14 * max(1.0, float(np.abs(y0).max())), t_eval=ts,
-                        breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond),
-                        **({"max_nfev": STIFF_SWITCH_EVALS} if closed else {}))
-    if sol is None or sol.status != "ok" and closed:
+        sol = run("DOP853", **({"max_nfev": STIFF_SWITCH_EVALS} if closed else {}))
+    if sol is None or sol.status not in ("ok", "time-limit") and closed:
         # LSODA's finite-difference Jacobian of the same right-hand side (the inverse-free matrix form where it
         # exists): the generated Jacobian holds Σ⁻¹ and is not finite where Σ becomes singular (a collapse)
         if sol is not None:
             evidence.append(f"explicit run stopped ({reported_status(sol)} after {sol.nfev} evaluations)")
         evidence.append("sampled run: implicit LSODA (finite-difference Jacobian, counted evaluations) from t = 0")
-        sol = integrate(f, y0, (0.0, T), method="LSODA", rtol=rtol, atol=1e-14 * max(1.0, float(np.abs(y0).max())),
-                        t_eval=ts, breakpoints=ode.schedule.breakpoints(T), events=tilt_stops(cond))
+        sol = run("LSODA")
     if sol.status != "ok":
         return Verdict("undetermined", f"undetermined: the integration stopped ({reported_status(sol)}) at "
                        f"t = {sol.t[-1]:.6g} < T = {T:g}", t=float(sol.t[-1]), evidence=evidence, **base)

@@ -322,11 +322,14 @@ def checked_matrix_rhs(weights, d: int, f, points, *, freeze_alpha: bool, affine
     formula at well-conditioned points, so a larger gap is a wrong form, not round-off), ``f`` finite there."""
     got = matrix_rhs(weights, d)
     if got is not None:
-        g = got[0]
+        g, Ms = got
     elif affine:
         g = affine_rhs(weights, d)
         if g is None:
             return None
+        # beside a head without a quadratic form (Sinkhorn), the heads with one still solve with I - ΣM
+        Ms = [M for M in (q[1] + q[1].T for q in map(quadratic_form, weights.heads) if q is not None)
+              if np.abs(M).max() > 0]
     else:
         return None
     g = frozen_alpha(g, d) if freeze_alpha else g
@@ -337,9 +340,4 @@ def checked_matrix_rhs(weights, d: int, f, points, *, freeze_alpha: bool, affine
             ref, new = np.asarray(f(0.0, y), float), np.asarray(g(0.0, y), float)
         agrees = agrees and bool(np.all(np.isfinite(ref)) and np.allclose(
             new, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))))
-    Ms = []
-    for h in weights.heads:
-        form = quadratic_form(h)
-        if form is not None and np.abs(form[1] + form[1].T).max() > 0:
-            Ms.append(form[1] + form[1].T)
     return g, Ms, tilt_margins(weights, d), agrees

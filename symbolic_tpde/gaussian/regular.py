@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from ..registry import layout
 
-__all__ = ["RegularRun", "integrate_regular", "tail_estimate", "blowup_time", "reach_singularity"]
+__all__ = ["RegularRun", "Continuation", "integrate_regular", "tail_estimate", "blowup_time", "reach_singularity"]
 
 #: the regular form runs to ``r = R_MAX_FACTOR·r₀`` (with ``r ≤ R_ABS_MAX``: the quadratic right-hand side then
 #: stays below 1e200, far from float64 overflow); the tail left after it is ``≈ T*/R_MAX_FACTOR``.
@@ -53,7 +54,7 @@ class RegularRun:
     ``stop``: ``"T"`` (reached the horizon), ``"r_max"`` (reached ``R_MAX_FACTOR·r₀``), ``"tilt"`` (an
     existence condition of the tilt crossed 0), ``"precision"`` (the guard condition), ``"stuck"`` (the step
     size collapsed), or the integrator's status when it stopped otherwise; ``method``: the stepper(s) used
-    (:data:`STIFF_SWITCH_EVALS`)."""
+    (:data:`STIFF_SWITCH_EVALS`); ``switched_at``: where the run went on in its :class:`Continuation`."""
 
     s: np.ndarray
     t: np.ndarray
@@ -64,22 +65,76 @@ class RegularRun:
     status: str
     nfev: int
     method: str = "DOP853"
+    switched_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A second right-hand side for the same run: where the stop ``switch(t, y) > 0`` (``y`` the Gaussian layout
+    state) fails, the run goes on with ``f`` on a longer state, the layout followed by extra entries (the pair
+    form: ``P = Σ⁻¹``, :func:`symbolic_tpde.gaussian.integrate.pair_form_for`), made from the layout state by
+    ``lift``; ``conditions(t, z)`` (``z`` the longer state; ``None``: none) replace the run's conditions after
+    the switch, in the same order (the precision guard first when the run has one); ``name`` says what the run
+    went on with (its method and message).  :func:`integrate_regular` and :meth:`integrate` (the same switch in
+    ``t``) read it."""
+
+    f: Callable
+    lift: Callable
+    switch: Callable
+    conditions: Callable | None = None
+    name: str = "the pair form (Σ⁻¹ beside Σ)"
+
+    def integrate(self, f, y0, t_span, *, stops, conditions=None, **kw):
+        """``integrate(f, y0, t_span, events=stops(conditions), **kw)``
+        (:func:`~symbolic_tpde.numerics.ode.solve.integrate`; ``stops`` makes the run's stop events from a
+        condition function, e.g. :func:`~.integrate.tilt_stops`), continued in ``self.f`` with
+        ``stops(self.conditions)`` where the switch fires: one :class:`~symbolic_tpde.numerics.ode.solve.Solution`
+        on the layout (its rows cut to the layout), evaluations and wall clock (``max_seconds``, one deadline)
+        counted over both runs."""
+        from ..numerics.ode.solve import Deadline, Status, StopCondition, integrate
+
+        kw["max_seconds"] = Deadline.of(kw.get("max_seconds"))
+        n = len(np.asarray(y0))
+        sw = StopCondition(self.switch, "switch", "switched at t = {t:.12g}", near_zero=0.0)
+        sol = integrate(f, y0, t_span, events=[sw] + stops(conditions), **kw)
+        if not (sol.status == Status.EVENT and sol.event.kind == "switch"):
+            return sol
+        t1 = float(sol.t_end)
+        te = kw.pop("t_eval", None)
+        k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
+        if te is not None:
+            kw["t_eval"] = np.asarray(te, float)[k:]
+        kw["max_nfev"] = max(kw.get("max_nfev", 1_000_000) - sol.nfev, 1)
+        rest = integrate(self.f, self.lift(sol.y_end), (t1, float(t_span[1])), events=stops(self.conditions),
+                         **kw)
+        rest.t = np.concatenate([np.asarray(sol.t)[:k], rest.t])
+        rest.y = np.vstack([np.asarray(sol.y)[:k].reshape(-1, n), np.asarray(rest.y)[:, :n]])
+        rest.y_end = np.asarray(rest.y_end)[:n]
+        rest.nfev += sol.nfev
+        rest.events = list(sol.events) + list(rest.events)
+        rest.message = f"{rest.message} (from t = {t1:.10g} in {self.name})"
+        return rest
 
 
 def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-10, conditions=None,
                       freeze_alpha: bool = True, max_nfev: int = 1_000_000, max_seconds=None,
-                      precision_guard: bool = False, roundoff_seed: int | None = None) -> RegularRun:
+                      precision_guard: bool = False, roundoff_seed: int | None = None,
+                      continuation: Continuation | None = None) -> RegularRun:
     """Integrate ``y' = f(t, y)`` (Gaussian layout) in the regular form of the module docstring until ``t = T``
     or ``tr Σ = R_MAX_FACTOR·tr Σ₀``.  ``freeze_alpha``: the mean stays 0 (the covariance equation alone,
     valid where it does not involve ``α``); otherwise ``α`` is integrated in ``s`` as it is.
     ``conditions(t, y)``: quantities that must stay > 0 (the first is the precision guard when
     ``precision_guard``).  ``roundoff_seed``: the right-hand side perturbed by a few ulps
-    (:func:`~symbolic_tpde.numerics.ode.solve.roundoff_sample`), a sample of the run's round-off."""
+    (:func:`~symbolic_tpde.numerics.ode.solve.roundoff_sample`), a sample of the run's round-off.
+    ``continuation``: where its switch fires, the run goes on in its right-hand side (:class:`Continuation`; the
+    extra entries of its state ride along in ``s`` as they are, ``dz/ds = (dt/ds)·dz/dt``), with the rest of the
+    budget and the same deadline; ``switched_at`` says where."""
     from ..numerics.ode.solve import Deadline, Status, StopCondition, integrate, roundoff_sample
 
     Sigma0 = np.asarray(Sigma0, float)
     alpha0 = np.zeros(d) if freeze_alpha else np.asarray(alpha0, float)
     r0 = float(np.trace(Sigma0))
+    n = layout.state_size(d)
     wS = layout.trace_weights(d, with_alpha=False)
     rho_max = min(math.log(r0) + math.log(R_MAX_FACTOR), math.log(R_ABS_MAX))
     N0 = layout.pack(np.zeros(d), Sigma0 / r0)[d:]
@@ -87,43 +142,67 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
 
     def state(z):
         # numpy's exp: a trial step with an absurd log r gives r = 0 or inf (the integrator rejects the non-finite
-        # derivative), never Python's OverflowError / ZeroDivisionError (fuzz: V entries ~1e75)
+        # derivative), never Python's OverflowError / ZeroDivisionError (fuzz: V entries ~1e75); entries after
+        # the layout (a continuation's) as they are
         r = np.exp(np.float64(z[1]))
-        return np.concatenate([z[2:2 + d], r * z[2 + d:]]), r
+        return np.concatenate([z[2:2 + d], r * z[2 + d:2 + n], z[2 + n:]]), r
 
-    def g(s, z):
-        y, r = state(z)
-        fy = np.asarray(f(z[0], y), float)
-        tau = 1.0 / (r0 + r)
-        FS = fy[d:]
-        trF = float(wS @ FS)
-        dN = tau * (FS / r - z[2 + d:] * (trF / r))
-        da = np.zeros(d) if freeze_alpha else tau * fy[:d]
-        return np.concatenate([[tau, tau * trF / r], da, dN])
+    def regular(f):
+        def g(s, z):
+            y, r = state(z)
+            fy = np.asarray(f(z[0], y), float)
+            tau = 1.0 / (r0 + r)
+            FS = fy[d:n]
+            trF = float(wS @ FS)
+            dN = tau * (FS / r - z[2 + d:2 + n] * (trF / r))
+            da = np.zeros(d) if freeze_alpha else tau * fy[:d]
+            return np.concatenate([[tau, tau * trF / r], da, dN, tau * fy[n:]])
 
-    if roundoff_seed is not None:
-        g = roundoff_sample(g, roundoff_seed)
+        return g if roundoff_seed is None else roundoff_sample(g, roundoff_seed)
 
-    def cond(s, z):
-        base = [T - z[0], rho_max - z[1]]
-        if conditions is not None:
-            y, _ = state(z)
-            base += list(np.atleast_1d(conditions(z[0], y)))
-        return np.asarray(base, float)
+    def stops(conditions, layout_only):
+        def cond(s, z):
+            base = [T - z[0], rho_max - z[1]]
+            if conditions is not None:
+                y, _ = state(z)
+                base += list(np.atleast_1d(conditions(z[0], y[:n] if layout_only else y)))
+            return np.asarray(base, float)
+        return [StopCondition(cond, "regular-stop", "regular form stopped at s = {t:.12g}")]
 
+    deadline = Deadline.of(max_seconds)
     # s needed: ~ (r0 + r̄)·T on bounded stretches, ~ 40 ln(10)/g at a blow-up; 1e300 is never reached
-    common = dict(rtol=rtol, atol=1e-14, max_seconds=Deadline.of(max_seconds), stuck_evals=STUCK_EVALS,
-                  events=[StopCondition(cond, "regular-stop", "regular form stopped at s = {t:.12g}")])
-    switch = min(max_nfev, STIFF_SWITCH_EVALS)
-    method = "DOP853"
-    with np.errstate(all="ignore"):   # once around the run, not per right-hand side (see state())
-        sol = integrate(g, z0, (0.0, 1e300), method="DOP853", max_nfev=switch, **common)
-        if sol.status == Status.STALLED and sol.nfev > switch and max_nfev > switch:   # budget share spent
+    common = dict(rtol=rtol, atol=1e-14, max_seconds=deadline, stuck_evals=STUCK_EVALS)
+
+    def run(g, z, s0, events, budget):
+        switch = min(budget, STIFF_SWITCH_EVALS)
+        sol = integrate(g, z, (s0, 1e300), method="DOP853", max_nfev=switch, events=events, **common)
+        if sol.status == Status.STALLED and sol.nfev > switch and budget > switch:   # budget share spent
             rest = integrate(g, sol.y[-1], (float(sol.t[-1]), 1e300), method="LSODA",
-                             max_nfev=max_nfev - sol.nfev, **common)
+                             max_nfev=budget - sol.nfev, events=events, **common)
             rest.t, rest.y = np.concatenate([sol.t, rest.t[1:]]), np.vstack([sol.y, rest.y[1:]])
             rest.nfev += sol.nfev
-            method = f"DOP853 for its first {sol.nfev} evaluations, then LSODA (stiff)"
+            return rest, f"DOP853 for its first {sol.nfev} evaluations, then LSODA (stiff)"
+        return sol, "DOP853"
+
+    switched_at = None
+    events = stops(conditions, True)
+    if continuation is not None:
+        events = [StopCondition(lambda s, z: continuation.switch(z[0], state(z)[0]), "switch",
+                                "switched at s = {t:.12g}", near_zero=0.0)] + events
+    with np.errstate(all="ignore"):   # once around the run, not per right-hand side (see state())
+        sol, method = run(regular(f), z0, 0.0, events, max_nfev)
+        if continuation is not None and sol.status == Status.EVENT and sol.event.kind == "switch":
+            z1 = np.asarray(sol.y[-1], float)
+            switched_at = float(z1[0])
+            y1 = continuation.lift(state(z1)[0])
+            z2 = np.concatenate([z1[:2 + n], np.asarray(y1, float)[n:]])
+            rest, method2 = run(regular(continuation.f), z2, float(sol.t[-1]),
+                                stops(continuation.conditions, False), max(max_nfev - sol.nfev, 1))
+            m = 2 + n
+            rest.t = np.concatenate([sol.t, rest.t[1:]])
+            rest.y = np.vstack([np.asarray(sol.y)[:, :m], np.asarray(rest.y)[1:, :m]])
+            rest.nfev += sol.nfev
+            method = f"{method}; from t = {switched_at:.10g} {continuation.name}: {method2}"
             sol = rest
     stop = str(sol.status)
     if sol.status == Status.STALLED and sol.nfev <= max_nfev:
@@ -133,9 +212,9 @@ def integrate_regular(f, d: int, alpha0, Sigma0, T: float, *, rtol: float = 1e-1
             stop = {0: "T", 1: "r_max"}.get(ev.index, "precision" if precision_guard and ev.index == 2 else "tilt")
     ys = np.asarray(sol.y, float)
     y_end, _ = state(ys[-1])
-    a_end, S_end = layout.unpack(y_end, d)
+    a_end, S_end = layout.unpack(y_end[:n], d)
     return RegularRun(np.asarray(sol.t, float), ys[:, 0], ys[:, 1], S_end, a_end, stop, str(sol.status),
-                      int(sol.nfev), method)
+                      int(sol.nfev), method, switched_at)
 
 
 def tail_estimate(run: RegularRun) -> tuple[float | None, float | None, str]:

@@ -306,6 +306,15 @@ class Deadline:
     def expired(self) -> bool:
         return self.end is not None and time.monotonic() >= self.end
 
+    def left(self) -> float | None:
+        """Seconds left (at least 1 ms, so that a cap made of it is valid and expires at once); ``None``: no cap."""
+        return None if self.end is None else max(self.end - time.monotonic(), 1e-3)
+
+    def share(self, fraction: float) -> Deadline:
+        """A cap at ``fraction`` (``0 < fraction <= 1``) of the time left, within this one (itself at 1): a stage
+        of a multi-stage computation that leaves the rest to the stages after it."""
+        return self if self.end is None or fraction >= 1 else Deadline(fraction * self.left())
+
     def check(self) -> None:
         """Raise :class:`TimeLimitReached` once expired (for loops that are not :func:`integrate`'s)."""
         if self.expired():

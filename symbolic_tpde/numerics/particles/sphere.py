@@ -161,14 +161,28 @@ def sphere_velocity(Y, weights: Weights, norm: str = "post", alpha: float = 1.0,
 COLLAPSE_WINDOW, COLLAPSE_DROP, COLLAPSE_EXCESS, COLLAPSE_STRIKES = 200, 1e-4, 10.0, 2
 
 
-class StepCollapse:
-    """Per cloud (row of a batched :class:`~symbolic_tpde.numerics.ode.rk.RKSolver`): the largest accepted step,
-    the last checkpoint (attempts, accepted steps, time) and the strikes (module constants above).
-    :meth:`update` after every step returns ``{row: evidence}`` for the clouds whose step collapsed."""
+@dataclass(frozen=True)
+class _Window:
+    """One cloud's window between checkpoints: attempted and accepted steps, its start ``t0`` and ``span``, the mean
+    accepted step, the steps left in the budget and those ``T`` would need at that pace."""
+
+    attempts: float
+    accepted: float
+    t0: float
+    span: float
+    mean: float
+    left: float
+    need: float
+
+
+class _WindowWatch:
+    """The bookkeeping :class:`StepCollapse` and :class:`FixedPointWatch` share, per cloud (row of a batched
+    :class:`~symbolic_tpde.numerics.ode.rk.RKSolver`): the attempts, accepted steps and time at the last
+    checkpoint and the strikes; :meth:`windows` yields each cloud whose ``COLLAPSE_WINDOW`` attempts since its
+    checkpoint are complete, with its :class:`_Window`, and moves the checkpoint."""
 
     def __init__(self, N: int, T: float, max_steps: int):
         self.T, self.max_steps = float(T), max_steps
-        self.hmax = np.zeros(N)
         self.mark = np.zeros((N, 3))          # attempts, accepted, t at the last checkpoint
         self.strikes = np.zeros(N, dtype=int)
 
@@ -177,29 +191,44 @@ class StepCollapse:
         self.mark[:] = 0.0
         self.mark[:, 2] = s.t
 
+    def windows(self, s):
+        act = s.active
+        for i in act[s.n_steps[act] + s.n_rejected[act] - self.mark[act, 0] >= COLLAPSE_WINDOW]:
+            att = float(s.n_steps[i] + s.n_rejected[i])
+            a0, n0, t0 = self.mark[i]
+            n_acc, span = float(s.n_steps[i] - n0), float(s.t[i] - t0)
+            self.mark[i] = att, s.n_steps[i], s.t[i]
+            mean = span / max(n_acc, 1.0)
+            need = (self.T - float(s.t[i])) / mean if mean > 0 else np.inf
+            yield int(i), _Window(att - a0, n_acc, t0, span, mean, max(self.max_steps - float(s.n_steps[i]), 1.0),
+                                  need)
+
+    def strike(self, i: int, hit: bool) -> int:
+        """Count a strike for cloud ``i`` (``hit``) or clear them; the strikes in a row."""
+        self.strikes[i] = self.strikes[i] + 1 if hit else 0
+        return int(self.strikes[i])
+
+
+class StepCollapse(_WindowWatch):
+    """Per cloud: the largest accepted step, the window bookkeeping (:class:`_WindowWatch`) and the strikes (module
+    constants above).  :meth:`update` after every step returns ``{row: evidence}`` for the clouds whose step
+    collapsed."""
+
+    def __init__(self, N: int, T: float, max_steps: int):
+        super().__init__(N, T, max_steps)
+        self.hmax = np.zeros(N)
+
     def update(self, s, acc) -> dict:
         if acc.rows.size:
             np.maximum.at(self.hmax, acc.rows, np.abs(acc.h))
         out = {}
-        act = s.active
-        due = act[s.n_steps[act] + s.n_rejected[act] - self.mark[act, 0] >= COLLAPSE_WINDOW]
-        for i in due:
-            att = float(s.n_steps[i] + s.n_rejected[i])
-            a0, n0, t0 = self.mark[i]
-            n_acc, dt = float(s.n_steps[i] - n0), float(s.t[i] - t0)
-            self.mark[i] = att, s.n_steps[i], s.t[i]
-            mean = dt / max(n_acc, 1.0)
-            left = max(self.max_steps - float(s.n_steps[i]), 1.0)
-            need = (self.T - float(s.t[i])) / mean if mean > 0 else np.inf
-            if mean <= COLLAPSE_DROP * self.hmax[i] and need > COLLAPSE_EXCESS * left:
-                self.strikes[i] += 1
-            else:
-                self.strikes[i] = 0
-            if self.strikes[i] >= COLLAPSE_STRIKES:
-                out[int(i)] = (f"step collapse: the mean accepted step over the last {int(att - a0)} attempts is "
-                               f"{mean:.3g}, {mean / self.hmax[i]:.2g} of the largest step so far ({self.hmax[i]:.3g}); "
-                               f"{1 - n_acc / (att - a0):.0%} of those attempts were rejected; at that pace T = "
-                               f"{self.T:.6g} needs {need:.3g} more steps, the budget has {int(left)} left")
+        for i, w in self.windows(s):
+            hit = w.mean <= COLLAPSE_DROP * self.hmax[i] and w.need > COLLAPSE_EXCESS * w.left
+            if self.strike(i, hit) >= COLLAPSE_STRIKES:
+                out[i] = (f"step collapse: the mean accepted step over the last {int(w.attempts)} attempts is "
+                          f"{w.mean:.3g}, {w.mean / self.hmax[i]:.2g} of the largest step so far ({self.hmax[i]:.3g}); "
+                          f"{1 - w.accepted / w.attempts:.0%} of those attempts were rejected; at that pace T = "
+                          f"{self.T:.6g} needs {w.need:.3g} more steps, the budget has {int(w.left)} left")
         return out
 
 
@@ -231,55 +260,42 @@ def _vanishing_attention(theta, weights, norm) -> str:
 FIXED_FACTOR, FIXED_STRIKES = 100.0, 2
 
 
-class FixedPointWatch:
-    """Per cloud: the state, time and attempt count at the last checkpoint, and the strikes (constants above).
-    :meth:`update` after every step (and renormalisation) returns ``{row: evidence}`` for the clouds that sit at a
-    fixed point to the tolerance."""
+class FixedPointWatch(_WindowWatch):
+    """Per cloud: the state at the last checkpoint, the window bookkeeping (:class:`_WindowWatch`) and the strikes
+    (constants above).  :meth:`update` after every step (and renormalisation) returns ``{row: evidence}`` for the
+    clouds that sit at a fixed point to the tolerance."""
 
     def __init__(self, Y, T: float, max_steps: int, tol: float, F, n: int, d: int):
-        self.T, self.max_steps, self.tol, self.F, self.n, self.d = float(T), max_steps, tol, F, n, d
-        N = len(Y)
+        super().__init__(len(Y), T, max_steps)
+        self.tol, self.F, self.n, self.d = tol, F, n, d
         self.Y = np.array(Y, dtype=float)
-        self.mark = np.zeros((N, 3))          # attempts, accepted, t at the last checkpoint
-        self.strikes = np.zeros(N, dtype=int)
-        self.moved = np.zeros(N)
+        self.moved = np.zeros(len(Y))
 
     def restart(self, s) -> None:
-        self.mark[:] = 0.0
-        self.mark[:, 2] = s.t
+        super().restart(s)
         self.Y[:] = s.Y
 
     def update(self, s) -> dict:
         out = {}
-        act = s.active
-        due = act[s.n_steps[act] + s.n_rejected[act] - self.mark[act, 0] >= COLLAPSE_WINDOW]
-        for i in due:
+        for i, w in self.windows(s):
             y = np.asarray(s.Y[i], float)
-            a0, n0, t0 = self.mark[i]
-            n_acc, span = float(s.n_steps[i] - n0), float(s.t[i] - t0)
             moved = float(np.max(np.abs(y - self.Y[i]))) / max(1.0, float(np.max(np.abs(y))))
-            self.mark[i] = s.n_steps[i] + s.n_rejected[i], s.n_steps[i], s.t[i]
             self.Y[i] = y
-            mean = span / max(n_acc, 1.0)
-            left = max(self.max_steps - float(s.n_steps[i]), 1.0)
-            need = (self.T - float(s.t[i])) / mean if mean > 0 else np.inf
-            if moved <= FIXED_FACTOR * self.tol and need > left:
-                self.strikes[i] += 1
-                self.moved[i] = max(self.moved[i], moved) if self.strikes[i] > 1 else moved
-            else:
-                self.strikes[i] = 0
-            if self.strikes[i] >= FIXED_STRIKES:
+            strikes = self.strike(i, moved <= FIXED_FACTOR * self.tol and w.need > w.left)
+            if strikes:
+                self.moved[i] = max(self.moved[i], moved) if strikes > 1 else moved
+            if strikes >= FIXED_STRIKES:
                 v = np.asarray(self.F(np.array([float(s.t[i])]), y[None]), float)[0].reshape(self.n, self.d)
                 th = _unit(y.reshape(self.n, self.d))
                 m = _unit(th.mean(axis=0))
-                out[int(i)] = (f"a fixed point to the tolerance: over each of the last {FIXED_STRIKES} windows of "
-                               f"{COLLAPSE_WINDOW} attempted steps (the last from t = {t0:.6g}, {span:.3g} time units) "
-                               f"no coordinate moved by more than {self.moved[i]:.2g} (<= {FIXED_FACTOR:g} tol = "
-                               f"{FIXED_FACTOR * self.tol:.2g}); the largest velocity is "
-                               f"{float(np.max(np.linalg.norm(v, axis=1))):.2g}, every token is within "
-                               f"{float(np.max(np.linalg.norm(th - m, axis=1))):.2g} of the mean direction; at "
-                               f"the pace of these steps (h = {mean:.3g}) "
-                               f"T = {self.T:.6g} would need {need:.3g} more steps, the budget has {int(left)} left")
+                out[i] = (f"a fixed point to the tolerance: over each of the last {FIXED_STRIKES} windows of "
+                          f"{COLLAPSE_WINDOW} attempted steps (the last from t = {w.t0:.6g}, {w.span:.3g} time units) "
+                          f"no coordinate moved by more than {self.moved[i]:.2g} (<= {FIXED_FACTOR:g} tol = "
+                          f"{FIXED_FACTOR * self.tol:.2g}); the largest velocity is "
+                          f"{float(np.max(np.linalg.norm(v, axis=1))):.2g}, every token is within "
+                          f"{float(np.max(np.linalg.norm(th - m, axis=1))):.2g} of the mean direction; at "
+                          f"the pace of these steps (h = {w.mean:.3g}) "
+                          f"T = {self.T:.6g} would need {w.need:.3g} more steps, the budget has {int(w.left)} left")
         return out
 
 
