@@ -151,6 +151,19 @@ STIFF_RATIO = 1e3
 #: 2e-9 at cond Σ ≈ 1e5), so the switch happens before its noise reaches the error control
 PRECISION_SWITCH = 1e-2
 
+#: the stiff switch (:class:`StabilityBound`): an explicit step counts as stability-bound where ``h·|Re λ|`` reaches
+#: this while ``|Re λ| ≥`` :data:`STIFF_RATIO` times the state's rate (measured on fuzz seed 7301 case 14: DOP853
+#: holds ``h·|λ| ≈ 1.6`` there, its real stability interval is about ``[-6, 0]``; an accuracy-bound step on a state
+#: that changes :data:`STIFF_RATIO` times slower than ``|λ|`` would be longer)
+STIFF_STEP = 0.5
+#: ... for this many accepted steps in a row (≥ ``STIFF_STEPS·STIFF_STEP`` = 250 e-folds of the fast mode: no transient)
+STIFF_STEPS = 500
+#: the Jacobian's spectrum is recomputed every this many accepted steps (it moves on the state's slow time scale)
+STIFF_EVERY = 8
+#: the stiff continuation's method: measured on case 14 from t = 92 to 1000 at rtol 1e-12 with the exact Jacobian
+#: and the extended-precision form, LSODA reached T in 28 s CPU, BDF t = 163 and Radau far less in 60 s
+STIFF_METHOD = "LSODA"
+
 
 def _cond(S) -> float:
     lam = np.linalg.eigvalsh(0.5 * (S + S.T))
@@ -223,14 +236,13 @@ def _kept_monitor(d: int, y0, y1, n: int | None = None, error_run: bool = False)
                          overflow=BlowupMonitor.overflow * r0 / r1, error_run=error_run)
 
 
-def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
-                           tilt_m, deadline, y0):
-    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
-    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`; monitors and tilt conditions see the layout part ``(α, Σ)`` of the
-    state, the rows keep it), and the sentence that says so for the run's message."""
+def _continued(ode, sol, g, z1, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac, tilt_m,
+               deadline, y0):
+    """``sol`` continued from its end ``(t_end, z1)`` by ``g`` (the pair or the stiff form; ``z1`` its state, whose
+    first entries are the layout ``(α, Σ)``): the run's kept monitor (:func:`_kept_monitor`) and tilt conditions
+    read the layout part, the rows keep it; one :class:`Solution` of both runs (:func:`_joined`)."""
     from ..numerics.ode.solve import integrate
 
-    g, lift, _ = pair
     d, n = ode.d, layout.state_size(ode.d)
     t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
     te = None if t_eval is None else np.asarray(t_eval, float)
@@ -238,12 +250,118 @@ def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval
     events = [_kept_monitor(d, y0, y1, n)] if blowup else []
     if tilt_m is not None:
         events += tilt_stops(lambda t, z: tilt_m(t, np.asarray(z)[:n]))
-    rest = integrate(g, lift(y1), (t1, float(T)), method=method, rtol=rtol, atol=atol,
+    rest = integrate(g, z1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1], events=events,
-                     max_nfev=max(max_nfev - sol.nfev, 1), progress=progress, jac=None, max_seconds=deadline,
-                     stuck_evals=STUCK_EVALS)
-    return _joined(sol, rest, k, n), (f"from t = {t1:.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
-                                      "the run went on with Σ⁻¹ beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
+                     max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
+    return _joined(sol, rest, k, n)
+
+
+def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
+                           tilt_m, deadline, y0):
+    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
+    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`, :func:`_continued`), and the sentence that says so for the run's
+    message."""
+    g, lift, _ = pair
+    run = _continued(ode, sol, g, lift(np.asarray(sol.y_end, float)), T, blowup, method, rtol, atol, t_eval, bps,
+                     max(max_nfev - sol.nfev, 1), progress, None, tilt_m, deadline, y0)
+    return run, (f"from t = {float(sol.t_end):.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
+                 "the run went on with Σ⁻¹ beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
+
+
+def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress, tilt_m, deadline, y0):
+    """``(run, note)``: ``sol`` (ended by the ``"stiff-switch"`` stop of :func:`stiff_form_for`) continued from its
+    end with :data:`STIFF_METHOD`, the exact Jacobian and the extended-precision right-hand side where there is one
+    (:func:`_continued`); an evaluation budget of its own (``max_nfev``: the explicit run's evaluations went to a
+    stability bound, not to this run), and the sentence that says so for the run's message."""
+    g, jac, det = stiff
+    run = _continued(ode, sol, g, np.asarray(sol.y_end, float), T, blowup, STIFF_METHOD, rtol, atol, t_eval, bps,
+                     max_nfev, progress, jac, tilt_m, deadline, y0)
+    run.method = STIFF_METHOD
+    return run, (f"from t = {float(sol.t_end):.10g}, where {det.steps} explicit steps in a row were stability-bound "
+                 f"(step·|Re λ| >= {STIFF_STEP:g} with λ = {det.lam:.4g}, the state's rate {det.rate:.2g}), the run "
+                 f"went on with {STIFF_METHOD} (implicit BDF where stiff) and the exact Jacobian of the matrix form"
+                 + (", its products in extended precision" if g.extended else ""))
+
+
+class StabilityBound:
+    """The ``"stiff-switch"`` stop of an explicit matrix-form run, as a :class:`StopCondition`'s ``g(t, y)``.
+
+    Called once per accepted step (and at the start): with ``h`` the step just taken and, every
+    :data:`STIFF_EVERY` steps, ``λ`` the most negative real part of an eigenvalue of the exact Jacobian ``jac`` and
+    ``rate = ‖f(y)‖/‖y‖`` (max norms), a step is stability-bound where ``h·|λ| ≥`` :data:`STIFF_STEP` while
+    ``|λ| ≥`` :data:`STIFF_RATIO`·``rate``: the step is then at most ``1/(2·STIFF_RATIO)`` of the state's own time
+    scale, far below what an 8th-order pair needs for a smooth state, i.e. set by the fast decaying mode.  After
+    :data:`STIFF_STEPS` such steps in a row (``≥ 250`` e-folds of that mode: no transient left) the value turns
+    negative and stays so from that time on (the integrator's root finder lands on the step's end).  A call at an
+    earlier time than the last one starts over (a new run over the same interval)."""
+
+    def __init__(self, f, jac, steps: int | None = None):
+        self.f, self.jac = f, jac
+        self.steps = STIFF_STEPS if steps is None else steps
+        self.t_prev, self.fired, self.streak, self.count = -math.inf, None, 0, 0
+        self.lam, self.rate = math.nan, math.nan
+
+    def __call__(self, t, y):
+        t = float(t)
+        if self.fired is not None and t >= self.fired:
+            return np.array([-1.0])
+        if t <= self.t_prev:
+            if t < self.t_prev and self.fired is None:
+                self.t_prev, self.streak, self.count = t, 0, 0
+            return np.array([1.0])
+        h, self.t_prev = t - self.t_prev, t
+        if self.count % STIFF_EVERY == 0:
+            self.lam, self.rate = _stiffness(self.f, self.jac, t, np.asarray(y, float))
+        self.count += 1
+        bound = self.lam < 0 and h * -self.lam >= STIFF_STEP and -self.lam >= STIFF_RATIO * self.rate
+        self.streak = self.streak + 1 if bound else 0
+        if self.streak >= self.steps:
+            self.fired = t
+            return np.array([-1.0])
+        return np.array([1.0])
+
+
+def _stiffness(f, jac, t, y) -> tuple[float, float]:
+    """``(λ, rate)``: the most negative real part of an eigenvalue of ``jac(t, y)`` and ``‖f(t, y)‖/‖y‖`` (max
+    norms); NaNs where either is not finite."""
+    with np.errstate(all="ignore"):
+        Jm = np.asarray(jac(t, y), float)
+        fy = np.asarray(f(t, y), float)
+    if not (np.all(np.isfinite(Jm)) and np.all(np.isfinite(fy))):
+        return math.nan, math.nan
+    scale = max(float(np.abs(y).max()), 1e-300)
+    return float(np.linalg.eigvals(Jm).real.min()), float(np.abs(fy).max()) / scale
+
+
+def stiff_form_for(ode, freeze_alpha: bool, fm, y0, method: str):
+    """``(g, jac, detector)`` of the stiff continuation, or ``None`` (an implicit ``method`` already, weights
+    without :func:`.matrix_form.matrix_jacobian`): ``g`` the matrix form, in extended precision
+    (:func:`.matrix_form.extended_matrix_rhs`, checked against ``fm`` at ``y0`` to ``1e-10`` relative, as the
+    matrix form itself is) where there is one, else ``fm`` (``g.extended`` says which); ``jac`` its exact
+    Jacobian; ``detector`` a fresh :class:`StabilityBound` on ``fm`` for the stop of the explicit run."""
+    from ..numerics.ode.solve import wants_jacobian
+    from .matrix_form import extended_matrix_rhs, frozen_alpha, matrix_jacobian
+
+    if wants_jacobian(method) or not getattr(ode.schedule, "is_constant", False) or \
+            getattr(ode.schedule, "func", None) is not None:
+        return None
+    w = ode.schedule(0.0)
+    jac = matrix_jacobian(w, ode.d, freeze_alpha=freeze_alpha)
+    if jac is None:
+        return None
+    g = extended_matrix_rhs(w, ode.d)
+    if g is not None:
+        g = frozen_alpha(g, ode.d) if freeze_alpha else g
+        ref, new = np.asarray(fm(0.0, y0), float), np.asarray(g(0.0, y0), float)
+        if not np.allclose(new, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))):
+            g = None
+    if g is None:
+        def g(t, y):
+            return fm(t, y)
+        g.extended = False
+    else:
+        g.extended = True
+    return g, jac, StabilityBound(fm, jac)
 
 
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
@@ -369,6 +487,9 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     stops = gaussian_events(ode, blowup)
     pair = None if fm is None else pair_form_for(ode, freeze_alpha, rtol)
     pair_stop = [] if pair is None else [pair[2]]
+    stiff = None if fm is None else stiff_form_for(ode, freeze_alpha, fm, y0, method)
+    stiff_stop = [] if stiff is None else [StopCondition(stiff[2], "stiff-switch", "explicit steps stability-bound "
+                                                         "at t = {t:.12g}", near_zero=0.0)]
     big = math.log(MAGNITUDE_SWITCH)
 
     def margins(t, y):
@@ -378,7 +499,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     if fm is not None and np.min(margins(0.0, y0)) <= 0:
         # ill-conditioned (or large) from the start: the matrix form throughout, with its scale-free tilt conditions
         f, fm, cond = fm, None, tilt_m
-        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m) + pair_stop
+        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m) + pair_stop + stiff_stop
     extra = [] if fm is None else [StopCondition(
         margins, "precision-switch", "cond Σ·eps reached rtol/100 or |Σ| reached 1e30 at t = {t:.12g}",
         near_zero=0.0)]
@@ -395,7 +516,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         quiet = [_kept_monitor(d, y0, y1)] if blowup else []
         rest = integrate(fm, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                          t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
-                         events=quiet + tilt_stops(tilt_m) + pair_stop,
+                         events=quiet + tilt_stops(tilt_m) + pair_stop + stiff_stop,
                          max_nfev=max(max_nfev - sol.nfev, 1),
                          progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
         note = ""
@@ -403,6 +524,10 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
             rest, note = _continue_in_pair_form(ode, rest, pair, T, blowup, method, rtol, atol,
                                                 None if te is None else te[k:], [b for b in bps if b > t1],
                                                 max(max_nfev - sol.nfev, 1), progress, jac, tilt_m, deadline, y0)
+            note = f"; {note}"
+        elif rest.status == Status.EVENT and rest.event.kind == "stiff-switch":
+            rest, note = _continue_stiff(ode, rest, stiff, T, blowup, rtol, atol, None if te is None else te[k:],
+                                         [b for b in bps if b > t1], max_nfev, progress, tilt_m, deadline, y0)
             note = f"; {note}"
         rest = _joined(sol, rest, k, len(y1))
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
@@ -425,6 +550,11 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         # ill-conditioned from the start, in matrix form until its solve lost the precision
         sol, note = _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev,
                                            progress, jac, tilt_m, deadline, y0)
+        sol.message = f"{sol.message} ({note})"
+    elif sol.status == Status.EVENT and sol.event.kind == "stiff-switch":
+        # ill-conditioned from the start, in matrix form until its explicit steps were stability-bound
+        sol, note = _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress, tilt_m,
+                                    deadline, y0)
         sol.message = f"{sol.message} ({note})"
     if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None
             and np.all(np.isfinite(sol.y_end)) and ode.schedule.is_constant):
