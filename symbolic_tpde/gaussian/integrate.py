@@ -268,19 +268,92 @@ def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval
                  "the run went on with Σ⁻¹ beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
 
 
-def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress, tilt_m, deadline, y0):
+def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress, deadline, y0):
     """``(run, note)``: ``sol`` (ended by the ``"stiff-switch"`` stop of :func:`stiff_form_for`) continued from its
-    end with :data:`STIFF_METHOD`, the exact Jacobian and the extended-precision right-hand side where there is one
-    (:func:`_continued`); an evaluation budget of its own (``max_nfev``: the explicit run's evaluations went to a
-    stability bound, not to this run), and the sentence that says so for the run's message."""
-    g, jac, det = stiff
-    run = _continued(ode, sol, g, np.asarray(sol.y_end, float), T, blowup, STIFF_METHOD, rtol, atol, t_eval, bps,
-                     max_nfev, progress, jac, tilt_m, deadline, y0)
+    end with :data:`STIFF_METHOD` and the exact Jacobian, in the eigenframe of ``Σ``: the state ``(Qᵀα, QᵀΣQ)``
+    with ``Q`` the eigenvectors of ``Σ`` at the switch, the equation evaluated with the rotated matrices in
+    extended precision (:func:`.matrix_form.extended_matrix_rhs`), so that each eigen-direction's entries carry
+    their own scale and the error control is relative per direction (entrywise, the small eigenvalue ``λ₂`` of a
+    rank-one collapse is a difference of entries ``~λ₁`` and is controlled only to ``rtol·λ₁/λ₂``, measured to
+    lose ``4e-6`` of it over 20 time units at ``rtol = 1e-13``); a new frame (``"reframe"``) where a correlation
+    between two axes reaches :data:`REFRAME_CORRELATION`.  ``atol`` default ``rtol·eps·max(1, |y|_∞)`` (entries
+    of the collapsed directions are computed to relative accuracy, so they are not noise).  The rows are rotated
+    back; the run keeps the whole run's monitor (:func:`_kept_monitor`; ``tr Σ + |α|²`` is rotation invariant).
+    An evaluation budget of its own (``max_nfev``: the explicit run's evaluations went to a stability bound)."""
+    from ..numerics.ode.solve import integrate
+
+    make, _, det = stiff
+    d, n = ode.d, layout.state_size(ode.d)
+    t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
+    te = None if t_eval is None else np.asarray(t_eval, float)
+    a, S = layout.unpack(y1, d)
+    lam, Q = np.linalg.eigh(0.5 * (S + S.T))
+    z = layout.pack(Q.T @ a, np.diag(np.maximum(lam, 0.0)))
+    events = [_kept_monitor(d, y0, y1)] if blowup else []
+    a_tol = STIFF_ATOL * max(1.0, float(np.abs(z).max())) if atol is None else atol
+    run, frames, used = sol, 0, 0
+    while True:
+        g, jac = make(Q)
+        reframe = StopCondition(_frame_margin(_frame_axes(lam, rtol)), "reframe",
+                                "a correlation reached the reframe bound at t = {t:.12g}", near_zero=0.0)
+        k = len(run.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
+        rest = integrate(g, z, (t1, float(T)), method=STIFF_METHOD, rtol=rtol, atol=a_tol,
+                         t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
+                         events=events + [reframe], max_nfev=max(max_nfev - used, 1), progress=progress, jac=jac,
+                         max_seconds=deadline, stuck_evals=STUCK_EVALS)
+        used += rest.nfev
+        z_end = None if rest.y_end is None else np.asarray(rest.y_end, float)
+        rest.y = np.array([_from_frame(Q, y, d) for y in np.asarray(rest.y).reshape(-1, n)]).reshape(-1, n)
+        rest.y_end = None if z_end is None else _from_frame(Q, z_end, d)
+        run = _joined(run, rest, k, n)
+        if not (rest.status == Status.EVENT and rest.event.kind == "reframe"):
+            break
+        t1, frames = float(rest.t_end), frames + 1
+        a, S = layout.unpack(z_end, d)
+        lam, W = np.linalg.eigh(0.5 * (S + S.T))
+        Q, z = Q @ W, layout.pack(W.T @ a, np.diag(np.maximum(lam, 0.0)))
     run.method = STIFF_METHOD
     return run, (f"from t = {float(sol.t_end):.10g}, where {det.steps} explicit steps in a row were stability-bound "
                  f"(step·|Re λ| >= {STIFF_STEP:g} with λ = {det.lam:.4g}, the state's rate {det.rate:.2g}), the run "
-                 f"went on with {STIFF_METHOD} (implicit BDF where stiff) and the exact Jacobian of the matrix form"
-                 + (", its products in extended precision" if g.extended else ""))
+                 f"went on with {STIFF_METHOD} (implicit BDF where stiff), the exact Jacobian and the right-hand side "
+                 f"in extended precision, in the eigenframe of Σ ({frames} new frames)")
+
+
+#: :func:`_continue_stiff` takes a new eigenframe where a correlation ``|Σ̃_ij|/sqrt(Σ̃_ii Σ̃_jj)`` of the rotated
+#: ``Σ̃`` reaches this: below it ``Σ̃_jj`` is within a factor ``1/(1 - 0.5²) = 4/3`` of an eigenvalue, so the
+#: relative error control on the entry is one on the eigenvalue
+REFRAME_CORRELATION = 0.5
+STIFF_ATOL = 1e-20
+
+
+def _frame_margin(keep):
+    """``g(t, z)``: ``REFRAME_CORRELATION² - max Σ̃_ij²/|Σ̃_ii Σ̃_jj|`` over the pairs ``i < j`` of the axes
+    ``keep`` of a rotated state ``z``: those whose eigenvalue at the frame's start is above ``rtol`` times the
+    largest (:func:`_frame_axes`); a smaller one is invisible at the tolerance, normwise, and a collapsed one,
+    whose axis drifts while its eigenvalue stays ~0, would otherwise ask for a new frame at every step."""
+    keep = np.asarray(keep, int)
+    pairs = np.triu_indices(len(keep), 1)
+    i, j = keep[pairs[0]], keep[pairs[1]]
+
+    def g(t, z):
+        S = layout.unpack(np.asarray(z, float), int(round((math.sqrt(8 * len(z) + 9) - 3) / 2)))[1]
+        with np.errstate(all="ignore"):
+            c = S[i, j] ** 2 / np.abs(S[i, i] * S[j, j])
+        c = c[np.isfinite(c)]
+        return np.array([REFRAME_CORRELATION ** 2 - float(np.max(c, initial=0.0))])
+
+    return g
+
+
+def _frame_axes(lam, rtol: float):
+    """The axes of an eigenframe whose eigenvalue ``lam`` is above ``rtol`` times the largest."""
+    return np.nonzero(lam > rtol * float(np.max(lam, initial=0.0)))[0]
+
+
+def _from_frame(Q, z, d: int):
+    """The layout state ``(Qα̃, QΣ̃Qᵀ)`` of a rotated state ``z``."""
+    a, S = layout.unpack(np.asarray(z, float), d)
+    return layout.pack(Q @ a, Q @ S @ Q.T)
 
 
 class StabilityBound:
@@ -334,34 +407,33 @@ def _stiffness(f, jac, t, y) -> tuple[float, float]:
 
 
 def stiff_form_for(ode, freeze_alpha: bool, fm, y0, method: str):
-    """``(g, jac, detector)`` of the stiff continuation, or ``None`` (an implicit ``method`` already, weights
-    without :func:`.matrix_form.matrix_jacobian`): ``g`` the matrix form, in extended precision
-    (:func:`.matrix_form.extended_matrix_rhs`, checked against ``fm`` at ``y0`` to ``1e-10`` relative, as the
-    matrix form itself is) where there is one, else ``fm`` (``g.extended`` says which); ``jac`` its exact
-    Jacobian; ``detector`` a fresh :class:`StabilityBound` on ``fm`` for the stop of the explicit run."""
+    """``(make, jac, detector)`` of the stiff continuation (:func:`_continue_stiff`), or ``None`` (an implicit
+    ``method`` already, non-constant weights, a head with ``M = R + Rᵀ ≠ 0``, i.e. not softmax-like: not built):
+    ``make(Q)`` the pair ``(g, jac)`` of the equation in the frame ``Q`` (:func:`.matrix_form.extended_matrix_rhs`,
+    :func:`.matrix_form.matrix_jacobian`; the first checked against ``fm`` at ``y0`` to ``1e-10`` relative, as
+    ``fm`` is against the generated form, else ``None``), ``jac`` the exact Jacobian of ``fm`` (the run's matrix form) and
+    ``detector`` a fresh :class:`StabilityBound` on ``fm`` for the stop of the explicit run."""
     from ..numerics.ode.solve import wants_jacobian
     from .matrix_form import extended_matrix_rhs, frozen_alpha, matrix_jacobian
 
     if wants_jacobian(method) or not getattr(ode.schedule, "is_constant", False) or \
             getattr(ode.schedule, "func", None) is not None:
         return None
-    w = ode.schedule(0.0)
-    jac = matrix_jacobian(w, ode.d, freeze_alpha=freeze_alpha)
-    if jac is None:
+    w, d = ode.schedule(0.0), ode.d
+    if extended_matrix_rhs(w, d) is None:
         return None
-    g = extended_matrix_rhs(w, ode.d)
-    if g is not None:
-        g = frozen_alpha(g, ode.d) if freeze_alpha else g
-        ref, new = np.asarray(fm(0.0, y0), float), np.asarray(g(0.0, y0), float)
-        if not np.allclose(new, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))):
-            g = None
-    if g is None:
-        def g(t, y):
-            return fm(t, y)
-        g.extended = False
-    else:
-        g.extended = True
-    return g, jac, StabilityBound(fm, jac)
+    jac = matrix_jacobian(w, d, freeze_alpha=freeze_alpha)
+    g = extended_matrix_rhs(w, d)
+    ref, new = np.asarray(fm(0.0, y0), float), np.asarray((frozen_alpha(g, d) if freeze_alpha else g)(0.0, y0))
+    if not np.allclose(new, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))):
+        return None
+
+    def make(Q):
+        g = extended_matrix_rhs(w, d, frame=Q)
+        return (frozen_alpha(g, d) if freeze_alpha else g), matrix_jacobian(w, d, freeze_alpha=freeze_alpha, frame=Q)
+
+    return make, jac, StabilityBound(fm, jac)
+
 
 
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
@@ -487,7 +559,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     stops = gaussian_events(ode, blowup)
     pair = None if fm is None else pair_form_for(ode, freeze_alpha, rtol)
     pair_stop = [] if pair is None else [pair[2]]
-    stiff = None if fm is None else stiff_form_for(ode, freeze_alpha, fm, y0, method)
+    stiff = None if fm is None or tilt_m is not None else stiff_form_for(ode, freeze_alpha, fm, y0, method)
     stiff_stop = [] if stiff is None else [StopCondition(stiff[2], "stiff-switch", "explicit steps stability-bound "
                                                          "at t = {t:.12g}", near_zero=0.0)]
     big = math.log(MAGNITUDE_SWITCH)
@@ -527,7 +599,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
             note = f"; {note}"
         elif rest.status == Status.EVENT and rest.event.kind == "stiff-switch":
             rest, note = _continue_stiff(ode, rest, stiff, T, blowup, rtol, atol, None if te is None else te[k:],
-                                         [b for b in bps if b > t1], max_nfev, progress, tilt_m, deadline, y0)
+                                         [b for b in bps if b > t1], max_nfev, progress, deadline, y0)
             note = f"; {note}"
         rest = _joined(sol, rest, k, len(y1))
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
@@ -553,7 +625,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         sol.message = f"{sol.message} ({note})"
     elif sol.status == Status.EVENT and sol.event.kind == "stiff-switch":
         # ill-conditioned from the start, in matrix form until its explicit steps were stability-bound
-        sol, note = _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress, tilt_m,
+        sol, note = _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress,
                                     deadline, y0)
         sol.message = f"{sol.message} ({note})"
     if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None

@@ -345,11 +345,20 @@ def checked_matrix_rhs(weights, d: int, f, points, *, freeze_alpha: bool, affine
     return g, Ms, tilt_margins(weights, d), agrees
 
 
-def matrix_jacobian(weights, d: int, *, freeze_alpha: bool = False):
+def _in_frame(Q, *mats):
+    """Each matrix ``X`` as ``QᵀXQ`` and each vector ``x`` as ``Qᵀx`` (``Q = None``: unchanged)."""
+    if Q is None:
+        return mats
+    return tuple(None if X is None else (Q.T @ X @ Q if np.ndim(X) == 2 else Q.T @ X) for X in mats)
+
+
+def matrix_jacobian(weights, d: int, *, freeze_alpha: bool = False, frame=None):
     """``jac(t, y)``: the exact Jacobian of :func:`matrix_rhs`'s ``f`` on the Gaussian layout (``None`` where
     :func:`matrix_rhs` is; ``freeze_alpha``: of :func:`frozen_alpha`'s ``f``, the rows and columns of ``α`` zero),
     for the stiffness test and the implicit method of the stiff continuation
-    (:func:`symbolic_tpde.gaussian.integrate.integrate_moments`).
+    (:func:`symbolic_tpde.gaussian.integrate.integrate_moments`); ``frame``: an orthogonal ``Q``, the Jacobian of
+    the same equation for the state ``(Qᵀα, QᵀΣQ)`` (every head's ``V``, ``Bᵀ``, ``M`` as ``QᵀXQ``, ``r`` as
+    ``Qᵀr``: the moment equation is covariant under rotations).
 
     Per head, with ``G = I - ΣM``, ``X = G⁻¹ΣBᵀ``, ``x = G⁻¹(α + Σr)`` (``J = Σ VX``, ``b = Σ Vx``): a change
     ``H`` of ``Σ`` gives ``dG⁻¹ = G⁻¹HMG⁻¹``, so ``dJ = VG⁻¹H(MX + Bᵀ)`` and ``db = VG⁻¹H(Mx + r)``; a change
@@ -362,8 +371,9 @@ def matrix_jacobian(weights, d: int, *, freeze_alpha: bool = False):
     for h in weights.heads:
         B, R, r = head_form(h)
         M = R + R.T
-        heads.append((np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T), M, r))
-    W = None if weights.ffn is None else np.asarray(weights.ffn.W, float)
+        heads.append(_in_frame(frame, np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T), M,
+                               np.asarray(r, float)))
+    W = None if weights.ffn is None else _in_frame(frame, np.asarray(weights.ffn.W, float))[0]
     eye = np.eye(d)
     n = layout.state_size(d)
     iu = np.triu_indices(d)
@@ -414,16 +424,18 @@ def matrix_jacobian(weights, d: int, *, freeze_alpha: bool = False):
     return frozen
 
 
-def extended_matrix_rhs(weights, d: int):
+def extended_matrix_rhs(weights, d: int, frame=None):
     """:func:`matrix_rhs`'s ``f`` with its products in extended precision (``numpy.longdouble``, 64-bit mantissa
-    on x86 Linux), returned in float64, for weights whose heads all have ``M = R + Rᵀ = 0`` (softmax; no solve,
-    products only); ``None`` for others or where ``longdouble`` is float64 itself.
+    on x86 Linux; float64 itself on platforms without it), returned in float64, for weights whose heads all have
+    ``M = R + Rᵀ = 0`` (softmax; no solve, products only); ``None`` for others.  ``frame``: an orthogonal ``Q``, the
+    equation of the rotated state ``(Qᵀα, QᵀΣQ)`` (as :func:`matrix_jacobian`), evaluated with the rotated
+    matrices, so that entries of a small eigen-direction of ``Σ`` keep their relative accuracy.
 
     Why: on a stiff rank-one collapse (softmax, ``Σ ≈ s uuᵀ`` with ``uᵀAu → 0``) ``dΣ/dt`` is a cancellation of
     terms ``‖V‖‖Σ‖²‖A‖`` (2e9 at ``s = 1e5``) down to ``‖dΣ/dt‖ ≈ 300``: float64 products leave it ``5e-10``
     relative noise, which an implicit method's Newton iteration at ``rtol = 1e-12`` cannot get below (measured, fuzz
     seed 7301 case 14 from t = 92 over 5 time units: LSODA 7619 steps in float64, 721 with this form)."""
-    if np.finfo(np.longdouble).eps >= np.finfo(float).eps or weights.sink is not None:
+    if weights.sink is not None:
         return None
     heads = []
     for h in weights.heads:
@@ -433,11 +445,12 @@ def extended_matrix_rhs(weights, d: int):
         B, R, r = form
         if np.abs(R + R.T).max() > 0:
             return None
-        heads.append((np.asarray(h.effective["V"], np.longdouble), np.asarray(B.T, np.longdouble),
-                      np.asarray(r, np.longdouble)))
+        heads.append(tuple(np.asarray(X, np.longdouble) for X in _in_frame(
+            frame, np.asarray(h.effective["V"], float), np.asarray(B.T, float), np.asarray(r, float))))
     W = c = None
     if weights.ffn is not None:
-        W, c = np.asarray(weights.ffn.W, np.longdouble), np.asarray(weights.ffn.c, np.longdouble)
+        W, c = (np.asarray(X, np.longdouble) for X in _in_frame(
+            frame, np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)))
     n = layout.state_size(d)
     iu = np.triu_indices(d)
     tri = np.zeros((d, d), int)
