@@ -152,11 +152,12 @@ STIFF_RATIO = 1e3
 PRECISION_SWITCH = 1e-2
 
 #: the stiff switch (:class:`StabilityBound`): an explicit step counts as stability-bound where ``h·|Re λ|`` reaches
-#: this while ``|Re λ| ≥`` :data:`STIFF_RATIO` times the state's rate (measured on fuzz seed 7301 case 14: DOP853
-#: holds ``h·|λ| ≈ 1.6`` there, its real stability interval is about ``[-6, 0]``; an accuracy-bound step on a state
-#: that changes :data:`STIFF_RATIO` times slower than ``|λ|`` would be longer)
-STIFF_STEP = 0.5
-#: ... for this many accepted steps in a row (≥ ``STIFF_STEPS·STIFF_STEP`` = 250 e-folds of the fast mode: no transient)
+#: this while ``|Re λ| ≥`` :data:`STIFF_RATIO` times the state's rate ``‖f‖/‖y‖``: the step is then within a
+#: factor 60 of an explicit pair's stability limit ``≈ 6/|λ|``, which is at most ``0.006`` of the state's own time
+#: scale ``1/rate``, far below what an 8th-order pair needs for accuracy there (``rtol^{1/8}``: 0.03 at 1e-12).  Measured on fuzz seed 7301 case 14: DOP853 holds ``h·|λ| ≈ 1.6`` at rtol 1e-12 but ``≈ 0.46``
+#: at rtol 1e-13 (its stability interval is about ``[-6, 0]``; round-off in the error estimate keeps it below)
+STIFF_STEP = 0.1
+#: ... for this many accepted steps in a row (≥ ``STIFF_STEPS·STIFF_STEP`` = 50 e-folds of the fast mode: no transient)
 STIFF_STEPS = 500
 #: the Jacobian's spectrum is recomputed every this many accepted steps (it moves on the state's slow time scale)
 STIFF_EVERY = 8
@@ -362,9 +363,9 @@ class StabilityBound:
     Called once per accepted step (and at the start): with ``h`` the step just taken and, every
     :data:`STIFF_EVERY` steps, ``λ`` the most negative real part of an eigenvalue of the exact Jacobian ``jac`` and
     ``rate = ‖f(y)‖/‖y‖`` (max norms), a step is stability-bound where ``h·|λ| ≥`` :data:`STIFF_STEP` while
-    ``|λ| ≥`` :data:`STIFF_RATIO`·``rate``: the step is then at most ``1/(2·STIFF_RATIO)`` of the state's own time
-    scale, far below what an 8th-order pair needs for a smooth state, i.e. set by the fast decaying mode.  After
-    :data:`STIFF_STEPS` such steps in a row (``≥ 250`` e-folds of that mode: no transient left) the value turns
+    ``|λ| ≥`` :data:`STIFF_RATIO`·``rate`` (:data:`STIFF_STEP`: the step is near the stability limit ``≈ 6/|λ|``,
+    itself a small fraction of the state's own time scale, i.e. set by the fast decaying mode).  After
+    :data:`STIFF_STEPS` such steps in a row (``≥ 50`` e-folds of that mode: no transient left) the value turns
     negative and stays so from that time on (the integrator's root finder lands on the step's end).  A call at an
     earlier time than the last one starts over (a new run over the same interval)."""
 
@@ -383,6 +384,8 @@ class StabilityBound:
                 self.t_prev, self.streak, self.count = t, 0, 0
             return np.array([1.0])
         h, self.t_prev = t - self.t_prev, t
+        if not math.isfinite(h):
+            return np.array([1.0])                   # the run's start: no step yet
         if self.count % STIFF_EVERY == 0:
             self.lam, self.rate = _stiffness(self.f, self.jac, t, np.asarray(y, float))
         self.count += 1
