@@ -115,7 +115,7 @@ def test_a_stiff_rank_one_collapse_goes_on_implicitly_and_agrees_with_an_explici
     evaluations, stalls short of T.  Σ(T) agrees with the independent explicit DOP853 reference to 1e-10 of ‖Σ‖
     (both rtol ≤ 1e-11 per step at a stable fixed point, whose contraction damps the step errors; measured
     3e-12 against the reference at rtol 1e-11, 8e-13 at 1e-13)."""
-    from symbolic_tpde.gaussian import integrate as gi
+    from symbolic_tpde.gaussian import stiff
 
     T = 20.0
     ode = GaussianODE.from_weights(make_weights([make_head("softmax", A=np.array(_A), V=np.array(_V))]))
@@ -127,17 +127,18 @@ def test_a_stiff_rank_one_collapse_goes_on_implicitly_and_agrees_with_an_explici
     lam = np.linalg.eigvalsh(ref)
     assert lam[0] < 1e-12 * lam[1]                                  # the class: collapsed onto rank one
     assert np.abs(sol.Sigma[-1] - ref).max() <= 1e-10 * np.abs(ref).max(), (sol.Sigma[-1], ref)
-    monkeypatch.setattr(gi, "STIFF_STEPS", 10**9)                     # the former path: explicit throughout
+    monkeypatch.setattr(stiff, "STIFF_STEPS", 10**9)                     # the former path: explicit throughout
     old = ode.integrate(np.zeros(2), _S0, T, blowup=False, max_nfev=3 * sol.nfev)
     assert str(old.status) == "stalled" and old.t[-1] < T, old.message
 
 
 def test_stability_bound_needs_a_sustained_stretch_and_a_slow_state():
     """The detector (a stop condition, one call per accepted step): a fast decayed mode (λ = -1e4 beside a state
-    rate 1e-2) with steps at h·|λ| = 1 (≥ STIFF_STEP = 0.1) fires after exactly ``steps`` such steps and stays fired from that time on;
+    rate 1e-2) with steps at h·|λ| = 1 (≥ STIFF_STEP = 0.1) fires after exactly ``steps`` such steps and stays
+    fired from that time on;
     the same steps on a state moving as fast as its eigenvalue (a blow-up's regime) never fire, nor steps
     accuracy-bound at h·|λ| = 0.05."""
-    from symbolic_tpde.gaussian.integrate import StabilityBound
+    from symbolic_tpde.gaussian.stiff import StabilityBound
 
     lam = np.array([-0.01, -1e4])
 

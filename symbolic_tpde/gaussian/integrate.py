@@ -19,6 +19,11 @@ exponentially growing, anisotropic ``Σ`` (measured: ``cond Σ`` to 6e11, fuzz s
 ``cond(I - ΣM)·eps`` of relative noise, 1e-6 at cond 1e10).  Why not a rescaled error norm: a normwise error
 weight ``rtol·sqrt(Σ_ii Σ_jj)`` on the matrix form was measured to collapse the same way (the noise is in ``J``
 itself, not in small entries), and loosening ``rtol`` to that noise lost ``Σ``'s positive definiteness.
+Where an explicit matrix-form run is stiff (a softmax ``Σ`` collapsing onto rank one relaxes onto that manifold at
+rates ``~10³`` while the state moves at ``~10⁻³``: its steps stay at the stability bound,
+:class:`.stiff.StabilityBound`), the run goes on with :data:`STIFF_METHOD`, the exact Jacobian and the right-hand side in extended precision, in the
+eigenframe of ``Σ`` (:func:`_continue_stiff`; measured: fuzz seed 7301 case 14 reaches ``T = 1000`` where it
+stalled at ``t = 56``, ``Σ`` within ``1e-7`` of an extended-precision reference at ``t = 20, 40``).
 When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
 ``eps·‖Σ‖²`` the componentwise error control cannot accept), the run is repeated in the regular form of
 :mod:`.regular` (Sundman time), which reaches the singularity: status ``"blowup"`` with its ``T*`` and error
@@ -41,6 +46,8 @@ from ..registry import layout
 from ..inputs.checks import positive_number
 from ..weights import check_gaussian
 from .regular import STUCK_EVALS, reach_singularity
+from .stiff import (STIFF_ATOL, STIFF_METHOD, STIFF_RATIO, STIFF_STEP, _frame_axes, _frame_margin, _from_frame,
+                    stiff_form_for)
 
 #: status of a run stopped where the Gaussian tilt ceased to exist (the name of its stop event)
 TILT_CEASED = "tilt-ceased"
@@ -142,29 +149,10 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
 #: the matrix form is scale-free (one solve with ``I - ΣM``, ``J`` bounded) up to the overflow stop
 MAGNITUDE_SWITCH = 1e30
 
-#: :func:`_stiffness_note` calls a stop stiff where the most negative real part of a Jacobian eigenvalue exceeds the
-#: state's own rate ``‖f‖/‖y‖`` this many times (measured at the stop of fuzz seed 7301 case 14: 5e5)
-STIFF_RATIO = 1e3
-
 #: the generated right-hand side is left for the matrix form (:mod:`.matrix_form`) where ``cond(Σ)·eps`` exceeds
 #: ``rtol`` times this: the entrywise cofactor form loses about ``100·cond(Σ)·eps`` relative accuracy (measured:
 #: 2e-9 at cond Σ ≈ 1e5), so the switch happens before its noise reaches the error control
 PRECISION_SWITCH = 1e-2
-
-#: the stiff switch (:class:`StabilityBound`): an explicit step counts as stability-bound where ``h·|Re λ|`` reaches
-#: this while ``|Re λ| ≥`` :data:`STIFF_RATIO` times the state's rate ``‖f‖/‖y‖``: the step is then within a
-#: factor 60 of an explicit pair's stability limit ``≈ 6/|λ|``, which is at most ``0.006`` of the state's own time
-#: scale ``1/rate``, far below what an 8th-order pair needs for accuracy there (``rtol^{1/8}``: 0.03 at 1e-12).  Measured on fuzz seed 7301 case 14: DOP853 holds ``h·|λ| ≈ 1.6`` at rtol 1e-12 but ``≈ 0.46``
-#: at rtol 1e-13 (its stability interval is about ``[-6, 0]``; round-off in the error estimate keeps it below)
-STIFF_STEP = 0.1
-#: ... for this many accepted steps in a row (≥ ``STIFF_STEPS·STIFF_STEP`` = 50 e-folds of the fast mode: no transient)
-STIFF_STEPS = 500
-#: the Jacobian's spectrum is recomputed every this many accepted steps (it moves on the state's slow time scale)
-STIFF_EVERY = 8
-#: the stiff continuation's method: measured on case 14 from t = 92 to 1000 at rtol 1e-12 with the exact Jacobian
-#: and the extended-precision form, LSODA reached T in 28 s CPU, BDF t = 163 and Radau far less in 60 s
-STIFF_METHOD = "LSODA"
-
 
 def _cond(S) -> float:
     lam = np.linalg.eigvalsh(0.5 * (S + S.T))
@@ -277,8 +265,9 @@ def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfe
     their own scale and the error control is relative per direction (entrywise, the small eigenvalue ``λ₂`` of a
     rank-one collapse is a difference of entries ``~λ₁`` and is controlled only to ``rtol·λ₁/λ₂``, measured to
     lose ``4e-6`` of it over 20 time units at ``rtol = 1e-13``); a new frame (``"reframe"``) where a correlation
-    between two axes reaches :data:`REFRAME_CORRELATION`.  ``atol`` default ``rtol·eps·max(1, |y|_∞)`` (entries
-    of the collapsed directions are computed to relative accuracy, so they are not noise).  The rows are rotated
+    between two axes reaches :data:`.stiff.REFRAME_CORRELATION`.  ``atol`` default
+    :data:`.stiff.STIFF_ATOL`·``max(1, |y|_∞)`` (entries of the collapsed directions are computed to relative
+    accuracy, so they are not noise).  The rows are rotated
     back; the run keeps the whole run's monitor (:func:`_kept_monitor`; ``tr Σ + |α|²`` is rotation invariant).
     An evaluation budget of its own (``max_nfev``: the explicit run's evaluations went to a stability bound)."""
     from ..numerics.ode.solve import integrate
@@ -295,7 +284,7 @@ def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfe
     run, frames, used = sol, 0, 0
     while True:
         g, jac = make(Q)
-        reframe = StopCondition(_frame_margin(_frame_axes(lam, rtol)), "reframe",
+        reframe = StopCondition(_frame_margin(_frame_axes(lam, rtol), d), "reframe",
                                 "a correlation reached the reframe bound at t = {t:.12g}", near_zero=0.0)
         k = len(run.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
         rest = integrate(g, z, (t1, float(T)), method=STIFF_METHOD, rtol=rtol, atol=a_tol,
@@ -318,125 +307,6 @@ def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfe
                  f"(step·|Re λ| >= {STIFF_STEP:g} with λ = {det.lam:.4g}, the state's rate {det.rate:.2g}), the run "
                  f"went on with {STIFF_METHOD} (implicit BDF where stiff), the exact Jacobian and the right-hand side "
                  f"in extended precision, in the eigenframe of Σ ({frames} new frames)")
-
-
-#: :func:`_continue_stiff` takes a new eigenframe where a correlation ``|Σ̃_ij|/sqrt(Σ̃_ii Σ̃_jj)`` of the rotated
-#: ``Σ̃`` reaches this: below it ``Σ̃_jj`` is within a factor ``1/(1 - 0.5²) = 4/3`` of an eigenvalue, so the
-#: relative error control on the entry is one on the eigenvalue
-REFRAME_CORRELATION = 0.5
-STIFF_ATOL = 1e-20
-
-
-def _frame_margin(keep):
-    """``g(t, z)``: ``REFRAME_CORRELATION² - max Σ̃_ij²/|Σ̃_ii Σ̃_jj|`` over the pairs ``i < j`` of the axes
-    ``keep`` of a rotated state ``z``: those whose eigenvalue at the frame's start is above ``rtol`` times the
-    largest (:func:`_frame_axes`); a smaller one is invisible at the tolerance, normwise, and a collapsed one,
-    whose axis drifts while its eigenvalue stays ~0, would otherwise ask for a new frame at every step."""
-    keep = np.asarray(keep, int)
-    pairs = np.triu_indices(len(keep), 1)
-    i, j = keep[pairs[0]], keep[pairs[1]]
-
-    def g(t, z):
-        S = layout.unpack(np.asarray(z, float), int(round((math.sqrt(8 * len(z) + 9) - 3) / 2)))[1]
-        with np.errstate(all="ignore"):
-            c = S[i, j] ** 2 / np.abs(S[i, i] * S[j, j])
-        c = c[np.isfinite(c)]
-        return np.array([REFRAME_CORRELATION ** 2 - float(np.max(c, initial=0.0))])
-
-    return g
-
-
-def _frame_axes(lam, rtol: float):
-    """The axes of an eigenframe whose eigenvalue ``lam`` is above ``rtol`` times the largest."""
-    return np.nonzero(lam > rtol * float(np.max(lam, initial=0.0)))[0]
-
-
-def _from_frame(Q, z, d: int):
-    """The layout state ``(Qα̃, QΣ̃Qᵀ)`` of a rotated state ``z``."""
-    a, S = layout.unpack(np.asarray(z, float), d)
-    return layout.pack(Q @ a, Q @ S @ Q.T)
-
-
-class StabilityBound:
-    """The ``"stiff-switch"`` stop of an explicit matrix-form run, as a :class:`StopCondition`'s ``g(t, y)``.
-
-    Called once per accepted step (and at the start): with ``h`` the step just taken and, every
-    :data:`STIFF_EVERY` steps, ``λ`` the most negative real part of an eigenvalue of the exact Jacobian ``jac`` and
-    ``rate = ‖f(y)‖/‖y‖`` (max norms), a step is stability-bound where ``h·|λ| ≥`` :data:`STIFF_STEP` while
-    ``|λ| ≥`` :data:`STIFF_RATIO`·``rate`` (:data:`STIFF_STEP`: the step is near the stability limit ``≈ 6/|λ|``,
-    itself a small fraction of the state's own time scale, i.e. set by the fast decaying mode).  After
-    :data:`STIFF_STEPS` such steps in a row (``≥ 50`` e-folds of that mode: no transient left) the value turns
-    negative and stays so from that time on (the integrator's root finder lands on the step's end).  A call at an
-    earlier time than the last one starts over (a new run over the same interval)."""
-
-    def __init__(self, f, jac, steps: int | None = None):
-        self.f, self.jac = f, jac
-        self.steps = STIFF_STEPS if steps is None else steps
-        self.t_prev, self.fired, self.streak, self.count = -math.inf, None, 0, 0
-        self.lam, self.rate = math.nan, math.nan
-
-    def __call__(self, t, y):
-        t = float(t)
-        if self.fired is not None and t >= self.fired:
-            return np.array([-1.0])
-        if t <= self.t_prev:
-            if t < self.t_prev and self.fired is None:
-                self.t_prev, self.streak, self.count = t, 0, 0
-            return np.array([1.0])
-        h, self.t_prev = t - self.t_prev, t
-        if not math.isfinite(h):
-            return np.array([1.0])                   # the run's start: no step yet
-        if self.count % STIFF_EVERY == 0:
-            self.lam, self.rate = _stiffness(self.f, self.jac, t, np.asarray(y, float))
-        self.count += 1
-        bound = self.lam < 0 and h * -self.lam >= STIFF_STEP and -self.lam >= STIFF_RATIO * self.rate
-        self.streak = self.streak + 1 if bound else 0
-        if self.streak >= self.steps:
-            self.fired = t
-            return np.array([-1.0])
-        return np.array([1.0])
-
-
-def _stiffness(f, jac, t, y) -> tuple[float, float]:
-    """``(λ, rate)``: the most negative real part of an eigenvalue of ``jac(t, y)`` and ``‖f(t, y)‖/‖y‖`` (max
-    norms); NaNs where either is not finite."""
-    with np.errstate(all="ignore"):
-        Jm = np.asarray(jac(t, y), float)
-        fy = np.asarray(f(t, y), float)
-    if not (np.all(np.isfinite(Jm)) and np.all(np.isfinite(fy))):
-        return math.nan, math.nan
-    scale = max(float(np.abs(y).max()), 1e-300)
-    return float(np.linalg.eigvals(Jm).real.min()), float(np.abs(fy).max()) / scale
-
-
-def stiff_form_for(ode, freeze_alpha: bool, fm, y0, method: str):
-    """``(make, jac, detector)`` of the stiff continuation (:func:`_continue_stiff`), or ``None`` (an implicit
-    ``method`` already, non-constant weights, a head with ``M = R + Rᵀ ≠ 0``, i.e. not softmax-like: not built):
-    ``make(Q)`` the pair ``(g, jac)`` of the equation in the frame ``Q`` (:func:`.matrix_form.extended_matrix_rhs`,
-    :func:`.matrix_form.matrix_jacobian`; the first checked against ``fm`` at ``y0`` to ``1e-10`` relative, as
-    ``fm`` is against the generated form, else ``None``), ``jac`` the exact Jacobian of ``fm`` (the run's matrix form) and
-    ``detector`` a fresh :class:`StabilityBound` on ``fm`` for the stop of the explicit run."""
-    from ..numerics.ode.solve import wants_jacobian
-    from .matrix_form import extended_matrix_rhs, frozen_alpha, matrix_jacobian
-
-    if wants_jacobian(method) or not getattr(ode.schedule, "is_constant", False) or \
-            getattr(ode.schedule, "func", None) is not None:
-        return None
-    w, d = ode.schedule(0.0), ode.d
-    if extended_matrix_rhs(w, d) is None:
-        return None
-    jac = matrix_jacobian(w, d, freeze_alpha=freeze_alpha)
-    g = extended_matrix_rhs(w, d)
-    ref, new = np.asarray(fm(0.0, y0), float), np.asarray((frozen_alpha(g, d) if freeze_alpha else g)(0.0, y0))
-    if not np.allclose(new, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))):
-        return None
-
-    def make(Q):
-        g = extended_matrix_rhs(w, d, frame=Q)
-        return (frozen_alpha(g, d) if freeze_alpha else g), matrix_jacobian(w, d, freeze_alpha=freeze_alpha, frame=Q)
-
-    return make, jac, StabilityBound(fm, jac)
-
 
 
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
@@ -548,8 +418,8 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     (:func:`reported_status`).  A stall (after :data:`~.regular.STUCK_EVALS` evaluations without progress, or the
     budget) is followed, when ``blowup``, by the regular form (module docstring); the stall stands when that
     does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one.
-    The precision switches (generated form → matrix form → pair form) are in the module docstring; each is
-    named with its time in the message."""
+    The precision switches (generated form → matrix form → pair form) and the stiff switch (matrix form →
+    implicit, in the eigenframe) are in the module docstring; each is named with its time in the message."""
     from ..numerics.ode.solve import Deadline, integrate
 
     d = ode.d
