@@ -126,20 +126,12 @@ def matrix_rhs(weights, d: int):
     (:func:`affine_field` with the per-head matrices ``V``, ``ΣBᵀ``, ``I - ΣM`` assembled once; about ten times
     cheaper than calling it), ``Ms`` the non-zero ``M = R + Rᵀ`` (the solves whose conditioning limits the
     accuracy); ``None`` for other weights (Sinkhorn and linear heads keep the generated form)."""
-    if weights.sink is not None:
+    got = _framed_heads(weights, None)
+    if got is None:
         return None
-    heads = []
-    for h in weights.heads:
-        form = head_form(h)
-        if form is None:
-            return None
-        B, R, r = form
-        M = R + R.T
-        heads.append((np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T), M if np.abs(M).max() > 0 else None,
-                      r if np.abs(r).max() > 0 else None))
-    W = c = None
-    if weights.ffn is not None:
-        W, c = np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)
+    heads = [(V, np.ascontiguousarray(Bt), M if np.abs(M).max() > 0 else None, r if np.abs(r).max() > 0 else None)
+             for V, Bt, M, r in got[0]]
+    W, c = got[1]
     eye = np.eye(d)
     n = layout.state_size(d)
     iu = np.triu_indices(d)
@@ -345,6 +337,34 @@ def checked_matrix_rhs(weights, d: int, f, points, *, freeze_alpha: bool, affine
     return g, Ms, tilt_margins(weights, d), agrees
 
 
+def _packing(d: int):
+    """``(iu, sym, flat)``: the packed upper triangle's indices, the packed position of every entry of a ``d × d``
+    matrix (row-major, both triangles) and the row-major positions of the packed entries."""
+    iu = np.triu_indices(d)
+    tri = np.zeros((d, d), int)
+    tri[iu] = np.arange(len(iu[0]))
+    tri[iu[1], iu[0]] = tri[iu]
+    return iu, tri.ravel(), iu[0] * d + iu[1]
+
+
+def _framed_heads(weights, frame, dtype=float):
+    """``([(V, Bᵀ, M, r)] per head, (W, c) of the FFN or ``(None, None)``)`` in the frame ``Q`` (:func:`_in_frame`),
+    as ``dtype`` arrays; ``None`` with an attention sink or a head without a quadratic log-kernel."""
+    if weights.sink is not None:
+        return None
+    heads = []
+    for h in weights.heads:
+        form = head_form(h)
+        if form is None:
+            return None
+        B, R, r = form
+        heads.append(tuple(np.asarray(X, dtype) for X in _in_frame(
+            frame, np.asarray(h.effective["V"], float), np.asarray(B.T, float), R + R.T, np.asarray(r, float))))
+    ffn = (None, None) if weights.ffn is None else tuple(np.asarray(X, dtype) for X in _in_frame(
+        frame, np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)))
+    return heads, ffn
+
+
 def _in_frame(Q, *mats):
     """Each matrix ``X`` as ``QᵀXQ`` and each vector ``x`` as ``Qᵀx`` (``Q = None``: unchanged)."""
     if Q is None:
@@ -364,24 +384,14 @@ def matrix_jacobian(weights, d: int, *, freeze_alpha: bool = False, frame=None):
     ``H`` of ``Σ`` gives ``dG⁻¹ = G⁻¹HMG⁻¹``, so ``dJ = VG⁻¹H(MX + Bᵀ)`` and ``db = VG⁻¹H(Mx + r)``; a change
     ``δα`` gives ``db = VG⁻¹δα``.  Then ``d(dΣ/dt) = dJΣ + ΣdJᵀ + JH + HJᵀ`` and ``d(dα/dt) = db + dJα + Jδα``
     (softmax: ``M = 0``, ``dJ = VHBᵀ``).  Checked against central differences of ``f`` in the tests."""
-    got = matrix_rhs(weights, d)
+    got = _framed_heads(weights, frame)
     if got is None:
         return None
-    heads = []
-    for h in weights.heads:
-        B, R, r = head_form(h)
-        M = R + R.T
-        heads.append(_in_frame(frame, np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T), M,
-                               np.asarray(r, float)))
-    W = None if weights.ffn is None else _in_frame(frame, np.asarray(weights.ffn.W, float))[0]
+    heads, (W, _) = got
     eye = np.eye(d)
     n = layout.state_size(d)
-    iu = np.triu_indices(d)
+    iu, sym, flat = _packing(d)
     m = len(iu[0])
-    tri = np.zeros((d, d), int)
-    tri[iu] = np.arange(m)
-    tri[iu[1], iu[0]] = tri[iu]
-    sym, flat = tri.ravel(), iu[0] * d + iu[1]
     Hs = np.zeros((m, d, d))                      # the packed basis of Sym(d): E_ij + E_ji (E_ii on the diagonal)
     Hs[np.arange(m), iu[0], iu[1]] = 1.0
     Hs[np.arange(m), iu[1], iu[0]] = 1.0
@@ -435,35 +445,19 @@ def extended_matrix_rhs(weights, d: int, frame=None):
     terms ``‖V‖‖Σ‖²‖A‖`` (2e9 at ``s = 1e5``) down to ``‖dΣ/dt‖ ≈ 300``: float64 products leave it ``5e-10``
     relative noise, which an implicit method's Newton iteration at ``rtol = 1e-12`` cannot get below (measured, fuzz
     seed 7301 case 14 from t = 92 over 5 time units: LSODA 7619 steps in float64, 721 with this form)."""
-    if weights.sink is not None:
+    got = _framed_heads(weights, frame, np.longdouble)
+    if got is None or any(np.abs(M).max() > 0 for _, _, M, _ in got[0]):
         return None
-    heads = []
-    for h in weights.heads:
-        form = head_form(h)
-        if form is None:
-            return None
-        B, R, r = form
-        if np.abs(R + R.T).max() > 0:
-            return None
-        heads.append(tuple(np.asarray(X, np.longdouble) for X in _in_frame(
-            frame, np.asarray(h.effective["V"], float), np.asarray(B.T, float), np.asarray(r, float))))
-    W = c = None
-    if weights.ffn is not None:
-        W, c = (np.asarray(X, np.longdouble) for X in _in_frame(
-            frame, np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)))
+    heads, (W, c) = got
     n = layout.state_size(d)
-    iu = np.triu_indices(d)
-    tri = np.zeros((d, d), int)
-    tri[iu] = np.arange(len(iu[0]))
-    tri[iu[1], iu[0]] = tri[iu]
-    sym, flat = tri.ravel(), iu[0] * d + iu[1]
+    _, sym, flat = _packing(d)
 
     def f(t, y):
         y = np.asarray(y, np.longdouble)
         a, S = y[:d], y[d:][sym].reshape(d, d)
         b = np.zeros(d, np.longdouble) if c is None else c.copy()
         J = np.zeros((d, d), np.longdouble) if W is None else W.copy()
-        for V, Bt, r in heads:
+        for V, Bt, _, r in heads:
             b += V @ (a + S @ r)
             J += V @ (S @ Bt)
         JS = J @ S
