@@ -46,8 +46,8 @@ from ..registry import layout
 from ..inputs.checks import positive_number
 from ..weights import check_gaussian
 from .regular import STUCK_EVALS, reach_singularity
-from .stiff import (STIFF_ATOL, STIFF_METHOD, STIFF_RATIO, STIFF_STEP, _frame_axes, _frame_margin, _from_frame,
-                    stiff_form_for)
+from .stiff import (REFRAME_MIN_STEPS, STIFF_ATOL, STIFF_METHOD, STIFF_RATIO, STIFF_STEP, _frame_axes,
+                    _frame_margin, _from_frame, stiff_form_for)
 
 #: status of a run stopped where the Gaussian tilt ceased to exist (the name of its stop event)
 TILT_CEASED = "tilt-ceased"
@@ -281,10 +281,10 @@ def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfe
     z = layout.pack(Q.T @ a, np.diag(np.maximum(lam, 0.0)))
     events = [_kept_monitor(d, y0, y1)] if blowup else []
     a_tol = STIFF_ATOL * max(1.0, float(np.abs(z).max())) if atol is None else atol
-    run, frames, used = sol, 0, 0
+    run, frames, used, watch = sol, 0, 0, True
     while True:
         g, jac = make(Q)
-        reframe = StopCondition(_frame_margin(_frame_axes(lam, rtol), d), "reframe",
+        reframe = StopCondition(_frame_margin(_frame_axes(lam, rtol) if watch else [], d), "reframe",
                                 "a correlation reached the reframe bound at t = {t:.12g}", near_zero=0.0)
         k = len(run.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
         rest = integrate(g, z, (t1, float(T)), method=STIFF_METHOD, rtol=rtol, atol=a_tol,
@@ -299,14 +299,18 @@ def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfe
         if not (rest.status == Status.EVENT and rest.event.kind == "reframe"):
             break
         t1, frames = float(rest.t_end), frames + 1
+        # a frame that lasted only a few steps: an axis drifts as fast as the run moves (a collapsing direction
+        # still above rtol·λ_max); the rest of the run keeps the next frame instead of renewing it at every step
+        watch = rest.n_steps >= REFRAME_MIN_STEPS
         a, S = layout.unpack(z_end, d)
         lam, W = np.linalg.eigh(0.5 * (S + S.T))
         Q, z = Q @ W, layout.pack(W.T @ a, np.diag(np.maximum(lam, 0.0)))
     run.method = STIFF_METHOD
+    kept = "" if watch else f", the last kept from t = {t1:.10g} (frames lasted < {REFRAME_MIN_STEPS} steps)"
     return run, (f"from t = {float(sol.t_end):.10g}, where {det.steps} explicit steps in a row were stability-bound "
                  f"(step·|Re λ| >= {STIFF_STEP:g} with λ = {det.lam:.4g}, the state's rate {det.rate:.2g}), the run "
                  f"went on with {STIFF_METHOD} (implicit BDF where stiff), the exact Jacobian and the right-hand side "
-                 f"in extended precision, in the eigenframe of Σ ({frames} new frames)")
+                 f"in extended precision, in the eigenframe of Σ ({frames} new frames{kept})")
 
 
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,

@@ -44,6 +44,10 @@ STIFF_METHOD = "LSODA"
 #: ``|Σ̃_ij|/sqrt(Σ̃_ii Σ̃_jj)`` of the rotated ``Σ̃`` reaches this: below it ``Σ̃_jj`` is within a factor ``1/(1 - 0.5²) = 4/3`` of an eigenvalue, so the
 #: relative error control on the entry is one on the eigenvalue
 REFRAME_CORRELATION = 0.5
+#: a frame that lasted fewer accepted steps than this is kept for the rest of the run: a guard against renewing the
+#: frame at every step where a visible axis drifts as fast as the run moves (a collapsing direction still above
+#: ``rtol·λ_max``; seen when the switch was forced at the start of fuzz seed 3030 case 16, not in an unforced run)
+REFRAME_MIN_STEPS = 20
 #: the stiff continuation's default ``atol``, relative to the state's largest entry: in the eigenframe the entries
 #: of a small eigen-direction are computed to relative accuracy (no cancellation against the large ones), so the
 #: error control may follow them far below ``eps·‖Σ‖`` (measured on case 14 over t = 20 → 40: 7 224 evaluations,
@@ -137,7 +141,8 @@ def _stiffness(f, jac, t, y) -> tuple[float, float]:
 def stiff_form_for(ode, freeze_alpha: bool, fm, y0, method: str):
     """``(make, jac, detector)`` of the stiff continuation
     (:func:`~symbolic_tpde.gaussian.integrate._continue_stiff`), or ``None`` (an implicit ``method`` already,
-    non-constant weights, a head with ``M = R + Rᵀ ≠ 0``, i.e. not softmax-like: not built).  ``make(Q)``: the pair
+    non-constant weights, weights without :func:`.matrix_form.extended_matrix_rhs`; the caller leaves out heads
+    whose tilt may cease to exist).  ``make(Q)``: the pair
     ``(g, jac)`` of the equation in the frame ``Q`` (:func:`.matrix_form.extended_matrix_rhs`,
     :func:`.matrix_form.matrix_jacobian`; the first checked against ``fm`` at ``y0`` to ``1e-10`` relative, as ``fm``
     is against the generated form, else ``None``); ``jac`` the exact Jacobian of ``fm`` (the run's matrix form);
