@@ -21,9 +21,10 @@ weight ``rtol·sqrt(Σ_ii Σ_jj)`` on the matrix form was measured to collapse t
 itself, not in small entries), and loosening ``rtol`` to that noise lost ``Σ``'s positive definiteness.
 Where an explicit matrix-form run is stiff (a softmax ``Σ`` collapsing onto rank one relaxes onto that manifold at
 rates ``~10³`` while the state moves at ``~10⁻³``: its steps stay at the stability bound,
-:class:`.stiff.StabilityBound`), the run goes on with :data:`STIFF_METHOD`, the exact Jacobian and the right-hand side in extended precision, in the
-eigenframe of ``Σ`` (:func:`_continue_stiff`; measured: fuzz seed 7301 case 14 reaches ``T = 1000`` where it
-stalled at ``t = 56``, ``Σ`` within ``1e-7`` of an extended-precision reference at ``t = 20, 40``).
+:class:`.stiff.StabilityBound`), the run goes on with :data:`STIFF_METHOD`, the exact Jacobian and the right-hand
+side in extended precision, in the eigenframe of ``Σ`` (:func:`_continue_stiff`; measured: fuzz seed 7301 case 14
+reaches ``T = 1000`` in 14 s where it stalled at ``t = 56``, ``Σ`` within ``1e-7`` of an extended-precision
+reference at ``t = 20, 40`` and ``4e-7`` at ``T``).
 When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
 ``eps·‖Σ‖²`` the componentwise error control cannot accept), the run is repeated in the regular form of
 :mod:`.regular` (Sundman time), which reaches the singularity: status ``"blowup"`` with its ``T*`` and error
@@ -154,6 +155,7 @@ MAGNITUDE_SWITCH = 1e30
 #: 2e-9 at cond Σ ≈ 1e5), so the switch happens before its noise reaches the error control
 PRECISION_SWITCH = 1e-2
 
+
 def _cond(S) -> float:
     lam = np.linalg.eigvalsh(0.5 * (S + S.T))
     return float(lam[-1] / lam[0]) if lam[0] > 0 else math.inf
@@ -267,8 +269,8 @@ def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfe
     lose ``4e-6`` of it over 20 time units at ``rtol = 1e-13``); a new frame (``"reframe"``) where a correlation
     between two axes reaches :data:`.stiff.REFRAME_CORRELATION`.  ``atol`` default
     :data:`.stiff.STIFF_ATOL`·``max(1, |y|_∞)`` (entries of the collapsed directions are computed to relative
-    accuracy, so they are not noise).  The rows are rotated
-    back; the run keeps the whole run's monitor (:func:`_kept_monitor`; ``tr Σ + |α|²`` is rotation invariant).
+    accuracy, so they are not noise).  The rows are rotated back; the run keeps the whole run's monitor
+    (:func:`_kept_monitor`; ``tr Σ + |α|²`` is rotation invariant).
     An evaluation budget of its own (``max_nfev``: the explicit run's evaluations went to a stability bound)."""
     from ..numerics.ode.solve import integrate
 

@@ -35,14 +35,15 @@ STIFF_STEP = 0.1
 STIFF_STEPS = 500
 #: the Jacobian's spectrum is recomputed every this many accepted steps (it moves on the state's slow time scale)
 STIFF_EVERY = 8
-#: the stiff continuation's method: measured on case 14 from t = 92 to 1000 at rtol 1e-12 with the exact Jacobian
-#: and the extended-precision form, LSODA reached T in 28 s CPU, BDF t = 163 and Radau far less in 60 s
+#: the stiff continuation's method: measured on case 14 from t = 92 at rtol 1e-12 with the exact Jacobian and the
+#: extended-precision form (entrywise, before the eigenframe), LSODA reached T = 1000 in 28 s CPU, BDF t = 163 in
+#: 60 s, Radau needed 13 s for t = 92 → 97
 STIFF_METHOD = "LSODA"
 
 
 #: :func:`~symbolic_tpde.gaussian.integrate._continue_stiff` takes a new eigenframe where a correlation
-#: ``|Σ̃_ij|/sqrt(Σ̃_ii Σ̃_jj)`` of the rotated ``Σ̃`` reaches this: below it ``Σ̃_jj`` is within a factor ``1/(1 - 0.5²) = 4/3`` of an eigenvalue, so the
-#: relative error control on the entry is one on the eigenvalue
+#: ``|Σ̃_ij|/sqrt(Σ̃_ii Σ̃_jj)`` of the rotated ``Σ̃`` reaches this: below it ``Σ̃_jj`` is within a factor
+#: ``1/(1 - 0.5²) = 4/3`` of an eigenvalue, so the relative error control on the entry is one on the eigenvalue
 REFRAME_CORRELATION = 0.5
 #: a frame that lasted fewer accepted steps than this is kept for the rest of the run: a guard against renewing the
 #: frame at every step where a visible axis drifts as fast as the run moves (a collapsing direction still above
