@@ -142,8 +142,9 @@ def _stiffness(f, jac, t, y) -> tuple[float, float]:
 def stiff_form_for(ode, freeze_alpha: bool, fm, y0, method: str):
     """``(make, jac, detector)`` of the stiff continuation
     (:func:`~symbolic_tpde.gaussian.integrate._continue_stiff`), or ``None`` (an implicit ``method`` already,
-    non-constant weights, weights without :func:`.matrix_form.extended_matrix_rhs`; the caller leaves out heads
-    whose tilt may cease to exist).  ``make(Q)``: the pair
+    non-constant weights, a head with ``M = R + Rᵀ ≠ 0``: not built; a prototype with an extended-precision solve
+    switched on fuzz seed 3030 case 19 (custom, d = 2, ``λ = -1.1e4`` beside a rate 9.8) and reached t = 2.15 in
+    60 s where the explicit path stalls at 2.03, no help worth its code).  ``make(Q)``: the pair
     ``(g, jac)`` of the equation in the frame ``Q`` (:func:`.matrix_form.extended_matrix_rhs`,
     :func:`.matrix_form.matrix_jacobian`; the first checked against ``fm`` at ``y0`` to ``1e-10`` relative, as ``fm``
     is against the generated form, else ``None``); ``jac`` the exact Jacobian of ``fm`` (the run's matrix form);
