@@ -19,6 +19,12 @@ exponentially growing, anisotropic ``Σ`` (measured: ``cond Σ`` to 6e11, fuzz s
 ``cond(I - ΣM)·eps`` of relative noise, 1e-6 at cond 1e10).  Why not a rescaled error norm: a normwise error
 weight ``rtol·sqrt(Σ_ii Σ_jj)`` on the matrix form was measured to collapse the same way (the noise is in ``J``
 itself, not in small entries), and loosening ``rtol`` to that noise lost ``Σ``'s positive definiteness.
+Where an explicit matrix-form run is stiff (a softmax ``Σ`` collapsing onto rank one relaxes onto that manifold at
+rates ``~10³`` while the state moves at ``~10⁻³``: its steps stay at the stability bound,
+:class:`.stiff.StabilityBound`), the run goes on with :data:`STIFF_METHOD`, the exact Jacobian and the right-hand
+side in extended precision, in the eigenframe of ``Σ`` (:func:`_continue_stiff`; measured: fuzz seed 7301 case 14
+reaches ``T = 1000`` in 14 s where it stalled at ``t = 56``, ``Σ`` within ``1e-7`` of an extended-precision
+reference at ``t = 20, 40`` and ``4e-7`` at ``T``).
 When the direct run stalls (its step size collapses, e.g. near a blow-up whose off-diagonal round-off
 ``eps·‖Σ‖²`` the componentwise error control cannot accept), the run is repeated in the regular form of
 :mod:`.regular` (Sundman time), which reaches the singularity: status ``"blowup"`` with its ``T*`` and error
@@ -41,6 +47,8 @@ from ..registry import layout
 from ..inputs.checks import positive_number
 from ..weights import check_gaussian
 from .regular import STUCK_EVALS, reach_singularity
+from .stiff import (REFRAME_MIN_STEPS, STIFF_ATOL, STIFF_METHOD, STIFF_RATIO, STIFF_STEP, _frame_axes,
+                    _frame_margin, _from_frame, stiff_form_for)
 
 #: status of a run stopped where the Gaussian tilt ceased to exist (the name of its stop event)
 TILT_CEASED = "tilt-ceased"
@@ -142,10 +150,6 @@ def integrate_gaussian(ode, alpha0, Sigma0, T: float, *, method: str = "DOP853",
 #: the matrix form is scale-free (one solve with ``I - ΣM``, ``J`` bounded) up to the overflow stop
 MAGNITUDE_SWITCH = 1e30
 
-#: :func:`_stiffness_note` calls a stop stiff where the most negative real part of a Jacobian eigenvalue exceeds the
-#: state's own rate ``‖f‖/‖y‖`` this many times (measured at the stop of fuzz seed 7301 case 14: 5e5)
-STIFF_RATIO = 1e3
-
 #: the generated right-hand side is left for the matrix form (:mod:`.matrix_form`) where ``cond(Σ)·eps`` exceeds
 #: ``rtol`` times this: the entrywise cofactor form loses about ``100·cond(Σ)·eps`` relative accuracy (measured:
 #: 2e-9 at cond Σ ≈ 1e5), so the switch happens before its noise reaches the error control
@@ -223,14 +227,13 @@ def _kept_monitor(d: int, y0, y1, n: int | None = None, error_run: bool = False)
                          overflow=BlowupMonitor.overflow * r0 / r1, error_run=error_run)
 
 
-def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
-                           tilt_m, deadline, y0):
-    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
-    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`; monitors and tilt conditions see the layout part ``(α, Σ)`` of the
-    state, the rows keep it), and the sentence that says so for the run's message."""
+def _continued(ode, sol, g, z1, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac, tilt_m,
+               deadline, y0):
+    """``sol`` continued from its end ``(t_end, z1)`` by ``g`` (the pair or the stiff form; ``z1`` its state, whose
+    first entries are the layout ``(α, Σ)``): the run's kept monitor (:func:`_kept_monitor`) and tilt conditions
+    read the layout part, the rows keep it; one :class:`Solution` of both runs (:func:`_joined`)."""
     from ..numerics.ode.solve import integrate
 
-    g, lift, _ = pair
     d, n = ode.d, layout.state_size(ode.d)
     t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
     te = None if t_eval is None else np.asarray(t_eval, float)
@@ -238,12 +241,78 @@ def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval
     events = [_kept_monitor(d, y0, y1, n)] if blowup else []
     if tilt_m is not None:
         events += tilt_stops(lambda t, z: tilt_m(t, np.asarray(z)[:n]))
-    rest = integrate(g, lift(y1), (t1, float(T)), method=method, rtol=rtol, atol=atol,
+    rest = integrate(g, z1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1], events=events,
-                     max_nfev=max(max_nfev - sol.nfev, 1), progress=progress, jac=None, max_seconds=deadline,
-                     stuck_evals=STUCK_EVALS)
-    return _joined(sol, rest, k, n), (f"from t = {t1:.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
-                                      "the run went on with Σ⁻¹ beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
+                     max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
+    return _joined(sol, rest, k, n)
+
+
+def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
+                           tilt_m, deadline, y0):
+    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
+    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`, :func:`_continued`), and the sentence that says so for the run's
+    message."""
+    g, lift, _ = pair
+    run = _continued(ode, sol, g, lift(np.asarray(sol.y_end, float)), T, blowup, method, rtol, atol, t_eval, bps,
+                     max(max_nfev - sol.nfev, 1), progress, None, tilt_m, deadline, y0)
+    return run, (f"from t = {float(sol.t_end):.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
+                 "the run went on with Σ⁻¹ beside Σ, J = V(Σ⁻¹ - M)⁻¹Bᵀ")
+
+
+def _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress, deadline, y0):
+    """``(run, note)``: ``sol`` (ended by the ``"stiff-switch"`` stop of :func:`stiff_form_for`) continued from its
+    end with :data:`STIFF_METHOD` and the exact Jacobian, in the eigenframe of ``Σ``: the state ``(Qᵀα, QᵀΣQ)``
+    with ``Q`` the eigenvectors of ``Σ`` at the switch, the equation evaluated with the rotated matrices in
+    extended precision (:func:`.matrix_form.extended_matrix_rhs`), so that each eigen-direction's entries carry
+    their own scale and the error control is relative per direction (entrywise, the small eigenvalue ``λ₂`` of a
+    rank-one collapse is a difference of entries ``~λ₁`` and is controlled only to ``rtol·λ₁/λ₂``, measured to
+    lose ``4e-6`` of it over 20 time units at ``rtol = 1e-13``); a new frame (``"reframe"``) where a correlation
+    between two axes reaches :data:`.stiff.REFRAME_CORRELATION`.  ``atol`` default
+    :data:`.stiff.STIFF_ATOL`·``max(1, |y|_∞)`` (entries of the collapsed directions are computed to relative
+    accuracy, so they are not noise).  The rows are rotated back; the run keeps the whole run's monitor
+    (:func:`_kept_monitor`; ``tr Σ + |α|²`` is rotation invariant).
+    An evaluation budget of its own (``max_nfev``: the explicit run's evaluations went to a stability bound)."""
+    from ..numerics.ode.solve import integrate
+
+    make, _, det = stiff
+    d, n = ode.d, layout.state_size(ode.d)
+    t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
+    te = None if t_eval is None else np.asarray(t_eval, float)
+    a, S = layout.unpack(y1, d)
+    lam, Q = np.linalg.eigh(0.5 * (S + S.T))
+    z = layout.pack(Q.T @ a, np.diag(np.maximum(lam, 0.0)))
+    events = [_kept_monitor(d, y0, y1)] if blowup else []
+    a_tol = STIFF_ATOL * max(1.0, float(np.abs(z).max())) if atol is None else atol
+    run, frames, used, watch = sol, 0, 0, True
+    while True:
+        g, jac = make(Q)
+        reframe = StopCondition(_frame_margin(_frame_axes(lam, rtol) if watch else [], d), "reframe",
+                                "a correlation reached the reframe bound at t = {t:.12g}", near_zero=0.0)
+        k = len(run.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
+        rest = integrate(g, z, (t1, float(T)), method=STIFF_METHOD, rtol=rtol, atol=a_tol,
+                         t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
+                         events=events + [reframe], max_nfev=max(max_nfev - used, 1), progress=progress, jac=jac,
+                         max_seconds=deadline, stuck_evals=STUCK_EVALS)
+        used += rest.nfev
+        z_end = None if rest.y_end is None else np.asarray(rest.y_end, float)
+        rest.y = np.array([_from_frame(Q, y, d) for y in np.asarray(rest.y).reshape(-1, n)]).reshape(-1, n)
+        rest.y_end = None if z_end is None else _from_frame(Q, z_end, d)
+        run = _joined(run, rest, k, n)
+        if not (rest.status == Status.EVENT and rest.event.kind == "reframe"):
+            break
+        t1, frames = float(rest.t_end), frames + 1
+        # a frame that lasted only a few steps: an axis drifts as fast as the run moves (a collapsing direction
+        # still above rtol·λ_max); the rest of the run keeps the next frame instead of renewing it at every step
+        watch = rest.n_steps >= REFRAME_MIN_STEPS
+        a, S = layout.unpack(z_end, d)
+        lam, W = np.linalg.eigh(0.5 * (S + S.T))
+        Q, z = Q @ W, layout.pack(W.T @ a, np.diag(np.maximum(lam, 0.0)))
+    run.method = STIFF_METHOD
+    kept = "" if watch else f", the last kept from t = {t1:.10g} (frames lasted < {REFRAME_MIN_STEPS} steps)"
+    return run, (f"from t = {float(sol.t_end):.10g}, where {det.steps} explicit steps in a row were stability-bound "
+                 f"(step·|Re λ| >= {STIFF_STEP:g} with λ = {det.lam:.4g}, the state's rate {det.rate:.2g}), the run "
+                 f"went on with {STIFF_METHOD} (implicit BDF where stiff), the exact Jacobian and the right-hand side "
+                 f"in extended precision, in the eigenframe of Σ ({frames} new frames{kept})")
 
 
 def _switched_run_times(ode, f, fm, tilt_m, y0, T, stops, extra, method, rtol, atol, bps, jac, deadline,
@@ -355,8 +424,8 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     (:func:`reported_status`).  A stall (after :data:`~.regular.STUCK_EVALS` evaluations without progress, or the
     budget) is followed, when ``blowup``, by the regular form (module docstring); the stall stands when that
     does not reach a settled blow-up before ``T``.  ``jac``: the Jacobian of ``f`` for the methods that want one.
-    The precision switches (generated form → matrix form → pair form) are in the module docstring; each is
-    named with its time in the message."""
+    The precision switches (generated form → matrix form → pair form) and the stiff switch (matrix form →
+    implicit, in the eigenframe) are in the module docstring; each is named with its time in the message."""
     from ..numerics.ode.solve import Deadline, integrate
 
     d = ode.d
@@ -369,6 +438,9 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     stops = gaussian_events(ode, blowup)
     pair = None if fm is None else pair_form_for(ode, freeze_alpha, rtol)
     pair_stop = [] if pair is None else [pair[2]]
+    stiff = None if fm is None or tilt_m is not None else stiff_form_for(ode, freeze_alpha, fm, y0, method)
+    stiff_stop = [] if stiff is None else [StopCondition(stiff[2], "stiff-switch", "explicit steps stability-bound "
+                                                         "at t = {t:.12g}", near_zero=0.0)]
     big = math.log(MAGNITUDE_SWITCH)
 
     def margins(t, y):
@@ -378,7 +450,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     if fm is not None and np.min(margins(0.0, y0)) <= 0:
         # ill-conditioned (or large) from the start: the matrix form throughout, with its scale-free tilt conditions
         f, fm, cond = fm, None, tilt_m
-        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m) + pair_stop
+        stops = gaussian_events(ode, blowup)[:1 if blowup else 0] + tilt_stops(tilt_m) + pair_stop + stiff_stop
     extra = [] if fm is None else [StopCondition(
         margins, "precision-switch", "cond Σ·eps reached rtol/100 or |Σ| reached 1e30 at t = {t:.12g}",
         near_zero=0.0)]
@@ -395,7 +467,7 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         quiet = [_kept_monitor(d, y0, y1)] if blowup else []
         rest = integrate(fm, y1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                          t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1],
-                         events=quiet + tilt_stops(tilt_m) + pair_stop,
+                         events=quiet + tilt_stops(tilt_m) + pair_stop + stiff_stop,
                          max_nfev=max(max_nfev - sol.nfev, 1),
                          progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
         note = ""
@@ -403,6 +475,10 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
             rest, note = _continue_in_pair_form(ode, rest, pair, T, blowup, method, rtol, atol,
                                                 None if te is None else te[k:], [b for b in bps if b > t1],
                                                 max(max_nfev - sol.nfev, 1), progress, jac, tilt_m, deadline, y0)
+            note = f"; {note}"
+        elif rest.status == Status.EVENT and rest.event.kind == "stiff-switch":
+            rest, note = _continue_stiff(ode, rest, stiff, T, blowup, rtol, atol, None if te is None else te[k:],
+                                         [b for b in bps if b > t1], max_nfev, progress, deadline, y0)
             note = f"; {note}"
         rest = _joined(sol, rest, k, len(y1))
         rest.message = (f"{rest.message} (the generated right-hand side was replaced by the inverse-free matrix "
@@ -425,6 +501,11 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
         # ill-conditioned from the start, in matrix form until its solve lost the precision
         sol, note = _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev,
                                            progress, jac, tilt_m, deadline, y0)
+        sol.message = f"{sol.message} ({note})"
+    elif sol.status == Status.EVENT and sol.event.kind == "stiff-switch":
+        # ill-conditioned from the start, in matrix form until its explicit steps were stability-bound
+        sol, note = _continue_stiff(ode, sol, stiff, T, blowup, rtol, atol, t_eval, bps, max_nfev, progress,
+                                    deadline, y0)
         sol.message = f"{sol.message} ({note})"
     if (sol.status == Status.STALLED and any(e.kind == "nonfinite" for e in sol.events) and sol.y_end is not None
             and np.all(np.isfinite(sol.y_end)) and ode.schedule.is_constant):

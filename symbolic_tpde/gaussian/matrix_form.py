@@ -126,20 +126,12 @@ def matrix_rhs(weights, d: int):
     (:func:`affine_field` with the per-head matrices ``V``, ``ΣBᵀ``, ``I - ΣM`` assembled once; about ten times
     cheaper than calling it), ``Ms`` the non-zero ``M = R + Rᵀ`` (the solves whose conditioning limits the
     accuracy); ``None`` for other weights (Sinkhorn and linear heads keep the generated form)."""
-    if weights.sink is not None:
+    got = _framed_heads(weights, None)
+    if got is None:
         return None
-    heads = []
-    for h in weights.heads:
-        form = head_form(h)
-        if form is None:
-            return None
-        B, R, r = form
-        M = R + R.T
-        heads.append((np.asarray(h.effective["V"], float), np.ascontiguousarray(B.T), M if np.abs(M).max() > 0 else None,
-                      r if np.abs(r).max() > 0 else None))
-    W = c = None
-    if weights.ffn is not None:
-        W, c = np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)
+    heads = [(V, np.ascontiguousarray(Bt), M if np.abs(M).max() > 0 else None, r if np.abs(r).max() > 0 else None)
+             for V, Bt, M, r in got[0]]
+    W, c = got[1]
     eye = np.eye(d)
     n = layout.state_size(d)
     iu = np.triu_indices(d)
@@ -341,3 +333,136 @@ def checked_matrix_rhs(weights, d: int, f, points, *, freeze_alpha: bool, affine
         agrees = agrees and bool(np.all(np.isfinite(ref)) and np.allclose(
             new, ref, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(ref).max()))))
     return g, Ms, tilt_margins(weights, d), agrees
+
+
+def _packing(d: int):
+    """``(iu, sym, flat)``: the packed upper triangle's indices, the packed position of every entry of a ``d × d``
+    matrix (row-major, both triangles) and the row-major positions of the packed entries."""
+    iu = np.triu_indices(d)
+    tri = np.zeros((d, d), int)
+    tri[iu] = np.arange(len(iu[0]))
+    tri[iu[1], iu[0]] = tri[iu]
+    return iu, tri.ravel(), iu[0] * d + iu[1]
+
+
+def _framed_heads(weights, frame, dtype=float):
+    """``([(V, Bᵀ, M, r)] per head, (W, c) of the FFN or ``(None, None)``)`` in the frame ``Q`` (:func:`_in_frame`),
+    as ``dtype`` arrays; ``None`` with an attention sink or a head without a quadratic log-kernel."""
+    if weights.sink is not None:
+        return None
+    heads = []
+    for h in weights.heads:
+        form = head_form(h)
+        if form is None:
+            return None
+        B, R, r = form
+        heads.append(tuple(np.asarray(X, dtype) for X in _in_frame(
+            frame, np.asarray(h.effective["V"], float), np.asarray(B.T, float), R + R.T, np.asarray(r, float))))
+    ffn = (None, None) if weights.ffn is None else tuple(np.asarray(X, dtype) for X in _in_frame(
+        frame, np.asarray(weights.ffn.W, float), np.asarray(weights.ffn.c, float)))
+    return heads, ffn
+
+
+def _in_frame(Q, *mats):
+    """Each matrix ``X`` as ``QᵀXQ`` and each vector ``x`` as ``Qᵀx`` (``Q = None``: unchanged)."""
+    if Q is None:
+        return mats
+    return tuple(None if X is None else (Q.T @ X @ Q if np.ndim(X) == 2 else Q.T @ X) for X in mats)
+
+
+def matrix_jacobian(weights, d: int, *, freeze_alpha: bool = False, frame=None):
+    """``jac(t, y)``: the exact Jacobian of :func:`matrix_rhs`'s ``f`` on the Gaussian layout (``None`` where
+    :func:`matrix_rhs` is; ``freeze_alpha``: of :func:`frozen_alpha`'s ``f``, the rows and columns of ``α`` zero),
+    for the stiffness test and the implicit method of the stiff continuation
+    (:func:`symbolic_tpde.gaussian.integrate.integrate_moments`); ``frame``: an orthogonal ``Q``, the Jacobian of
+    the same equation for the state ``(Qᵀα, QᵀΣQ)`` (every head's ``V``, ``Bᵀ``, ``M`` as ``QᵀXQ``, ``r`` as
+    ``Qᵀr``: the moment equation is covariant under rotations).
+
+    Per head, with ``G = I - ΣM``, ``X = G⁻¹ΣBᵀ``, ``x = G⁻¹(α + Σr)`` (``J = Σ VX``, ``b = Σ Vx``): a change
+    ``H`` of ``Σ`` gives ``dG⁻¹ = G⁻¹HMG⁻¹``, so ``dJ = VG⁻¹H(MX + Bᵀ)`` and ``db = VG⁻¹H(Mx + r)``; a change
+    ``δα`` gives ``db = VG⁻¹δα``.  Then ``d(dΣ/dt) = dJΣ + ΣdJᵀ + JH + HJᵀ`` and ``d(dα/dt) = db + dJα + Jδα``
+    (softmax: ``M = 0``, ``dJ = VHBᵀ``).  Checked against central differences of ``f`` in the tests."""
+    got = _framed_heads(weights, frame)
+    if got is None:
+        return None
+    heads, (W, _) = got
+    eye = np.eye(d)
+    n = layout.state_size(d)
+    iu, sym, flat = _packing(d)
+    m = len(iu[0])
+    Hs = np.zeros((m, d, d))                      # the packed basis of Sym(d): E_ij + E_ji (E_ii on the diagonal)
+    Hs[np.arange(m), iu[0], iu[1]] = 1.0
+    Hs[np.arange(m), iu[1], iu[0]] = 1.0
+
+    def jac(t, y):
+        y = np.asarray(y, float)
+        a, S = y[:d], y[d:][sym].reshape(d, d)
+        J = np.zeros((d, d)) if W is None else W.copy()
+        dJ = np.zeros((m, d, d))                  # dJ/dΣ along each basis matrix
+        db = np.zeros((m, d))
+        Da = np.zeros((d, d))                     # db/dα
+        for V, Bt, M, r in heads:
+            G = eye - S @ M
+            X = np.linalg.solve(G, np.column_stack([a + S @ r, S @ Bt]))
+            x, Xs = X[:, 0], X[:, 1:]
+            J += V @ Xs
+            VGi = V @ np.linalg.inv(G)
+            dJ += VGi @ Hs @ (M @ Xs + Bt)
+            db += (VGi @ Hs @ (M @ x + r)[:, None])[..., 0]
+            Da += VGi
+        out = np.zeros((n, n))
+        dJS = dJ @ S
+        JH = J @ Hs
+        out[d:, d:] = (dJS + dJS.transpose(0, 2, 1) + JH + JH.transpose(0, 2, 1)).reshape(m, d * d)[:, flat].T
+        out[:d, d:] = (db + dJ @ a).T
+        out[:d, :d] = Da + J
+        return out
+
+    if not freeze_alpha:
+        return jac
+
+    def frozen(t, y):
+        z = np.array(y, float)
+        z[:d] = 0.0
+        out = jac(t, z)
+        out[:d, :] = 0.0
+        out[:, :d] = 0.0
+        return out
+
+    return frozen
+
+
+def extended_matrix_rhs(weights, d: int, frame=None):
+    """:func:`matrix_rhs`'s ``f`` with its products in extended precision (``numpy.longdouble``, 64-bit mantissa
+    on x86 Linux; float64 itself on platforms without it), returned in float64, for weights whose heads all have
+    ``M = R + Rᵀ = 0`` (softmax; no solve, products only); ``None`` for others.  ``frame``: an orthogonal ``Q``, the
+    equation of the rotated state ``(Qᵀα, QᵀΣQ)`` (as :func:`matrix_jacobian`), evaluated with the rotated
+    matrices, so that entries of a small eigen-direction of ``Σ`` keep their relative accuracy.
+
+    Why: on a stiff rank-one collapse (softmax, ``Σ ≈ s uuᵀ`` with ``uᵀAu → 0``) ``dΣ/dt`` is a cancellation of
+    terms ``‖V‖‖Σ‖²‖A‖`` (2e9 at ``s = 1e5``) down to ``‖dΣ/dt‖ ≈ 300``: float64 products leave it ``5e-10``
+    relative noise, which an implicit method's Newton iteration at ``rtol = 1e-12`` cannot get below (measured, fuzz
+    seed 7301 case 14 from t = 92 over 5 time units: LSODA 7619 steps in float64, 721 with this form)."""
+    got = _framed_heads(weights, frame, np.longdouble)
+    if got is None or any(np.abs(M).max() > 0 for _, _, M, _ in got[0]):
+        return None
+    heads, (W, c) = got
+    n = layout.state_size(d)
+    _, sym, flat = _packing(d)
+
+    def f(t, y):
+        y = np.asarray(y, np.longdouble)
+        a, S = y[:d], y[d:][sym].reshape(d, d)
+        b = np.zeros(d, np.longdouble) if c is None else c.copy()
+        J = np.zeros((d, d), np.longdouble) if W is None else W.copy()
+        for V, Bt, _, r in heads:
+            b += V @ (a + S @ r)
+            J += V @ (S @ Bt)
+        JS = J @ S
+        out = np.empty(n, np.longdouble)
+        out[:d] = b + J @ a
+        out[d:] = (JS + JS.T).ravel()[flat]
+        return out.astype(float)
+
+    f.n_states = n
+    return f
