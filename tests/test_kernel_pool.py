@@ -2,7 +2,8 @@
 at every thread count, with and without the pool and across repeated calls; a forked child (pytest, the fork
 start method of multiprocessing) runs the kernels on a pool of its own; two Python threads calling at once get
 correct bits; every kernel library uses the one pool; idle workers block after their spin; the environment
-variables.  The attend calls are small (a few ms); no timing is asserted except that an idle process burns
+variables.  The same for the row-block threads of the blocked path (``attend_numpy``, with the compiled row
+pass when available: the large-dimension path), whose executor is kept for the process.  The attend calls are small (a few ms); no timing is asserted except that an idle process burns
 no core (process CPU time over a sleep)."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import time
 import numpy as np
 import pytest
 
-from symbolic_tpde.numerics.particles import fused, fused_flash
+from symbolic_tpde.numerics.particles import fused, fused_flash, fused_rows
+from symbolic_tpde.numerics.particles.attend import attend_numpy
 
 HAVE = fused.available() is None and fused.thread_pool() is not None
 needs_pool = pytest.mark.skipif(not HAVE, reason=str(fused.available()))
@@ -152,3 +154,42 @@ def test_environment_variables_set_the_pool():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert "'pooled': True" in out.stdout and "'spin_us': 2000" in out.stdout, out.stdout + out.stderr
     assert "TPDE_POOL_SPIN_US='2ms'" in out.stderr  # the warning names the variable and the default used
+
+
+def rows_call(q, k, v, b, threads):
+    """The large-dimension path: BLAS logits and the compiled row pass (numpy's passes without a compiler)."""
+    rp = fused_rows.row_pass("softmax", q.dtype, key_bias=b, shift=0.0, prefix=None, sink_logit=None,
+                             sink_value=None)
+    return attend_numpy(q, k, v, key_bias=b, block=32, threads=threads, rows=rp)
+
+
+def _rows_child(seed, threads):
+    q, k, v, b = case(seed, 400, 40, np.float64)
+    return rows_call(q, k, v, b, threads)
+
+
+def test_row_block_threads_same_bits_after_fork_and_concurrently():
+    """Blocks of 32 rows (13 blocks), threads 1, 2, 3: the same bits, repeated; a forked child (whose copy of the
+    executor has no threads: without a new one its blocks would never run, and the timeout fails the test);
+    two Python threads at once."""
+    q, k, v, b = case(21, 400, 40, np.float64)
+    ref = rows_call(q, k, v, b, 1)
+    for threads in (2, 3, 2, 1, 3):
+        assert np.array_equal(rows_call(q, k, v, b, threads), ref), threads
+    if sys.platform == "linux":
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            assert np.array_equal(pool.apply_async(_rows_child, (21, 2)).get(timeout=120), ref)
+    bad, start = [], threading.Barrier(2)
+
+    def loop():
+        start.wait()
+        for _ in range(10):
+            if not np.array_equal(rows_call(q, k, v, b, 2), ref):
+                bad.append(1)
+
+    ts = [threading.Thread(target=loop) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in ts) and not bad
