@@ -2,6 +2,7 @@
 
 Run:  python numerics/bench_pool.py [--n 2000 8000] [--d 24 64] [--dtype float32 float64] [--rounds 5]
       python numerics/bench_pool.py --gaps [--n 2000] [--d 24] [--dtype float32]
+      python numerics/bench_pool.py --integration [0 500 2000 5000] [--n 2000] [--d 24] [--rounds 5]
 
 Default mode: for each cell, the same call (the package's dispatch ``attend(q, X, X)``, the benchmark's data:
 ``q = X Aᵀ``, keys and values ``X``) at one and two threads, with the pool (``pooled``) and with a thread
@@ -14,6 +15,10 @@ prints the median time per call of each variant and the median over rounds of th
 (the pool's worker 1 clocks its wait from the end of its work to seeing the next call): back-to-back calls (a
 benchmark segment), and the calls of a particle run, ``simulate`` with dopri5 on a softmax field (the
 right-hand-side evaluations with the integrator's Python and numpy between them).  Prints quantiles.
+
+``--integration [SPIN_US ...]``: the time per right-hand-side evaluation of such a run (rk4, 20 steps, two
+threads), a thread per call against the pool at each spin length, interleaved rounds: what the spin buys where
+the calls are separated by the integrator's work.
 """
 
 from __future__ import annotations
@@ -78,11 +83,17 @@ def gaps(n: int, d: int, dtype) -> None:
     spin = fused.thread_pool()["spin_us"]
     fused.thread_pool(pooled=True, spin_us=10 ** 6)  # spin through every gap: the wait is then the gap itself
     seen: list[float] = []
+    between: list[float] = []
+    last = [None]
     orig = fused_flash.attend_flash
 
     def clocked(*args, **kw):
+        t0 = time.perf_counter()
+        if last[0] is not None:
+            between.append(1e6 * (t0 - last[0]))
         out = orig(*args, **kw)
         seen.append(fused.thread_pool()["last_wait_us"])
+        last[0] = time.perf_counter()
         return out
 
     def quant(label: str, xs) -> None:
@@ -97,7 +108,10 @@ def gaps(n: int, d: int, dtype) -> None:
         for _ in range(50):
             attend(q, X, X, threads=2)
         quant(f"back-to-back attend, n = {n}", seen)
+        quant("  (Python: return to next call)", [0.0, *between])
         seen.clear()
+        between.clear()
+        last[0] = None
         rng = np.random.default_rng(1)
         X0 = (rng.standard_normal((n, d)) / np.sqrt(d)).astype(dtype)
         A = (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d)))
@@ -106,9 +120,39 @@ def gaps(n: int, d: int, dtype) -> None:
         run = simulate(X0, w, 1.0, dtype=dtype, threads=2)
         quant(f"simulate dopri5 T = 1, n = {n} ({time.perf_counter() - t0:.1f} s, nfev {getattr(run, 'nfev', '?')})",
               seen)
+        quant("  (Python: return to next call)", [0.0, *between])
     finally:
         fused_flash.attend_flash = orig
         fused.thread_pool(spin_us=spin)
+
+
+def integration(n: int, d: int, dtype, rounds: int, spins) -> None:
+    """Time per right-hand-side evaluation of a particle run (simulate, rk4, 20 steps = 80 evaluations, two
+    threads) with a thread per call and with the pool at each spin length, in interleaved rounds."""
+    from symbolic_tpde.numerics.particles.simulate import simulate
+    from symbolic_tpde.weights import make_head, make_weights
+
+    rng = np.random.default_rng(1)
+    X0 = (rng.standard_normal((n, d)) / np.sqrt(d)).astype(dtype)
+    A = (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d)))
+    w = make_weights([make_head("softmax", A=A, V=np.eye(d))])
+    saved = fused.thread_pool()
+    variants = [("percall", False, saved["spin_us"])] + [(f"spin {s} us", True, s) for s in spins]
+    simulate(X0, w, 0.1, dtype=dtype, threads=2, steps=2)  # builds, warms up
+    per = []
+    for _ in range(rounds):
+        r = {}
+        for name, pooled, spin in variants:
+            fused.thread_pool(pooled=pooled, spin_us=spin)
+            time.sleep(SETTLE_S)
+            t0 = time.perf_counter()
+            run = simulate(X0, w, 1.0, dtype=dtype, threads=2, steps=20)
+            r[name] = (time.perf_counter() - t0) / run.nfev
+        per.append(r)
+    fused.thread_pool(pooled=saved["pooled"], spin_us=saved["spin_us"])
+    cells = "  ".join(f"{name} {1e3 * statistics.median(r[name] for r in per):6.3f} ms "
+                      f"(x{statistics.median(r['percall'] / r[name] for r in per):.2f})" for name, _, _ in variants)
+    print(f"{np.dtype(dtype).name:>8} {d:>4} {n:>6} | per evaluation: {cells}", flush=True)
 
 
 def main() -> None:
@@ -118,6 +162,9 @@ def main() -> None:
     ap.add_argument("--dtype", nargs="+", default=["float32"], choices=["float32", "float64"])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--gaps", action="store_true", help="only: the gaps between kernel calls the spin must cover")
+    ap.add_argument("--integration", type=int, nargs="*", metavar="SPIN_US",
+                    help="only: time per evaluation of a particle run, a thread per call against the pool at "
+                         "these spin lengths (default 0 500 2000 5000)")
     a = ap.parse_args()
     if fused.thread_pool() is None:
         raise SystemExit("no fused kernel here (no compiler or TPDE_FUSED=0): nothing to measure")
@@ -127,6 +174,8 @@ def main() -> None:
             for n in a.n:
                 if a.gaps:
                     gaps(n, d, np.dtype(dt).type)
+                elif a.integration is not None:
+                    integration(n, d, np.dtype(dt).type, a.rounds, a.integration or [0, 500, 2000, 5000])
                 else:
                     speedup(n, d, np.dtype(dt).type, a.rounds)
 

@@ -1,36 +1,41 @@
 /* Threads of the particle kernels: tpde_run_threads(worker, arg, threads, units) runs worker(arg) on `threads`
  * threads (at most `units`, the pieces of work, and at most 64); the calling thread works too, a thread that
- * cannot be started only costs time, and the number of threads that ran is returned.  worker hands out its
- * pieces itself (an atomic counter in *arg), and every piece's result depends on the piece alone, so the bits of
- * the result never depend on the thread count or on timing.
+ * cannot be started only costs time, and the number of threads the call ran on is returned (the caller and the
+ * workers handed the call; one that comes after the work is done finds none, as a thread created late did
+ * before the pool).  worker hands out its pieces itself (an atomic counter in *arg) and every piece's result
+ * depends on the piece alone, so the bits of the result never depend on the thread count or on timing.
  *
- * A persistent pool: the workers are created once, lazily (grown to the largest count asked for, at most 63
- * besides the caller, with every signal blocked so that signals reach Python's threads) and kept.  A call
+ * A persistent pool: workers created once, lazily (grown to the largest count asked for, at most 63 besides
+ * the caller, detached, every signal blocked so that signals reach Python's threads) and kept.  A call
  * publishes (worker, arg) and a new generation in one 64-bit word `job` = generation << 8 | workers wanted
- * (release store; the workers load it with acquire), runs worker(arg) itself, then waits until every wanted
- * worker has counted itself done (release increments, acquire loads): no worker touches *arg or the result
- * after the call returns, and the pool keeps no pointer to the caller's stack past the call.
+ * (release store under the mutex, then a broadcast; the workers load it with acquire), runs worker(arg)
+ * itself, then closes the generation (`entry`: a worker enters by a compare-and-swap on generation << 16 |
+ * count, which fails once the caller has set TPDE_CLOSED), and waits until every worker that entered has
+ * counted itself done (release increments, acquire loads).  So a worker not yet woken, or with no core to run
+ * on, costs the call nothing (the caller has done its share); no worker touches *arg or the result after the
+ * call returns; the pool keeps no pointer to the caller's stack past the call.
  *
- * Between calls a worker spins on `job` (with the pause instruction) for TPDE_POOL_SPIN_US microseconds, then
- * blocks on a condition variable (the caller publishes under the mutex and broadcasts), so an idle process
- * burns at most that long of one core per worker after each call.  Why spin: on a 2-vCPU VM a thread created
- * or woken per call started 35-870 us late (the hypervisor waking the idle vCPU), against 0.1 us for one
- * spinning (docs/performance.md); at n = 2000 a call is 2-5 ms.  Default 2000 us, from the gaps measured
- * between two calls of the kernel on that machine (numerics/bench_pool.py --gaps): 25-40 us inside a
- * benchmark segment (back-to-back calls: the Python padding around the call), 0.10-0.35 ms between the
- * right-hand-side evaluations of a float32 n = 2000, d = 24 particle run with dopri5 (Python and numpy between
- * the stages), up to ~1.5 ms at a step's end (step control, the event checks); 2 ms covers them and costs
- * at most 2 ms of a core after the last call.  TPDE_POOL_SPIN_US (read once, at the pool's first use)
- * overrides it: 0 blocks at once (every call then pays the wake-up); TPDE_POOL=0 turns the pool off (a thread
- * created per call, as before the pool; both also settable at run time through tpde_pool_config).
+ * Between calls a worker spins on `job` (the pause instruction, a sched_yield every 16 rounds) for
+ * TPDE_POOL_SPIN_US microseconds, then blocks on a condition variable, so an idle process burns at most that
+ * long of one core per worker after its last call; it blocks at once when a yield took over 50 us (another
+ * thread wanted its core: a busy machine, where spinning would only take the core from the caller's Python
+ * and leave the worker with no sleeper's claim on it), and a worker the latest call did not use does not spin.
+ * Why spin: on a 2-vCPU VM a thread created or woken per call started 35-870 us late (waking the idle vCPU),
+ * against 0.1 us for one spinning (docs/performance.md); at n = 2000 a call is 2-5 ms.  Default 2000 us, from
+ * the gaps measured on that machine between two calls, as worker 1 sees them (from the end of its share to
+ * the next call; numerics/bench_pool.py --gaps, float32 and float64, n = 2000, d = 24): 0.6-0.8 ms between
+ * back-to-back calls (the caller's last tile, the Python around the call), median 1.1-1.6 ms and 90th
+ * percentile 3.1 ms between the right-hand-side evaluations of a dopri5 particle run.  TPDE_POOL_SPIN_US
+ * (digits only; read once, at the pool's first use) overrides it, 0 blocking at once; TPDE_POOL=0 turns the
+ * pool off (a thread created per call, as before); both can be changed at run time (tpde_pool_config).
  *
  * Concurrent callers (two Python threads in kernels at once): the first holds the pool; a caller that finds
- * it held does not wait but creates its threads for that call (the per-call path), so no caller ever waits on
- * another's work.  fork(): a pthread_atfork child handler empties the pool in the child (it has none of the
- * parent's threads) and the child grows its own on its first call.  Every kernel library carries this code
- * (one static pool each); the Python loader (symbolic_tpde.numerics.particles.fused) points every library it
- * loads at the first one's pool through tpde_pool_share, so one process has one pool, and no library's idle
- * workers spin while another library's call runs. */
+ * it held does not wait but creates its threads for that call (the per-call path), so no caller ever waits
+ * on another's work.  fork(): a pthread_atfork child handler empties the pool in the child (it has none of
+ * the parent's threads; the child grows its own at its first call).  Every kernel library carries this code
+ * (a static pool each); the Python loader (symbolic_tpde.numerics.particles.fused) points every library it
+ * loads at the first one's pool (tpde_pool_share), so a process has one pool and no library's idle workers
+ * spin while another library's call runs. */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,6 +55,7 @@
 #define TPDE_POOL_MAX 63          /* workers besides the caller */
 #define TPDE_POOL_SPIN_DEFAULT 2000L  /* us: see the head comment */
 #define TPDE_CLOSED 0x8000u
+#define TPDE_POOL_CONTENDED 50000L  /* ns: a round of the spin that took longer ran something else meanwhile */
 
 typedef void *(*tpde_work_fn)(void *);
 
@@ -107,13 +113,17 @@ static uint64_t tpde_pool_wait(uint64_t seen, int spin_first) {
     uint64_t job;
     if (spin > 0) {
         const long t0 = tpde_now_ns();
+        long t = t0, prev;
         do {
-            for (int i = 0; i < 64; ++i) {
+            for (int i = 0; i < 16; ++i) {
                 job = atomic_load_explicit(&tpde_pool.job, memory_order_acquire);
                 if ((job >> 8) != seen) return job;
                 TPDE_PAUSE();
             }
-        } while (tpde_now_ns() - t0 < spin);
+            sched_yield();  /* a thread waiting for this core (the caller's Python, on a busy machine) runs */
+            prev = t;
+            t = tpde_now_ns();
+        } while (t - t0 < spin && t - prev < TPDE_POOL_CONTENDED);  /* the core was wanted: block */
     }
     pthread_mutex_lock(&tpde_pool.mu);
     while (((job = atomic_load_explicit(&tpde_pool.job, memory_order_acquire)) >> 8) == seen)
