@@ -56,11 +56,13 @@ def test_same_bits_for_every_thread_count_pooled_or_not(dt, pool_settings):
     for name, f, d in kernels():
         q, k, v, b = case(1, 700, d, dt)
         ref = f(q, k, v, b, 1)
-        for pooled in (True, False, True):
-            fused.thread_pool(pooled=pooled)
+        # pooled, per call, pooled with workers that never spin (every call then creates its threads and
+        # wakes the pool), pooled again
+        for pooled, spin in ((True, 2000), (False, 2000), (True, 0), (True, 2000)):
+            fused.thread_pool(pooled=pooled, spin_us=spin)
             for threads in (2, 3, 1, 2, 3, 2):
-                assert np.array_equal(f(q, k, v, b, threads), ref), (name, pooled, threads)
-                assert fused.STATE.last_threads == threads, (name, pooled, threads)
+                assert np.array_equal(f(q, k, v, b, threads), ref), (name, pooled, spin, threads)
+                assert fused.STATE.last_threads == threads, (name, pooled, spin, threads)
     info = fused.thread_pool(pooled=True)
     assert info["pooled"] and info["workers"] >= 2  # the pooled calls of 3 threads grew it to 2 workers
 

@@ -64,6 +64,7 @@ typedef struct {
     _Atomic uint64_t entry;       /* generation << 16 | TPDE_CLOSED (the caller's work is done) | workers in */
     _Atomic int done;             /* workers in the current generation that finished it */
     _Atomic int busy;             /* 1 while a caller holds the pool */
+    _Atomic int spinning;         /* workers spinning now (the others are blocked or working) */
     _Atomic long spin_ns;         /* spin before blocking */
     _Atomic int pooled;           /* 0: a thread created per call */
     _Atomic long wait_ns;         /* worker 1's wait before the current generation (diagnostics: the gap) */
@@ -82,6 +83,7 @@ static void tpde_pool_parent(void) { pthread_mutex_unlock(&tpde_pool.mu); }
 static void tpde_pool_child(void) {  /* the child has only the forking thread: no workers, nobody holding */
     tpde_pool.nworkers = 0;
     atomic_store(&tpde_pool.busy, 0);
+    atomic_store(&tpde_pool.spinning, 0);
     atomic_store(&tpde_pool.done, 0);
     pthread_mutex_init(&tpde_pool.mu, NULL);
     pthread_cond_init(&tpde_pool.cv, NULL);
@@ -114,16 +116,21 @@ static uint64_t tpde_pool_wait(uint64_t seen, int spin_first) {
     if (spin > 0) {
         const long t0 = tpde_now_ns();
         long t = t0, prev;
+        atomic_fetch_add_explicit(&tpde_pool.spinning, 1, memory_order_relaxed);
         do {
             for (int i = 0; i < 16; ++i) {
                 job = atomic_load_explicit(&tpde_pool.job, memory_order_acquire);
-                if ((job >> 8) != seen) return job;
+                if ((job >> 8) != seen) {
+                    atomic_fetch_sub_explicit(&tpde_pool.spinning, 1, memory_order_relaxed);
+                    return job;
+                }
                 TPDE_PAUSE();
             }
             sched_yield();  /* a thread waiting for this core (the caller's Python, on a busy machine) runs */
             prev = t;
             t = tpde_now_ns();
         } while (t - t0 < spin && t - prev < TPDE_POOL_CONTENDED);  /* the core was wanted: block */
+        atomic_fetch_sub_explicit(&tpde_pool.spinning, 1, memory_order_relaxed);
     }
     pthread_mutex_lock(&tpde_pool.mu);
     while (((job = atomic_load_explicit(&tpde_pool.job, memory_order_acquire)) >> 8) == seen)
@@ -136,14 +143,15 @@ static uint64_t tpde_pool_wait(uint64_t seen, int spin_first) {
 static void *tpde_pool_worker(void *init) {
     const int me = (int)((uintptr_t)init & 255);
     uint64_t seen = (uint64_t)(uintptr_t)init >> 8;
-    int ran = 1;
+    int spin = 1;
     for (;;) {
         const long t0 = me == 1 ? tpde_now_ns() : 0;
-        const uint64_t job = tpde_pool_wait(seen, ran);
+        const uint64_t job = tpde_pool_wait(seen, spin);
         seen = job >> 8;
-        ran = me <= (int)(job & 255);
+        const int want = (int)(job & 255);  /* 0: a warm-up, nothing to do but spin for the next call */
+        spin = want == 0 || me <= want;
+        if (want == 0 || me > want) continue;
         if (me == 1) atomic_store_explicit(&tpde_pool.wait_ns, tpde_now_ns() - t0, memory_order_relaxed);
-        if (!ran) continue;
         /* enter the generation unless the caller has closed it (it finished the work alone meanwhile) */
         uint64_t e = atomic_load_explicit(&tpde_pool.entry, memory_order_acquire);
         while ((e >> 16) == seen && !(e & TPDE_CLOSED))
@@ -182,7 +190,8 @@ static int tpde_pool_run(tpde_work_fn worker, void *arg, int threads, long units
         atomic_exchange_explicit(&tpde_pool.busy, 1, memory_order_acquire))
         return tpde_run_percall(worker, arg, threads);  /* off, or held by another caller */
     const uint64_t gen = (atomic_load_explicit(&tpde_pool.job, memory_order_relaxed) >> 8) + 1;
-    if (tpde_pool.nworkers < threads - 1) {  /* grow: new workers start at the current generation */
+    const int grew = tpde_pool.nworkers < threads - 1;
+    if (grew) {  /* grow: new workers start at the current generation (new threads: they start spinning) */
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -200,6 +209,18 @@ static int tpde_pool_run(tpde_work_fn worker, void *arg, int threads, long units
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     const int want = threads - 1 < tpde_pool.nworkers ? threads - 1 : tpde_pool.nworkers;
+    if (!grew && atomic_load_explicit(&tpde_pool.spinning, memory_order_relaxed) < want) {
+        /* the workers are blocked: threads created for this call start sooner than blocked ones woken (on a
+         * busy machine a woken worker waits for a core where a new thread is placed on the idlest); then wake
+         * the pool with nothing to do (want 0), so that its workers spin for the next call */
+        const int ran = tpde_run_percall(worker, arg, threads);
+        pthread_mutex_lock(&tpde_pool.mu);
+        atomic_store_explicit(&tpde_pool.job, gen << 8, memory_order_release);
+        pthread_cond_broadcast(&tpde_pool.cv);
+        pthread_mutex_unlock(&tpde_pool.mu);
+        atomic_store_explicit(&tpde_pool.busy, 0, memory_order_release);
+        return ran;
+    }
     if (want > 0) {
         tpde_pool.fn = worker;
         tpde_pool.arg = arg;
@@ -218,6 +239,7 @@ static int tpde_pool_run(tpde_work_fn worker, void *arg, int threads, long units
         if (i < 4096) TPDE_PAUSE();  /* ~0.1-0.5 ms: about one tile of a worker that started late */
         else sched_yield();  /* a worker descheduled on a busy machine: let it run */
     }
+    tpde_pool.arg = NULL;  /* nothing of this call stays in the pool */
     atomic_store_explicit(&tpde_pool.busy, 0, memory_order_release);
     return want + 1;
 }
