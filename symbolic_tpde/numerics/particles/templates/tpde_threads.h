@@ -18,8 +18,12 @@
  * Between calls a worker spins on `job` (the pause instruction, a sched_yield every 16 rounds) for
  * TPDE_POOL_SPIN_US microseconds, then blocks on a condition variable, so an idle process burns at most that
  * long of one core per worker after its last call; it blocks at once when a yield took over 50 us (another
- * thread wanted its core: a busy machine, where spinning would only take the core from the caller's Python
- * and leave the worker with no sleeper's claim on it), and a worker the latest call did not use does not spin.
+ * thread wanted its core: a busy machine, where spinning would only take the core from the caller's Python),
+ * and a worker the latest call did not use does not spin.  A call that finds fewer workers spinning than it
+ * wants (a gap longer than the spin, a busy machine) creates its threads as before the pool, since on a busy
+ * machine a blocked worker woken waited for a core where a new thread is placed on the idlest one (measured:
+ * 2-thread speedup ~1.0 with woken workers against 1.03-1.11 with new threads, two other processes running),
+ * then publishes a generation with nothing to do (want 0) that sets the workers spinning for the next call.
  * Why spin: on a 2-vCPU VM a thread created or woken per call started 35-870 us late (waking the idle vCPU),
  * against 0.1 us for one spinning (docs/performance.md); at n = 2000 a call is 2-5 ms.  Default 2000 us, from
  * the gaps measured on that machine between two calls, as worker 1 sees them (from the end of its share to
@@ -56,6 +60,7 @@
 #define TPDE_POOL_SPIN_DEFAULT 2000L  /* us: see the head comment */
 #define TPDE_CLOSED 0x8000u
 #define TPDE_POOL_CONTENDED 50000L  /* ns: a round of the spin that took longer ran something else meanwhile */
+#define TPDE_POOL_BACKOFF 16         /* calls with threads made per call, no warm-up, after such a round */
 
 typedef void *(*tpde_work_fn)(void *);
 
@@ -65,6 +70,7 @@ typedef struct {
     _Atomic int done;             /* workers in the current generation that finished it */
     _Atomic int busy;             /* 1 while a caller holds the pool */
     _Atomic int spinning;         /* workers spinning now (the others are blocked or working) */
+    _Atomic int backoff;          /* calls left without a warm-up after a spin found its core wanted */
     _Atomic long spin_ns;         /* spin before blocking */
     _Atomic int pooled;           /* 0: a thread created per call */
     _Atomic long wait_ns;         /* worker 1's wait before the current generation (diagnostics: the gap) */
@@ -84,6 +90,7 @@ static void tpde_pool_child(void) {  /* the child has only the forking thread: n
     tpde_pool.nworkers = 0;
     atomic_store(&tpde_pool.busy, 0);
     atomic_store(&tpde_pool.spinning, 0);
+    atomic_store(&tpde_pool.backoff, 0);
     atomic_store(&tpde_pool.done, 0);
     pthread_mutex_init(&tpde_pool.mu, NULL);
     pthread_cond_init(&tpde_pool.cv, NULL);
@@ -131,6 +138,7 @@ static uint64_t tpde_pool_wait(uint64_t seen, int spin_first) {
             t = tpde_now_ns();
         } while (t - t0 < spin && t - prev < TPDE_POOL_CONTENDED);  /* the core was wanted: block */
         atomic_fetch_sub_explicit(&tpde_pool.spinning, 1, memory_order_relaxed);
+        if (t - prev >= TPDE_POOL_CONTENDED) atomic_store_explicit(&tpde_pool.backoff, TPDE_POOL_BACKOFF, memory_order_relaxed);
     }
     pthread_mutex_lock(&tpde_pool.mu);
     while (((job = atomic_load_explicit(&tpde_pool.job, memory_order_acquire)) >> 8) == seen)
@@ -214,10 +222,15 @@ static int tpde_pool_run(tpde_work_fn worker, void *arg, int threads, long units
          * busy machine a woken worker waits for a core where a new thread is placed on the idlest); then wake
          * the pool with nothing to do (want 0), so that its workers spin for the next call */
         const int ran = tpde_run_percall(worker, arg, threads);
-        pthread_mutex_lock(&tpde_pool.mu);
-        atomic_store_explicit(&tpde_pool.job, gen << 8, memory_order_release);
-        pthread_cond_broadcast(&tpde_pool.cv);
-        pthread_mutex_unlock(&tpde_pool.mu);
+        const int b = atomic_load_explicit(&tpde_pool.backoff, memory_order_relaxed);
+        if (b > 0) {  /* a busy machine: spinning workers would take the cores the calls' threads need */
+            atomic_store_explicit(&tpde_pool.backoff, b - 1, memory_order_relaxed);
+        } else {
+            pthread_mutex_lock(&tpde_pool.mu);
+            atomic_store_explicit(&tpde_pool.job, gen << 8, memory_order_release);
+            pthread_cond_broadcast(&tpde_pool.cv);
+            pthread_mutex_unlock(&tpde_pool.mu);
+        }
         atomic_store_explicit(&tpde_pool.busy, 0, memory_order_release);
         return ran;
     }
