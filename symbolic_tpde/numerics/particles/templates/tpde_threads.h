@@ -23,7 +23,10 @@
  * wants (a gap longer than the spin, a busy machine) creates its threads as before the pool, since on a busy
  * machine a blocked worker woken waited for a core where a new thread is placed on the idlest one (measured:
  * 2-thread speedup ~1.0 with woken workers against 1.03-1.11 with new threads, two other processes running),
- * then publishes a generation with nothing to do (want 0) that sets the workers spinning for the next call.
+ * then publishes a generation with nothing to do (want 0) that sets the workers spinning for the next call;
+ * after a spin that found its core wanted, the next TPDE_POOL_BACKOFF (16) such calls leave the pool asleep
+ * (with another process busy on one core the pool then gained as much as threads per call, 1.02-1.14x
+ * against 0.98-1.20x, where without this it had lost: 1.00x against 1.11-1.19x; docs/performance.md).
  * Why spin: on a 2-vCPU VM a thread created or woken per call started 35-870 us late (waking the idle vCPU),
  * against 0.1 us for one spinning (docs/performance.md); at n = 2000 a call is 2-5 ms.  Default 2000 us, from
  * the gaps measured on that machine between two calls, as worker 1 sees them (from the end of its share to
