@@ -39,7 +39,8 @@ OpenBLAS's thread-local ``openblas_set_num_threads_local`` of numpy's bundled Op
 ``threadpoolctl`` set once by the first caller and restored by the last; ``BLAS_CONTROL`` says which).  Each
 row block is computed by one thread with one-thread BLAS, so the result does not depend on ``threads``
 (default: 2 when the BLAS limit is available and the work is large; numpy's ``exp`` and matmul release the
-GIL).  No SymPy here.
+GIL).  The calling thread computes its share of the blocks; the other threads are those of one executor kept
+for the process (:class:`_Helpers`), not threads started per call.  No SymPy here.
 """
 
 from __future__ import annotations
@@ -141,6 +142,31 @@ class _BlasControl:
                     self._saved = None
 
 
+class _Helpers:
+    """The row-block threads of :func:`attend_numpy` besides the caller: one executor kept for the process
+    (created at the first threaded call, replaced by a larger one when a call asks for more threads, and by a
+    new one in a forked child, whose copy has no threads), instead of threads started and joined per call
+    (35-870 us late each on a 2-vCPU VM, docs/performance.md).  Two callers at once share it: their blocks
+    queue, each caller computes its own share, and no task waits on another, so nothing can deadlock."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._size = 0
+        self._pid = 0
+
+    def get(self, n: int) -> ThreadPoolExecutor:
+        with self._lock:
+            pid = os.getpid()
+            if self._pool is None or self._pid != pid or self._size < n:
+                old = self._pool if self._pid == pid else None
+                self._pool, self._size, self._pid = ThreadPoolExecutor(n, thread_name_prefix="tpde-rows"), n, pid
+                if old is not None:
+                    old.shutdown(wait=False)  # its running tasks finish; its idle threads exit
+            return self._pool
+
+
+_HELPERS = _Helpers()
 _BLAS = _BlasControl()
 BLAS_CONTROL = _BLAS.name
 _blas_enter, _blas_exit = _BLAS.enter, _BLAS.exit
@@ -389,9 +415,15 @@ def attend_numpy(q: np.ndarray, k: np.ndarray, values: np.ndarray, *, mode: str 
         if n_threads == 1:
             for lo in starts:
                 one_block(lo)
-        else:  # interleaved row blocks: thread r takes blocks r, r + T, r + 2T, ...
-            with ThreadPoolExecutor(n_threads) as pool:
-                list(pool.map(worker, [starts[r::n_threads] for r in range(n_threads)]))
+        else:  # interleaved row blocks: thread r takes blocks r, r + T, r + 2T, ...; the caller takes r = 0
+            helpers = _HELPERS.get(n_threads - 1)
+            futs = [helpers.submit(worker, starts[r::n_threads]) for r in range(1, n_threads)]
+            try:
+                for lo in starts[::n_threads]:
+                    one_block(lo)
+            finally:
+                for f in futs:
+                    f.result()
     finally:
         _blas_exit()
     return out

@@ -80,7 +80,7 @@ from ..threads import kernel_threads
 
 __all__ = ["FusedFallbackWarning", "attend_fused", "c_source", "available", "default_threads", "kernel_exp",
            "simd_compiled", "prefers", "CROSSOVER", "work_entries", "isa_form", "cflags", "ISA_FLAGS", "tile_size", "MAX_P", "MAX_D",
-           "CFLAGS", "MODES", "module", "render", "ctype"]
+           "CFLAGS", "MODES", "module", "render", "ctype", "thread_pool", "POOL_CDECL"]
 
 #: Feature dimensions from this size on take BLAS for the logits (a real matmul there) and the compiled row
 #: pass of :mod:`.fused_rows` for the rest.
@@ -163,7 +163,12 @@ def _cdecl(T: str) -> str:
             f"void tpde_vexp_array(long n, const {T} *x, {T} *y);\n"
             f"int tpde_attend(long nq, long nk, const {T} *q, const {T} *kT, const {T} *vT, const {T} *bias, "
             f"const int64_t *prefix, const {T} *sink_logit, const {T} *sink_value, double shift, {T} *out, "
-            f"int threads);")
+            f"int threads);\n{POOL_CDECL}")
+
+
+#: The thread pool's exported functions, in every kernel that runs threads (templates/tpde_threads.h).
+POOL_CDECL = ("const void *tpde_pool_entry(void);\nvoid tpde_pool_share(const void *iface);\n"
+              "void tpde_pool_config(int pooled, long spin_us);\nlong tpde_pool_info(int what);")
 
 
 def c_source(mode: str, dtype, p: int, d: int, bias: bool = False, prefix: bool = False,
@@ -220,6 +225,7 @@ class _State:
         self.failed: dict[tuple, str] = {}
         self.announced = False
         self.last_threads = 0  # threads used by the latest call (diagnostics, tests)
+        self.pool_host = None  # the first loaded kernel with threads: its pool is every kernel's (kept on reset)
 
     def reset(self) -> None:
         with self.lock:
@@ -270,6 +276,7 @@ def module(variant: tuple, source=None):
                 except (cbuild.CompilerUnavailable, RuntimeError, OSError, ImportError) as exc:
                     reason = f"build failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
             if mod is not None:
+                _share_pool(mod)  # before any other thread can see the module
                 STATE.modules[key] = mod
                 return mod
             if not reason.startswith("disabled"):
@@ -277,6 +284,39 @@ def module(variant: tuple, source=None):
     if not reason.startswith("disabled"):
         _announce(reason)
     return None
+
+
+def _share_pool(mod) -> None:
+    """Point a kernel with threads at the process's one thread pool (templates/tpde_threads.h): the first
+    such kernel loaded hosts it; the others' calls run on its workers.  Called under ``STATE.lock``."""
+    if not hasattr(mod.lib, "tpde_pool_entry"):  # the row pass runs no threads
+        return
+    if STATE.pool_host is None:
+        STATE.pool_host = mod
+        spin = os.environ.get("TPDE_POOL_SPIN_US")
+        if spin and not re.fullmatch(r"[0-9]+", spin):  # the C side ignores it then
+            warnings.warn(f"TPDE_POOL_SPIN_US={spin!r} is not a whole number of microseconds; the kernels' thread "
+                          f"pool spins {mod.lib.tpde_pool_info(1)} us", RuntimeWarning, stacklevel=2)
+        return
+    host = STATE.pool_host
+    addr = int(host.ffi.cast("uintptr_t", host.lib.tpde_pool_entry()))
+    mod.lib.tpde_pool_share(mod.ffi.cast("const void *", addr))
+
+
+def thread_pool(pooled: bool | None = None, spin_us: int | None = None) -> dict | None:
+    """The kernels' thread pool (templates/tpde_threads.h): set whether calls use it (``pooled=False``: threads
+    created per call, as before the pool) and how long its idle workers spin before blocking (``spin_us``,
+    microseconds; default ``TPDE_POOL_SPIN_US`` or 2000); ``None`` leaves a setting as it is.  Returns the
+    settings now in force, the workers started and worker 1's wait before the latest call that used it (the
+    gap between two calls, for numerics/bench_pool.py), ``{"pooled", "spin_us", "workers", "last_wait_us"}``
+    (workers -1 while a call runs), or None when no kernel is available.  For benchmarks and tests; the bits of a result never
+    depend on these."""
+    if STATE.pool_host is None and _probe_module(np.float64) is None:
+        return None
+    lib = STATE.pool_host.lib
+    lib.tpde_pool_config(-1 if pooled is None else int(bool(pooled)), -1 if spin_us is None else max(0, int(spin_us)))
+    return {"pooled": bool(lib.tpde_pool_info(0)), "spin_us": int(lib.tpde_pool_info(1)),
+            "workers": int(lib.tpde_pool_info(2)), "last_wait_us": lib.tpde_pool_info(3) / 1e3}
 
 
 def _key(csrc: str, cc, isa: str = "") -> str:

@@ -105,7 +105,7 @@ def work_bytes(dtype, p: int, d: int, n_k: int = 0) -> int:
 def _cdecl(T: str) -> str:
     return (f"int tpde_flash(long nq, long nk, long ntiles, const {T} *q, const {T} *kp, const {T} *v, "
             f"const {T} *bias, const int64_t *prefix, const {T} *sink_logit, const {T} *sink_value, {T} *out, "
-            f"int threads);\nlong tpde_flash_shape(void);")
+            f"int threads);\nlong tpde_flash_shape(void);\n{fused.POOL_CDECL}")
 
 
 def c_source(mode: str, dtype, p: int, d: int, bias: bool, prefix: bool, sink: bool, form: str,
