@@ -3,6 +3,7 @@
 Run:  python numerics/bench_pool.py [--n 2000 8000] [--d 24 64] [--dtype float32 float64] [--rounds 5]
       python numerics/bench_pool.py --gaps [--n 2000] [--d 24] [--dtype float32]
       python numerics/bench_pool.py --integration [0 500 2000 5000] [--n 2000] [--d 24] [--rounds 5]
+      python numerics/bench_pool.py --field [--n 2000 8000] [--d 24 64] [--dtype float32 float64] [--rounds 5]
 
 Default mode: for each cell, the same call (the package's dispatch ``attend(q, X, X)``, the benchmark's data:
 ``q = X Aᵀ``, keys and values ``X``) at one and two threads, with the pool (``pooled``) and with a thread
@@ -19,6 +20,12 @@ right-hand-side evaluations with the integrator's Python and numpy between them)
 ``--integration [SPIN_US ...]``: the time per right-hand-side evaluation of such a run (rk4, 20 steps, two
 threads), a thread per call against the pool at each spin length, interleaved rounds: what the spin buys where
 the calls are separated by the integrator's work.
+
+``--field``: the BLAS threads around the kernel.  The public field ``softmax_field(X, A, V)`` computes its
+projections ``X Aᵀ`` and ``(·) Vᵀ`` with BLAS held at one thread (``attend.one_blas_thread``); the baseline is
+the same function with OpenBLAS left to its own threads (``softmax_field.__wrapped__``); the yardstick is the
+kernel alone on the precomputed logits (``attend(X Aᵀ, X, X)``).  Interleaved rounds, median ms per call and the
+median per-round ratios threaded-BLAS / one-thread; the bits of both field variants are compared.
 """
 
 from __future__ import annotations
@@ -155,6 +162,42 @@ def integration(n: int, d: int, dtype, rounds: int, spins) -> None:
     print(f"{np.dtype(dtype).name:>8} {d:>4} {n:>6} | per evaluation: {cells}", flush=True)
 
 
+def field_blas(n: int, d: int, dtype, rounds: int) -> None:
+    from symbolic_tpde.numerics.particles.fields import softmax_field
+
+    rng = np.random.default_rng(2)
+    X = (rng.standard_normal((n, d)) / np.sqrt(max(1, d) / 2)).astype(dtype)
+    A = (-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype)
+    V = (np.eye(d) + 0.1 * rng.standard_normal((d, d))).astype(dtype)
+    q = np.ascontiguousarray(X @ A.T)
+    variants = {"kernel": lambda: attend(q, X, X), "one-thread": lambda: softmax_field(X, A, V),
+                "threaded": lambda: softmax_field.__wrapped__(X, A, V)}
+    reps = {}
+    for name, f in variants.items():
+        f()
+        t0 = time.perf_counter()
+        f()
+        reps[name] = max(1, min(200, int(MIN_SEGMENT_S / max(time.perf_counter() - t0, 1e-6))))
+    same = np.array_equal(variants["one-thread"](), variants["threaded"]())
+    per = []
+    for _ in range(rounds):
+        r = {}
+        for name, f in variants.items():
+            time.sleep(SETTLE_S)
+            t0 = time.perf_counter()
+            for _ in range(reps[name]):
+                f()
+            r[name] = (time.perf_counter() - t0) / reps[name]
+        per.append(r)
+    med = {k: 1e3 * statistics.median(r[k] for r in per) for k in variants}
+    ratio = [r["threaded"] / r["one-thread"] for r in per]
+    over = [r["one-thread"] / r["kernel"] for r in per]
+    print(f"{np.dtype(dtype).name:>8} {d:>4} {n:>6} | kernel {med['kernel']:8.3f}  field, one BLAS thread "
+          f"{med['one-thread']:8.3f}  threaded BLAS {med['threaded']:8.3f} ms | threaded/one "
+          f"x{statistics.median(ratio):.2f} [{min(ratio):.2f}-{max(ratio):.2f}]  one/kernel "
+          f"{statistics.median(over):.2f} | bits {'same' if same else 'differ'}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[2000])
@@ -165,6 +208,8 @@ def main() -> None:
     ap.add_argument("--integration", type=int, nargs="*", metavar="SPIN_US",
                     help="only: time per evaluation of a particle run, a thread per call against the pool at "
                          "these spin lengths (default 0 500 2000 5000)")
+    ap.add_argument("--field", action="store_true",
+                    help="only: the public softmax field with one BLAS thread against OpenBLAS's own threads")
     a = ap.parse_args()
     if fused.thread_pool() is None:
         raise SystemExit("no fused kernel here (no compiler or TPDE_FUSED=0): nothing to measure")
@@ -172,7 +217,9 @@ def main() -> None:
     for dt in a.dtype:
         for d in a.d:
             for n in a.n:
-                if a.gaps:
+                if a.field:
+                    field_blas(n, d, np.dtype(dt).type, a.rounds)
+                elif a.gaps:
                     gaps(n, d, np.dtype(dt).type)
                 elif a.integration is not None:
                     integration(n, d, np.dtype(dt).type, a.rounds, a.integration or [0, 500, 2000, 5000])

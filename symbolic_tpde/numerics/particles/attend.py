@@ -45,6 +45,7 @@ for the process (:class:`_Helpers`), not threads started per call.  No SymPy her
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -170,6 +171,29 @@ _HELPERS = _Helpers()
 _BLAS = _BlasControl()
 BLAS_CONTROL = _BLAS.name
 _blas_enter, _blas_exit = _BLAS.enter, _BLAS.exit
+
+
+def one_blas_thread(fn):
+    """Decorator: ``fn`` runs with BLAS held at one thread in the calling thread (:class:`_BlasControl`).
+
+    For the particle fields, whose projections (``X @ A.T``, ``... @ V.T``) are small products around a kernel
+    that runs its own threads: left to OpenBLAS, a product of n = 2000 tokens at d = 24 already crosses its
+    threading threshold, and its idle worker then busy-waits (~0.1 s, measured in docs/performance.md) on the
+    core the kernel's second thread needs.  Measured on the 2-core machine, float32 n = 2000, one softmax head,
+    ms per :func:`~symbolic_tpde.numerics.particles.fields.softmax_field` call against the kernel alone
+    (``attend``): d = 64 34.7 against 12.4 with threaded BLAS, 12.5 with one BLAS thread; d = 24 5.2 against 3.1
+    (docs/performance.md, "BLAS threads around the kernel").  One thread also fixes the products' summation
+    order, so the bits do not depend on OpenBLAS's thread count."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        _blas_enter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _blas_exit()
+
+    return wrapped
 
 #: Set to False to force the numpy path (benchmarks, tests); ``TPDE_FUSED=0`` in the environment does the same.
 USE_FUSED = True

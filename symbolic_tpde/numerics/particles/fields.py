@@ -25,7 +25,7 @@ from ...errors import InputError
 from ...weights import Schedule, Sink, Weights
 from ...inputs.checks import positive_number
 from ...registry.kinds import get, part, register
-from .attend import as_matrix, as_points, attend
+from .attend import as_matrix, as_points, attend, one_blas_thread
 from .sinkhorn import SinkhornInfo, raise_if_not_converged, sinkhorn_potentials
 
 __all__ = ["form_field", "softmax_field", "l2_field", "sinkhorn_field", "sigmoid_field", "linear_field",
@@ -41,12 +41,14 @@ def _setup(X, dtype, **mats):
     return out
 
 
+@one_blas_thread
 def softmax_field(X, A, V, *, block=None, dtype=None, threads=None) -> np.ndarray:
     """Softmax attention: ``dx_i/dt = V Σ_j softmax_j(<A x_i, x_j>) x_j``, ``<A x_i, x_j> = x_jᵀ A x_i``."""
     X, A, V = _setup(X, dtype, A=A, V=V)
     return attend(X @ A.T, X, X, block=block, threads=threads) @ V.T
 
 
+@one_blas_thread
 def form_field(X, form: dict, V, *, normalised: bool = True, block=None, dtype=None, threads=None) -> np.ndarray:
     """The field of a kernel ``log k(x, y) = xᵀBy + yᵀRy + rᵀy + (terms in x alone)``: ``form`` a registry
     quadratic form ``{"B", "R", "r"}`` (:attr:`symbolic_tpde.registry.kinds.KindSpec.form`; ``R``, ``r`` may be
@@ -72,6 +74,7 @@ def form_field(X, form: dict, V, *, normalised: bool = True, block=None, dtype=N
         return attend(X @ B, X, X, mode="exp", key_bias=bias, block=block, threads=threads) @ V.T
 
 
+@one_blas_thread
 def l2_field(X, Q, K, V, tau, *, block=None, dtype=None, threads=None) -> np.ndarray:
     """ℓ2 attention: ``dx_i/dt = V Σ_j softmax_j(-|Q x_i - K x_j|² / τ) x_j``, ``Q, K (m, d)``, ``τ > 0``.
 
@@ -91,6 +94,7 @@ def l2_field(X, Q, K, V, tau, *, block=None, dtype=None, threads=None) -> np.nda
     return form_field(X, form, V, block=block, threads=threads)
 
 
+@one_blas_thread
 def sinkhorn_field(X, A, V, epsilon=1.0, *, tol=1e-9, max_iter=10_000, g0=None, return_info=False,
                    block=None, dtype=None, threads=None):
     """Sinkhorn attention: ``dx_i/dt = V Σ_j P_ij x_j``, ``P`` = ``n`` x the entropic self-transport plan.
@@ -113,6 +117,7 @@ def sinkhorn_field(X, A, V, epsilon=1.0, *, tol=1e-9, max_iter=10_000, g0=None, 
     return (out, info) if return_info else out
 
 
+@one_blas_thread
 def sigmoid_field(X, A, V, b, *, block=None, dtype=None, threads=None) -> np.ndarray:
     """Sigmoid attention: ``dx_i/dt = (1/n) Σ_j σ(<A x_i, x_j> + b) V x_j``, ``σ(z) = 1/(1 + e^{-z})``."""
     X, A, V = _setup(X, dtype, A=A, V=V)
@@ -122,6 +127,7 @@ def sigmoid_field(X, A, V, b, *, block=None, dtype=None, threads=None) -> np.nda
     return attend(X @ A.T, X, X, mode="sigmoid", shift=b, block=block, threads=threads) @ V.T
 
 
+@one_blas_thread
 def linear_field(X, A, V, *, block=None, dtype=None, threads=None) -> np.ndarray:
     """Linear attention: ``dx_i/dt = (1/n) Σ_j <A x_i, x_j> V x_j = V M A x_i``, ``M = (1/n) Σ_j x_j x_jᵀ``.
 
@@ -132,6 +138,7 @@ def linear_field(X, A, V, *, block=None, dtype=None, threads=None) -> np.ndarray
     return X @ (V @ M @ A).T
 
 
+@one_blas_thread
 def softmax_unnormalized_field(X, A, V, *, block=None, dtype=None, threads=None) -> np.ndarray:
     """Unnormalised softmax: ``dx_i/dt = V (1/n) Σ_j e^{<A x_i, x_j>} x_j``.
 
@@ -142,6 +149,7 @@ def softmax_unnormalized_field(X, A, V, *, block=None, dtype=None, threads=None)
     return form_field(X, {"B": A.T}, V, normalised=False, block=block, threads=threads)
 
 
+@one_blas_thread
 def custom_field(X, B, P=None, R=None, p=None, r=None, V=None, *, block=None, dtype=None,
                  threads=None) -> np.ndarray:
     """Softmax with log-kernel ``log k(x, y) = xᵀBy + xᵀPx + yᵀRy + pᵀx + rᵀy``: ``dx_i/dt = V Σ_j w_ij x_j``.
@@ -161,6 +169,7 @@ def custom_field(X, B, P=None, R=None, p=None, r=None, V=None, *, block=None, dt
     return form_field(X, {"B": B, "R": R, "r": r}, V, block=block, threads=threads)
 
 
+@one_blas_thread
 def masked_field(X, A, V, *, sink: Sink | None = None, positions=None, block=None, dtype=None,
                  threads=None) -> np.ndarray:
     """Causal softmax: ``dx_i/dt = V Σ_{j ≤ i} softmax_j(<A x_i, x_j>) x_j`` (tokens ordered by index).
@@ -256,6 +265,7 @@ def _head_field(X: np.ndarray, head, sink, cache, idx, kw) -> np.ndarray:
     return fn(X, head.effective, _Ctx(sink, cache, idx, kw))
 
 
+@one_blas_thread
 def field(X, weights: Weights, *, block=None, dtype=None, threads=None, cache: dict | None = None) -> np.ndarray:
     """Total velocity ``Σ_h Γ^h(x_i) + W x_i + c`` for all heads of ``weights`` (README Mathematics §2, multi-head).
 
