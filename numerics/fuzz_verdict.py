@@ -91,13 +91,14 @@ def matrix_velocity(scn: dict):
 def goes_past(scn: dict, t_s: float, seconds: float = 30.0) -> bool | None:
     """Whether scipy's DOP853 on :func:`matrix_velocity` (rtol 1e-12, atol 1e-14: gaussian's tolerances) goes
     past ``t_s`` (to ``min(1.05 t_s, T)``) with a state it can vouch for as a covariance.  ``False``: it does not
-    get there with a finite state (or not within ``seconds`` of CPU).  ``None``: no matrix form, or it cannot
-    judge: it gets there, but a second run at rtol 1e-10, atol 1e-12 differs from it by more than ``1e-8`` of
-    ``max|Σ|`` (100 times the looser rtol), or their smallest eigenvalues are not both positive and within 50 % of
-    each other (:func:`vouched`).  ``True`` otherwise.  Why: where one direction of ``Σ`` collapses below the
-    round-off of its large entries (fuzz seed 3030 cases 16 and 25, custom heads with ``R = -0.05 I``), a run in
-    entries goes on with an indefinite ``Σ`` whose smallest eigenvalue changes sign between the two tolerances,
-    crawling at steps down to 1e-12 (0.43 M and 1.8 M evaluations): not evidence that a stall there is premature."""
+    get there with a finite state within ``seconds`` of CPU.  ``None``: no matrix form, or it cannot judge: it
+    gets there, but a second run at rtol 1e-10, atol 1e-12 (in what is left of ``seconds``) does not, or differs
+    from it by more than ``1e-8`` of ``max|Σ|`` (100 times the looser rtol), or their smallest eigenvalues are
+    not both positive and within 50 % of each other (:func:`vouched`).  ``True`` otherwise.  Why: where one
+    direction of ``Σ`` collapses below the round-off of its large entries (fuzz seed 3030 cases 16 and 25, custom
+    heads with ``R = -0.05 I``), a run in entries goes on with an indefinite ``Σ`` whose smallest eigenvalue
+    changes sign between the two tolerances, crawling at steps down to 1e-12 (0.43 M and 1.8 M evaluations): not
+    evidence that a stall there is premature (docs/long_time.md)."""
     from scipy.integrate import solve_ivp
 
     F = matrix_velocity(scn)
