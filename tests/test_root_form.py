@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from symbolic_tpde import make_head, make_weights
 from symbolic_tpde.registry import layout

@@ -13,7 +13,9 @@ round-off sample, both over the whole run also where it switched to the matrix f
 Where ``cond Σ·eps`` reaches :data:`PRECISION_SWITCH`·``rtol`` the generated entrywise right-hand side is left for
 the inverse-free matrix form (:mod:`.matrix_form`); for heads with ``M = R + Rᵀ ≠ 0`` (ℓ2, custom), where then the
 matrix form's own solve with ``I - ΣM`` reaches the same bound and ``P - M`` is better conditioned, the run goes on
-in the pair form ``(Σ, P = Σ⁻¹)`` of :func:`.matrix_form.pair_rhs` (``J = V(P - M)⁻¹Bᵀ`` to ``eps``): an
+in the square-root form ``Σ = LLᵀ`` of :func:`.matrix_form.root_rhs` (:data:`ROOT_FORM`; its switch also where
+``cond Σ·eps`` reaches the bound: at once), else in the pair form ``(Σ, P = Σ⁻¹)`` of :func:`.matrix_form.pair_rhs`
+(``J = V(P - M)⁻¹Bᵀ`` to ``eps``): an
 exponentially growing, anisotropic ``Σ`` (measured: ``cond Σ`` to 6e11, fuzz seed 9430 case 260) is followed to
 ``T`` with ``Σ`` normwise to ~1e-11 of a 30-digit reference, where the matrix form's step collapsed (``J`` carried
 ``cond(I - ΣM)·eps`` of relative noise, 1e-6 at cond 1e10).  Why not a rescaled error norm: a normwise error
@@ -201,16 +203,25 @@ def pair_form_for(ode, freeze_alpha: bool, rtol: float):
     return (frozen_alpha(g, ode.d) if freeze_alpha else g), lift, stop
 
 
-#: the pair form's precision switch continues in the square-root form (:func:`root_form_for`) instead
+#: heads with ``M = R + Rᵀ ≠ 0`` leave the matrix form for the square-root form (:func:`root_form_for`) instead of
+#: the pair form, where ``cond Σ·eps`` or ``cond(I - ΣM)·eps`` reaches :data:`PRECISION_SWITCH`·``rtol`` (i.e. at
+#: once where the matrix form started for the precision of ``Σ``).  Measured (``--covariance-only``, cap 60 s):
+#: fuzz seed 3030 case 16 reaches T = 10 in 1.8 s (stalled at t = 4.807 after 45 s before), case 25 T = 10 in
+#: 9.5 s (time limit at t = 5.57 in the pair form), seed 9430 case 260 T = 10 as before (1.5 s, Σ within 2e-12
+#: normwise), the pair form's own test case in 1613 evaluations against 2372; the small eigenvalue of case 16 at
+#: t = 4.807 as ``σ_min(L)²`` to 2e-8 of a 30-digit reference (8.0e-11 beside 4.0e7).  ``False``: the pair form
+#: as before (kept for comparison; ``tests/test_long_time.py`` runs both)
 ROOT_FORM = True
 
 
 def root_form_for(ode, freeze_alpha: bool, rtol: float):
     """``(g, lift, to_layout, margins, switch)``: the square-root form (:func:`.matrix_form.root_rhs`, ``α`` frozen
     when ``freeze_alpha``) of ``ode``'s constant weights, its lift from a layout state, the layout of its states,
-    its tilt margins, and the :class:`StopCondition` ``"pair-switch"`` that ends a matrix-form run where the solve
-    with ``I - ΣM`` has lost the precision (``cond(I - ΣM)·eps`` reached :data:`PRECISION_SWITCH`·``rtol``, the
-    criterion of the first switch); ``None`` without a head with ``M ≠ 0`` or for non-constant weights."""
+    its tilt margins, and the :class:`StopCondition` ``"pair-switch"`` that ends a matrix-form run where its
+    entries of ``Σ`` or its solve with ``I - ΣM`` have lost the precision (``cond Σ·eps`` or ``cond(I - ΣM)·eps``
+    reached :data:`PRECISION_SWITCH`·``rtol``, the criterion of the first switch: the float64 entries of ``Σ`` then
+    hold its small eigenvalues to ``eps·cond Σ`` only, ``L`` to ``eps·cond L = eps·sqrt(cond Σ)``); ``None``
+    without a head with ``M ≠ 0`` or for non-constant weights."""
     from .matrix_form import frozen_alpha, quadratic_form, root_rhs
 
     if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
@@ -228,7 +239,8 @@ def root_form_for(ode, freeze_alpha: bool, rtol: float):
         S = layout.unpack(np.asarray(y, float), d)[1]
         return np.array([room - math.log(max([_cond(S)] + [np.linalg.cond(eye - S @ M) for M in Ms]))])
 
-    switch = StopCondition(margin, "pair-switch", "cond(I - ΣM)·eps reached rtol/100 at t = {t:.12g}", near_zero=0.0)
+    switch = StopCondition(margin, "pair-switch", "cond Σ·eps or cond(I - ΣM)·eps reached rtol/100 at t = {t:.12g}",
+                           near_zero=0.0)
     return (frozen_alpha(g, d) if freeze_alpha else g), lift, to_layout, margins, switch
 
 
@@ -294,16 +306,18 @@ def _continued(ode, sol, g, z1, T, blowup, method, rtol, atol, t_eval, bps, max_
 
 def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
                            tilt_m, deadline, y0):
-    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
-    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`, :func:`_continued`), and the sentence that says so for the run's
+    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the square-root form
+    ``Σ = LLᵀ`` where ``pair`` carries it (:data:`ROOT_FORM`, :func:`root_form_for`), else in the pair form
+    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`), by :func:`_continued`, and the sentence that says so for the run's
     message."""
     if len(pair) > 3:
         g, lift, to_layout, margins, _ = pair[3]
         run = _continued(ode, sol, g, lift(np.asarray(sol.y_end, float)), T, blowup, method, rtol, atol, t_eval,
                          bps, max(max_nfev - sol.nfev, 1), progress, None, tilt_m, deadline, y0,
                          root=(to_layout, margins, []))
-        return run, (f"from t = {float(sol.t_end):.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
-                     "the run went on in the square-root form Σ = LLᵀ, dL/dt = JL, J = VL(I - LᵀML)⁻¹LᵀBᵀ")
+        return run, (f"from t = {float(sol.t_end):.10g}, where cond Σ·eps or cond(I - ΣM)·eps reached "
+                     f"{PRECISION_SWITCH:g}·rtol, the run went on in the square-root form Σ = LLᵀ, dL/dt = JL, "
+                     "J = VL(I - LᵀML)⁻¹LᵀBᵀ")
     g, lift = pair[:2]
     run = _continued(ode, sol, g, lift(np.asarray(sol.y_end, float)), T, blowup, method, rtol, atol, t_eval, bps,
                      max(max_nfev - sol.nfev, 1), progress, None, tilt_m, deadline, y0)
