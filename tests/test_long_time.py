@@ -353,6 +353,21 @@ def _mp_moments(V, Bt, M, a0, S0, ts, dps=30):
         return out
 
 
+def mixed_heads(d: int, shift: float):
+    """``(weights, y)``: a custom head with ``r ≠ 0`` and ``R = shift·I + 0.05·noise`` beside a softmax head
+    (``M = 0``) and an FFN, all drawn from seed 3, and a well-conditioned layout state ``(α, Σ)``."""
+    from symbolic_tpde import make_head, make_weights
+    from symbolic_tpde.registry import layout
+
+    rng = np.random.default_rng(3)
+    w = make_weights([make_head("custom", B=rng.normal(size=(d, d)), R=shift * np.eye(d) + 0.05 * rng.normal(size=(d, d)),
+                                r=rng.normal(size=d), V=rng.normal(size=(d, d))),
+                      make_head("softmax", A=rng.normal(size=(d, d)), V=rng.normal(size=(d, d)))],
+                     ffn={"W": rng.normal(size=(d, d)), "c": rng.normal(size=d)})
+    G = rng.normal(size=(d, d))
+    return w, layout.pack(rng.normal(size=d), G @ G.T + 0.5 * np.eye(d))
+
+
 def test_pair_form_agrees_with_the_matrix_form_and_dP_is_minus_P_dSigma_P():
     """The pair form's (α, Σ) part is the matrix form's at a well-conditioned state (both float64 evaluations
     of one formula: 1e-12 relative), and its P part is dP/dt = -P(dΣ/dt)P (P = Σ⁻¹), for a custom head with
@@ -361,15 +376,9 @@ def test_pair_form_agrees_with_the_matrix_form_and_dP_is_minus_P_dSigma_P():
     from symbolic_tpde.gaussian.matrix_form import matrix_rhs, pair_rhs
     from symbolic_tpde.registry import layout
 
-    rng = np.random.default_rng(3)
     d = 3
-    w = make_weights([make_head("custom", B=rng.normal(size=(d, d)), R=-0.3 * np.eye(d) + 0.05 * rng.normal(size=(d, d)),
-                                r=rng.normal(size=d), V=rng.normal(size=(d, d))),
-                      make_head("softmax", A=rng.normal(size=(d, d)), V=rng.normal(size=(d, d)))],
-                     ffn={"W": rng.normal(size=(d, d)), "c": rng.normal(size=d)})
-    G = rng.normal(size=(d, d))
-    S, a = G @ G.T + 0.5 * np.eye(d), rng.normal(size=d)
-    y = layout.pack(a, S)
+    w, y = mixed_heads(d, -0.3)
+    S = layout.unpack(y, d)[1]
     f, lift, kappas = pair_rhs(w, d)
     z = lift(y)
     out, ref = f(0.0, z), matrix_rhs(w, d)[0](0.0, y)

@@ -42,15 +42,10 @@ def test_root_rhs_is_the_matrix_form_at_a_well_conditioned_state():
     beside a softmax head (``M = 0``) and an FFN; the tilt margin is ``λ_min(I - LᵀML) = 1 - λ_max(Σ^½MΣ^½)``."""
     from symbolic_tpde.gaussian.matrix_form import matrix_rhs, root_rhs, tilt_margins
 
-    rng = np.random.default_rng(3)
+    from test_long_time import mixed_heads
+
     d = 3
-    w = make_weights([make_head("custom", B=rng.normal(size=(d, d)), R=0.05 * rng.normal(size=(d, d)) - 0.1 * np.eye(d),
-                                r=rng.normal(size=d), V=rng.normal(size=(d, d))),
-                      make_head("softmax", A=rng.normal(size=(d, d)), V=rng.normal(size=(d, d)))],
-                     ffn={"W": rng.normal(size=(d, d)), "c": rng.normal(size=d)})
-    G = rng.normal(size=(d, d))
-    S, a = G @ G.T + 0.5 * np.eye(d), rng.normal(size=d)
-    y = layout.pack(a, S)
+    w, y = mixed_heads(d, -0.1)
     f, lift, to_layout, margins = root_rhs(w, d)
     z = lift(y)
     assert np.allclose(to_layout(z), y, rtol=1e-13, atol=1e-13 * np.abs(y).max())
