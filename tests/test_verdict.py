@@ -418,7 +418,8 @@ def test_the_matrix_form_is_built_and_checked_in_one_place_for_gaussian_and_clas
 def test_classify_goes_on_in_the_pair_form_where_gaussian_does():
     """Issue 30 (the class of fuzz seed 9430, case 260; this custom head is drawn here, d = 2): Σ grows
     exponentially and anisotropically, the matrix form's solve with I - ΣM loses its precision at t ≈ 3.5, where
-    the classifier used to stop ("precision runs out") while ``tpde gaussian`` goes on in the pair form to T.  The
+    the classifier used to stop ("precision runs out") while ``tpde gaussian`` goes on to T (in the pair form then,
+    in the square-root form now: ``gaussian.integrate.ROOT_FORM``).  The
     classifier now goes on in the same pair form (gaussian's right-hand side and switch) and its Σ(T) is
     gaussian's: the two runs differ in time variable (Sundman s against t), tolerance (1e-10 against 1e-12) and
     switch times, so they agree to their tolerances amplified along a run that grows 1e11-fold (measured 2.6e-10;
@@ -435,7 +436,7 @@ def test_classify_goes_on_in_the_pair_form_where_gaussian_does():
     switched = [e for e in v.evidence if "went on in the pair form" in e]
     assert switched and float(switched[0].split()[3].rstrip(",")) < 10.0, v.evidence
     sol = integrate_covariance(ode, S0, 10.0)
-    assert sol.status == "ok" and "Σ⁻¹ beside Σ" in sol.message, sol.message
+    assert sol.status == "ok" and "square-root form Σ = LLᵀ" in sol.message, sol.message   # gaussian.ROOT_FORM
     S = layout.unpack(sol.y_end, 2)[1]
     assert np.trace(S) > 1e10                    # grown far past where the matrix form's solve lost its precision
     assert np.linalg.norm(v.Sigma_T - S) <= 1e-7 * np.linalg.norm(S)

@@ -13,7 +13,9 @@ round-off sample, both over the whole run also where it switched to the matrix f
 Where ``cond Σ·eps`` reaches :data:`PRECISION_SWITCH`·``rtol`` the generated entrywise right-hand side is left for
 the inverse-free matrix form (:mod:`.matrix_form`); for heads with ``M = R + Rᵀ ≠ 0`` (ℓ2, custom), where then the
 matrix form's own solve with ``I - ΣM`` reaches the same bound and ``P - M`` is better conditioned, the run goes on
-in the pair form ``(Σ, P = Σ⁻¹)`` of :func:`.matrix_form.pair_rhs` (``J = V(P - M)⁻¹Bᵀ`` to ``eps``): an
+in the square-root form ``Σ = LLᵀ`` of :func:`.matrix_form.root_rhs` (:data:`ROOT_FORM`; its switch also where
+``cond Σ·eps`` reaches the bound: at once), else in the pair form ``(Σ, P = Σ⁻¹)`` of :func:`.matrix_form.pair_rhs`
+(``J = V(P - M)⁻¹Bᵀ`` to ``eps``): an
 exponentially growing, anisotropic ``Σ`` (measured: ``cond Σ`` to 6e11, fuzz seed 9430 case 260) is followed to
 ``T`` with ``Σ`` normwise to ~1e-11 of a 30-digit reference, where the matrix form's step collapsed (``J`` carried
 ``cond(I - ΣM)·eps`` of relative noise, 1e-6 at cond 1e10).  Why not a rescaled error norm: a normwise error
@@ -201,6 +203,47 @@ def pair_form_for(ode, freeze_alpha: bool, rtol: float):
     return (frozen_alpha(g, ode.d) if freeze_alpha else g), lift, stop
 
 
+#: heads with ``M = R + Rᵀ ≠ 0`` leave the matrix form for the square-root form (:func:`root_form_for`) instead of
+#: the pair form, where ``cond Σ·eps`` or ``cond(I - ΣM)·eps`` reaches :data:`PRECISION_SWITCH`·``rtol`` (i.e. at
+#: once where the matrix form started for the precision of ``Σ``).  Measured (``--covariance-only``, cap 60 s):
+#: fuzz seed 3030 case 16 reaches T = 10 in 1.8 s (stalled at t = 4.807 after 45 s before), case 25 T = 10 in
+#: 9.5 s (time limit at t = 5.57 in the pair form), seed 9430 case 260 T = 10 as before (1.5 s, Σ within 2e-12
+#: normwise), the pair form's own test case in 1613 evaluations against 2372; the small eigenvalue of case 16 at
+#: t = 4.807 as ``σ_min(L)²`` to 2e-8 of a 30-digit reference (8.0e-11 beside 4.0e7).  ``False``: the pair form
+#: as before (kept for comparison; ``tests/test_long_time.py`` runs both)
+ROOT_FORM = True
+
+
+def root_form_for(ode, freeze_alpha: bool, rtol: float):
+    """``(g, lift, to_layout, margins, switch)``: the square-root form (:func:`.matrix_form.root_rhs`, ``α`` frozen
+    when ``freeze_alpha``) of ``ode``'s constant weights, its lift from a layout state, the layout of its states,
+    its tilt margins, and the :class:`StopCondition` ``"pair-switch"`` that ends a matrix-form run where its
+    entries of ``Σ`` or its solve with ``I - ΣM`` have lost the precision (``cond Σ·eps`` or ``cond(I - ΣM)·eps``
+    reached :data:`PRECISION_SWITCH`·``rtol``, the criterion of the first switch: the float64 entries of ``Σ`` then
+    hold its small eigenvalues to ``eps·cond Σ`` only, ``L`` to ``eps·cond L = eps·sqrt(cond Σ)``); ``None``
+    without a head with ``M ≠ 0`` or for non-constant weights."""
+    from .matrix_form import frozen_alpha, quadratic_form, root_rhs
+
+    if not getattr(ode.schedule, "is_constant", False) or getattr(ode.schedule, "func", None) is not None:
+        return None
+    w, d = ode.schedule(0.0), ode.d
+    got = root_rhs(w, d)
+    Ms = [M for M in (q[1] + q[1].T for q in map(quadratic_form, w.heads)) if np.abs(M).max() > 0]
+    if got is None or not Ms:
+        return None
+    g, lift, to_layout, margins = got
+    room = math.log(PRECISION_SWITCH * rtol / np.finfo(float).eps)
+    eye = np.eye(d)
+
+    def margin(t, y):
+        S = layout.unpack(np.asarray(y, float), d)[1]
+        return np.array([room - math.log(max([_cond(S)] + [np.linalg.cond(eye - S @ M) for M in Ms]))])
+
+    switch = StopCondition(margin, "pair-switch", "cond Σ·eps or cond(I - ΣM)·eps reached rtol/100 at t = {t:.12g}",
+                           near_zero=0.0)
+    return (frozen_alpha(g, d) if freeze_alpha else g), lift, to_layout, margins, switch
+
+
 def _joined(sol, rest, k: int, n: int):
     """``rest`` (a run continued from ``sol``'s end, its states cut to the first ``n`` entries) after the first
     ``k`` rows of ``sol``: one :class:`Solution` with both runs' evaluations, steps and events."""
@@ -228,31 +271,54 @@ def _kept_monitor(d: int, y0, y1, n: int | None = None, error_run: bool = False)
 
 
 def _continued(ode, sol, g, z1, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac, tilt_m,
-               deadline, y0):
+               deadline, y0, root=None):
     """``sol`` continued from its end ``(t_end, z1)`` by ``g`` (the pair or the stiff form; ``z1`` its state, whose
     first entries are the layout ``(α, Σ)``): the run's kept monitor (:func:`_kept_monitor`) and tilt conditions
-    read the layout part, the rows keep it; one :class:`Solution` of both runs (:func:`_joined`)."""
+    read the layout part, the rows keep it; one :class:`Solution` of both runs (:func:`_joined`).
+    ``root``: ``(to_layout, margins, extra stops)`` of the square-root form (:func:`root_form_for`), whose state
+    ``(α, L)`` is not a layout: its monitor reads ``|α|² + ‖L‖_F² = tr Σ + |α|²``, its tilt conditions are
+    ``margins``, its rows are written back as ``(α, LLᵀ)``."""
     from ..numerics.ode.solve import integrate
 
     d, n = ode.d, layout.state_size(ode.d)
     t1, y1 = float(sol.t_end), np.asarray(sol.y_end, float)
     te = None if t_eval is None else np.asarray(t_eval, float)
     k = len(sol.t) - 1 if te is None else int(np.searchsorted(te, t1, side="left"))
-    events = [_kept_monitor(d, y0, y1, n)] if blowup else []
-    if tilt_m is not None:
-        events += tilt_stops(lambda t, z: tilt_m(t, np.asarray(z)[:n]))
+    if root is None:
+        events = [_kept_monitor(d, y0, y1, n)] if blowup else []
+        if tilt_m is not None:
+            events += tilt_stops(lambda t, z: tilt_m(t, np.asarray(z)[:n]))
+    else:
+        _, root_margins, root_stops = root
+        size = layout.gaussian_size(d)[0]
+        events = [BlowupMonitor(lambda z: np.sum(z ** 2, axis=-1), lambda z, fz: 2 * np.sum(z * fz, axis=-1),
+                                overflow=BlowupMonitor.overflow * float(size(np.asarray(y0, float))) /
+                                float(size(y1)), error_run=False)] if blowup else []
+        events += (tilt_stops(root_margins) if tilt_m is not None else []) + list(root_stops)
     rest = integrate(g, z1, (t1, float(T)), method=method, rtol=rtol, atol=atol,
                      t_eval=None if te is None else te[k:], breakpoints=[b for b in bps if b > t1], events=events,
                      max_nfev=max_nfev, progress=progress, jac=jac, max_seconds=deadline, stuck_evals=STUCK_EVALS)
+    if root is not None:
+        rest.y = root[0](np.asarray(rest.y).reshape(-1, len(z1)))
+        rest.y_end = None if rest.y_end is None else root[0](np.asarray(rest.y_end, float))
     return _joined(sol, rest, k, n)
 
 
 def _continue_in_pair_form(ode, sol, pair, T, blowup, method, rtol, atol, t_eval, bps, max_nfev, progress, jac,
                            tilt_m, deadline, y0):
-    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the pair form
-    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`, :func:`_continued`), and the sentence that says so for the run's
+    """``(run, note)``: ``sol`` (ended by the ``"pair-switch"`` stop) continued from its end in the square-root form
+    ``Σ = LLᵀ`` where ``pair`` carries it (:data:`ROOT_FORM`, :func:`root_form_for`), else in the pair form
+    ``(Σ, P = Σ⁻¹)`` (:func:`pair_form_for`), by :func:`_continued`, and the sentence that says so for the run's
     message."""
-    g, lift, _ = pair
+    if len(pair) > 3:
+        g, lift, to_layout, margins, _ = pair[3]
+        run = _continued(ode, sol, g, lift(np.asarray(sol.y_end, float)), T, blowup, method, rtol, atol, t_eval,
+                         bps, max(max_nfev - sol.nfev, 1), progress, None, tilt_m, deadline, y0,
+                         root=(to_layout, margins, []))
+        return run, (f"from t = {float(sol.t_end):.10g}, where cond Σ·eps or cond(I - ΣM)·eps reached "
+                     f"{PRECISION_SWITCH:g}·rtol, the run went on in the square-root form Σ = LLᵀ, dL/dt = JL, "
+                     "J = VL(I - LᵀML)⁻¹LᵀBᵀ")
+    g, lift = pair[:2]
     run = _continued(ode, sol, g, lift(np.asarray(sol.y_end, float)), T, blowup, method, rtol, atol, t_eval, bps,
                      max(max_nfev - sol.nfev, 1), progress, None, tilt_m, deadline, y0)
     return run, (f"from t = {float(sol.t_end):.10g}, where cond(I - ΣM)·eps reached {PRECISION_SWITCH:g}·rtol, "
@@ -437,6 +503,9 @@ def integrate_moments(ode, f, y0, T: float, *, freeze_alpha: bool, method: str =
     room = math.log(PRECISION_SWITCH * rtol / np.finfo(float).eps)
     stops = gaussian_events(ode, blowup)
     pair = None if fm is None else pair_form_for(ode, freeze_alpha, rtol)
+    root = None if fm is None or not ROOT_FORM else root_form_for(ode, freeze_alpha, rtol)
+    if root is not None:      # the switch and its continuation: the square-root form where ROOT_FORM
+        pair = (None, None, root[4], root)
     pair_stop = [] if pair is None else [pair[2]]
     stiff = None if fm is None or tilt_m is not None else stiff_form_for(ode, freeze_alpha, fm, y0, method)
     stiff_stop = [] if stiff is None else [StopCondition(stiff[2], "stiff-switch", "explicit steps stability-bound "

@@ -19,7 +19,7 @@ import numpy as np
 from ..registry import kinds, layout
 
 __all__ = ["head_form", "quadratic_form", "affine_field", "covariance_velocity", "matrix_rhs", "frozen_alpha",
-           "tilt_margins", "pair_rhs", "checked_matrix_rhs"]
+           "tilt_margins", "pair_rhs", "checked_matrix_rhs", "root_rhs"]
 
 
 def head_form(head) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -466,3 +466,89 @@ def extended_matrix_rhs(weights, d: int, frame=None):
 
     f.n_states = n
     return f
+
+
+def _tilt_covariance(U, s, M):
+    """``(Σ⁻¹ - M)⁻¹ = LG⁻¹Lᵀ`` (``G = I - LᵀML``) from the SVD ``L = U diag(s) Wᵀ``:
+    ``U C (C H C)⁻¹ C Uᵀ`` with ``H = diag(s⁻²) - UᵀMU`` and ``C = |diag H|^{-1/2}`` (``c_i = s_i/sqrt|1 - s_i²m_ii|``,
+    no division by ``s``).  Why not one solve with ``G``: ``G``'s condition is ``~‖M‖‖Σ‖`` (9e8 at the stall of fuzz
+    seed 3030 case 25), so that solve returns ``J`` with relative noise ~1e-11, which rtol = 1e-12 cannot accept;
+    ``H`` is ``G`` in ``L``'s singular frame, and its equilibrated ``CHC`` has the condition of ``M`` on the large
+    directions and unit diagonal on the small ones (``s_i⁻²`` dominates there), so the solve keeps ``eps`` relative
+    accuracy; a small direction enters only through ``c_i ≈ s_i``."""
+    Mt = U.T @ M @ U
+    den = np.abs(1.0 - s * s * np.diag(Mt))
+    c = s / np.sqrt(den)
+    Hs = np.diag(1.0 / den) - c[:, None] * Mt * c[None, :]
+    Uc = U * c
+    return Uc @ np.linalg.solve(Hs, Uc.T)
+
+
+def root_rhs(weights, d: int):
+    """``(f, lift, to_layout, margins)`` of the *square-root form*: the state ``(α, L)`` (``L`` a square factor,
+    row-major after ``α``) with ``Σ = LLᵀ`` (not kept triangular), for constant ``weights`` whose heads all have a
+    quadratic log-kernel (softmax, ℓ2, custom), without attention sink; ``None`` for others.
+
+    ``dL/dt = JL`` gives ``d(LLᵀ)/dt = JΣ + ΣJᵀ`` exactly, and the tilt is evaluated without an inverse of ``Σ``
+    or of ``L``: with ``G = I - LᵀML`` (``M = R + Rᵀ``), ``(Σ⁻¹ - M)⁻¹ = LG⁻¹Lᵀ`` (evaluated in ``L``'s singular
+    frame, :func:`_tilt_covariance`) and
+    ``(I - ΣM)⁻¹ = I + LG⁻¹LᵀM``, so a head contributes ``J = VLG⁻¹LᵀBᵀ`` and
+    ``b = V(α + LG⁻¹Lᵀ(Mα + r))`` (``M = 0``: ``G = I``, ``J = VΣBᵀ``, ``b = V(α + Σr)`` as in
+    :func:`matrix_rhs`); ``dα/dt = b + Jα``.  Why: where ``Σ``'s eigenvalues spread past ``1/eps`` (one growing
+    to 4e7 while another collapses to 8e-11, fuzz seed 3030 cases 16 and 25), float64 entries of ``Σ`` cannot
+    hold the small one, while ``L`` holds it as a singular value ``sqrt(λ)``, with the condition
+    ``cond L = sqrt(cond Σ)``.  ``G`` is ``LᵀML``-similar to ``Σ^{1/2}MΣ^{1/2}``: ``λ_min(G)`` is the tilt
+    margin of :func:`tilt_margins` (``G ⪰ I`` where ``M ⪯ 0``).
+
+    ``lift(y)``: the root state from a layout state (Cholesky of the symmetrised ``Σ``); ``to_layout(z)``: the
+    layout state ``(α, LLᵀ)`` of one state or of rows; ``margins(t, z)``: ``λ_min(G)`` per head whose ``M`` is
+    not ``⪯ 0`` (an empty array when none)."""
+    got = _framed_heads(weights, None)
+    if got is None:
+        return None
+    heads = [(V, np.ascontiguousarray(Bt), M if np.abs(M).max() > 0 else None, r) for V, Bt, M, r in got[0]]
+    W, c = got[1]
+    eye = np.eye(d)
+    n = layout.state_size(d)
+    iu, _, _ = _packing(d)
+    indefinite = [M for _, _, M, _ in heads if M is not None and np.linalg.eigvalsh(M).max() > 0]
+
+    def f(t, z):
+        z = np.asarray(z, float)
+        a, L = z[:d], z[d:].reshape(d, d)
+        b = np.zeros(d) if c is None else c.copy()
+        J = np.zeros((d, d)) if W is None else W.copy()
+        svd = None
+        for V, Bt, M, r in heads:
+            if M is None:
+                K, x = L @ L.T, r
+            else:
+                if svd is None:
+                    svd = np.linalg.svd(L)
+                K, x = _tilt_covariance(svd[0], svd[1], M), M @ a + r
+            b += V @ (a + K @ x)
+            J += V @ (K @ Bt)
+        out = np.empty(d + d * d)
+        out[:d] = b + J @ a
+        out[d:] = (J @ L).ravel()
+        return out
+
+    def lift(y):
+        a, S = layout.unpack(np.asarray(y, float), d)
+        return np.concatenate([a, np.linalg.cholesky(0.5 * (S + S.T)).ravel()])
+
+    def to_layout(z):
+        z = np.asarray(z, float)
+        L = z[..., d:].reshape(z.shape[:-1] + (d, d))
+        S = L @ np.swapaxes(L, -1, -2)
+        out = np.empty(z.shape[:-1] + (n,))
+        out[..., :d] = z[..., :d]
+        out[..., d:] = S[..., iu[0], iu[1]]
+        return out
+
+    def margins(t, z):
+        L = np.asarray(z, float)[d:].reshape(d, d)
+        return np.array([np.linalg.eigvalsh(eye - L.T @ M @ L).min() for M in indefinite])
+
+    f.n_states = d + d * d
+    return f, lift, to_layout, margins
